@@ -1,0 +1,78 @@
+"""What the variant tests iterate over: every registered variant, plus options that change its math."""
+
+import torch
+
+import variants
+
+# Non-default options worth testing on their own; every registered variant is also tested as created
+# with no options, so a new variant is covered the moment it is registered.
+EXTRA_OPTIONS = {
+    "temperature": [{"temperature": 0.5}, {"temperature": 2.0, "learnable": True}],
+    "relative": [{"kind": "shaw", "max_distance": 3}, {"kind": "t5", "num_buckets": 8, "max_distance": 12},
+                 {"kind": "rope"}],
+    "additive": [{"hidden_dim": 5}],
+}
+
+HEADS, HEAD_DIM = 3, 8
+
+
+def variant_cases() -> list[tuple[str, dict]]:
+    cases = []
+    for name in variants.list_variants():
+        cases.append((name, {}))
+        cases.extend((name, options) for options in EXTRA_OPTIONS.get(name, []))
+    return cases
+
+
+def case_id(case: tuple[str, dict]) -> str:
+    name, options = case
+    return "-".join([name] + [f"{key}={value}" for key, value in options.items()])
+
+
+def kernel_cases() -> list[tuple[str, dict, str]]:
+    """(variant, options, kernel) for every kernel the variant lists other than the reference."""
+    cases = []
+    for name, options in variant_cases():
+        module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options)
+        cases.extend((name, options, kernel) for kernel in module.kernels if kernel != "reference")
+    return cases
+
+
+def build_pair(name: str, options: dict, backend: str, dtype=torch.float64, heads=HEADS, head_dim=HEAD_DIM):
+    """Two modules with the same parameters: one on `backend`, one on the reference kernel."""
+    torch.manual_seed(0)
+    module = variants.create(name, num_heads=heads, head_dim=head_dim, backend=backend, **options).to(dtype)
+    reference = variants.create(name, num_heads=heads, head_dim=head_dim, backend="reference", **options).to(dtype)
+    reference.load_state_dict(module.state_dict())
+    return module, reference
+
+
+def random_inputs(batch, seq_q, seq_k, *, seed, dtype=torch.float64, heads=HEADS, head_dim=HEAD_DIM,
+                  padding=False):
+    """Fresh q, k, v (requiring grad) and, with padding, a key mask with a fully padded batch element
+    and a padded first key (so that, when causal, some queries see no key at all)."""
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, seq_q, head_dim, generator=generator, dtype=dtype)
+    k = torch.randn(batch, heads, seq_k, head_dim, generator=generator, dtype=dtype)
+    v = torch.randn(batch, heads, seq_k, head_dim, generator=generator, dtype=dtype)
+    mask = None
+    if padding:
+        mask = torch.rand(batch, seq_k, generator=generator) > 0.3
+        mask[:, 0] = False
+        mask[0] = False
+    return q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), mask
+
+
+def output_and_grads(module, q, k, v, *, seed=1, **kwargs):
+    """The output and the gradients of a random projection of it w.r.t. q, k, v and every parameter."""
+    out = module(q, k, v, **kwargs)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(out.dtype)
+    inputs = [q, k, v, *module.parameters()]
+    grads = torch.autograd.grad(out, inputs, grad_out, allow_unused=True)
+    return out, grads
+
+
+def assert_close_relative(actual, expected, rtol, what=""):
+    """|actual - expected| <= rtol * max|expected| elementwise: relative to the tensor's scale."""
+    scale = expected.abs().max().item() if expected.numel() else 0.0
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=rtol * max(scale, 1e-30), msg=lambda m: f"{what}: {m}")

@@ -1,0 +1,26 @@
+"""attnlab's attention variants: a registry of pluggable attention modules and the kernels they run on.
+
+    >>> import variants
+    >>> variants.list_variants()
+    ['additive', 'dense', 'relative', 'temperature', 'unscaled']
+    >>> attn = variants.create("temperature", num_heads=4, head_dim=32, temperature=0.5)
+    >>> attn.describe()
+    'temperature_t0.5'
+"""
+
+from variants.base import Attention
+from variants.options import OptionError
+from variants.registry import create, describe_variants, list_variants, register, variant_class
+
+# Importing a variant module registers it.
+from variants import additive, dense, relative, temperature, unscaled  # noqa: E402,F401  isort: skip
+
+__all__ = [
+    "Attention",
+    "OptionError",
+    "create",
+    "describe_variants",
+    "list_variants",
+    "register",
+    "variant_class",
+]

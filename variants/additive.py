@@ -1,0 +1,64 @@
+"""Additive attention (Bahdanau et al. 2015, "Neural Machine Translation by Jointly Learning to Align
+and Translate"), one scorer per head.
+
+    e_ij = w^T tanh(W_q q_i + W_k k_j),   softmax(e) v
+
+W_q, W_k: (hidden_dim, head_dim) and w: (hidden_dim,) per head. No sqrt(d) factor: the tanh bounds
+each term. Cost: O(n^2 hidden_dim) time, against O(n^2 d) for a dot product, and no fused kernel.
+
+Memory: the (seq_q, seq_k, hidden_dim) intermediate is never materialised for the whole sequence.
+The chunked kernel scores at most 2^22 / (batch * heads * seq_k * hidden_dim) queries at once and
+recomputes each chunk in the backward pass, so the peak is O(batch * heads * n * (head_dim +
+hidden_dim)) for the projections plus a small multiple of 2^22 floats (16 MiB in float32) for the
+chunk in flight, whatever n.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from variants.base import Attention
+from variants.options import option, require
+from variants.registry import register
+
+
+@register("additive")
+class Additive(Attention):
+    """Bahdanau additive scoring per head, w^T tanh(W_q q + W_k k), computed in query chunks."""
+
+    kernels = ("chunked", "reference")
+
+    @dataclass(frozen=True)
+    class Options:
+        hidden_dim: int | None = option(None, "width of the tanh layer; None means head_dim", tag="h")
+
+        def __post_init__(self) -> None:
+            require(self.hidden_dim is None or self.hidden_dim >= 1, "hidden_dim", self.hidden_dim,
+                    "None or an integer >= 1")
+
+    def __init__(self, options: Options, **kwargs) -> None:
+        super().__init__(options, **kwargs)
+        hidden = options.hidden_dim or self.head_dim
+        self.options = dataclasses.replace(options, hidden_dim=hidden)  # fully resolved
+        # Same initial scale as nn.Linear: unit-variance inputs give O(1) pre-activations.
+        self.query_proj = nn.Parameter(torch.randn(self.num_heads, hidden, self.head_dim) / math.sqrt(self.head_dim))
+        self.key_proj = nn.Parameter(torch.randn(self.num_heads, hidden, self.head_dim) / math.sqrt(self.head_dim))
+        self.score_vector = nn.Parameter(torch.randn(self.num_heads, hidden) / math.sqrt(hidden))
+
+    @property
+    def pair_width(self) -> int:
+        return self.options.hidden_dim
+
+    def prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q = torch.einsum("bhnd,hed->bhne", q, self.query_proj)  # (B, H, seq_q, hidden)
+        k = torch.einsum("bhnd,hed->bhne", k, self.key_proj)  # (B, H, seq_k, hidden)
+        return q, k
+
+    def logits(self, q, k, q_pos, k_pos, causal) -> torch.Tensor:
+        pairs = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))  # (B, H, seq_q, seq_k, hidden)
+        return torch.einsum("bhqke,he->bhqk", pairs, self.score_vector)

@@ -1,0 +1,125 @@
+"""Kernels execute a variant's description; `choose` picks one for a module and a device.
+
+Each kernel states where it runs and whether its library is present; each variant states which
+kernels can run it (`Attention.kernels`). `auto` takes the first kernel in `PREFERENCE` that both allow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from variants.kernels import chunked, reference, sdpa
+from variants.options import closest
+
+if TYPE_CHECKING:
+    from variants.base import Attention
+
+Run = Callable[..., torch.Tensor]  # (variant, q, k, v, causal, key_padding_mask) -> output
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    run: Run
+    summary: str
+    devices: frozenset[str] | None = None  # device types it runs on; None for any
+
+    def runs_on(self, device: torch.device) -> bool:
+        return self.devices is None or device.type in self.devices
+
+
+KERNELS: dict[str, Kernel] = {
+    kernel.name: kernel
+    for kernel in (
+        Kernel("sdpa", sdpa.run, "torch scaled_dot_product_attention (fused, with masks and biases)"),
+        Kernel("chunked", chunked.run, "query chunks, recomputed in backward: memory bounded for any score"),
+        Kernel("reference", reference.run, "the seeds' formula, materialises seq_q x seq_k; the truth in tests"),
+    )
+}
+
+# Fastest first. A kernel that a variant does not list, or that does not run on the device, is skipped.
+PREFERENCE: tuple[str, ...] = ("sdpa", "chunked", "reference")
+
+run_reference = reference.run_with_weights
+
+
+def check_backend(variant_name: str, supported: tuple[str, ...], backend: str) -> None:
+    """Reject a backend name that does not exist or cannot run the variant, at creation time."""
+    if backend == "auto":
+        return
+    if backend not in KERNELS:
+        raise ValueError(
+            f"Unknown backend {backend!r}{closest(backend, KERNELS)}; accepted: 'auto', "
+            f"{', '.join(repr(name) for name in KERNELS)}."
+        )
+    if backend not in supported:
+        raise ValueError(
+            f"Backend {backend!r} cannot run variant {variant_name!r}; it runs on: "
+            f"'auto', {', '.join(repr(name) for name in supported)}."
+        )
+
+
+def choose(variant: Attention, device: torch.device) -> Kernel:
+    """The kernel that runs `variant` on `device`: the forced one, or the first `auto` allows."""
+    if variant.requested_backend != "auto":
+        kernel = KERNELS[variant.requested_backend]
+        if not kernel.runs_on(device):
+            raise ValueError(
+                f"Backend {kernel.name!r} does not run on {device.type}; it runs on "
+                f"{', '.join(sorted(kernel.devices or ()))}. Use backend='auto' to pick one that does."
+            )
+        return kernel
+    for name in PREFERENCE:
+        kernel = KERNELS[name]
+        if name in variant.kernels and kernel.runs_on(device):
+            return kernel
+    raise ValueError(f"No kernel runs variant {variant.name!r} on {device.type}.")
+
+
+def _shape(tensor: torch.Tensor) -> str:
+    return "(" + ", ".join(str(size) for size in tensor.shape) + ")"
+
+
+def check_inputs(
+    variant: Attention,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_padding_mask: torch.Tensor | None,
+) -> None:
+    """One clear sentence for inputs that cannot be attended, before any kernel sees them."""
+    for label, tensor in (("q", q), ("k", k), ("v", v)):
+        if tensor.dim() != 4:
+            raise ValueError(
+                f"{label} has shape {_shape(tensor)}; accepted: 4 dimensions (batch, heads, seq, head_dim)."
+            )
+        if tensor.shape[1] != variant.num_heads:
+            raise ValueError(
+                f"{label} has {tensor.shape[1]} heads (shape {_shape(tensor)}); this "
+                f"{variant.name} module was created with num_heads={variant.num_heads}."
+            )
+        if not tensor.is_floating_point() or tensor.dtype != q.dtype:
+            raise ValueError(f"{label} has dtype {tensor.dtype}; accepted: a floating dtype shared by q, k and v.")
+    for label, tensor in (("q", q), ("k", k)):
+        if tensor.shape[-1] != variant.head_dim:
+            raise ValueError(
+                f"{label} has head_dim {tensor.shape[-1]} (shape {_shape(tensor)}); this "
+                f"{variant.name} module was created with head_dim={variant.head_dim}."
+            )
+    if q.shape[0] != k.shape[0] or k.shape[0] != v.shape[0]:
+        raise ValueError(
+            f"q, k and v have batch sizes {q.shape[0]}, {k.shape[0]}, {v.shape[0]}; accepted: equal batch sizes."
+        )
+    if k.shape[2] != v.shape[2]:
+        raise ValueError(f"k has {k.shape[2]} keys but v has {v.shape[2]}; accepted: one value per key.")
+    if key_padding_mask is not None:
+        expected = (k.shape[0], k.shape[2])
+        if key_padding_mask.dtype != torch.bool or tuple(key_padding_mask.shape) != expected:
+            raise ValueError(
+                f"key_padding_mask has dtype {key_padding_mask.dtype} and shape {_shape(key_padding_mask)}; "
+                f"accepted: torch.bool of shape (batch, seq_k) = {expected}, True where a key is real."
+            )

@@ -1,0 +1,103 @@
+"""Typed, validated options for attention variants.
+
+Every variant declares its options as a frozen dataclass whose fields carry a one-line help text (and,
+where it belongs in the variant's self-describing name, a short tag). `build_options` turns the keyword
+arguments a user passed into that dataclass, or raises `OptionError` with one sentence that names the
+bad option, the bad value and what would be accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from typing import Any, Literal
+
+
+class OptionError(ValueError):
+    """A user-supplied option is unknown or has a value the variant cannot accept."""
+
+
+def option(default: Any, help: str, *, tag: str | None = None) -> Any:
+    """A dataclass field with its documentation; `tag` marks it as part of `describe()` names."""
+    return dataclasses.field(default=default, metadata={"help": help, "tag": tag})
+
+
+def closest(name: str, choices: typing.Iterable[str]) -> str:
+    """' (did you mean X?)' for the nearest choice, or '' when nothing is close."""
+    match = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _accepted(annotation: Any) -> str:
+    members = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in members:
+        (inner,) = [member for member in members if member is not type(None)]
+        return f"None or {_accepted(inner)}"
+    if typing.get_origin(annotation) is Literal:
+        return "one of " + ", ".join(repr(choice) for choice in typing.get_args(annotation))
+    return {bool: "True or False", int: "an integer", float: "a number"}.get(annotation, str(annotation))
+
+
+def _coerce(owner: str, name: str, annotation: Any, value: Any) -> Any:
+    """Check `value` against a field's annotation; ints are accepted where floats are."""
+    members = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in members:
+        if value is None:
+            return None
+        (annotation,) = [member for member in members if member is not type(None)]
+    if typing.get_origin(annotation) is Literal:
+        ok = value in typing.get_args(annotation)
+    elif annotation is bool:
+        ok = isinstance(value, bool)
+    elif annotation is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif annotation is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:  # pragma: no cover - a variant author declared a type this module does not know
+        raise TypeError(f"{owner} option {name!r} has unsupported type {annotation!r}")
+    if not ok:
+        raise OptionError(f"{owner} option {name!r} got {value!r}; accepted: {_accepted(annotation)}.")
+    return value
+
+
+def build_options(cls: type, owner: str, values: dict[str, Any]) -> Any:
+    """Instantiate the options dataclass `cls` from user `values`, validating names and types."""
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    for name in values:
+        if name not in fields:
+            allowed = ", ".join(fields) or "none"
+            raise OptionError(
+                f"{owner} has no option {name!r}{closest(name, fields)}; its options are: {allowed}."
+            )
+    hints = typing.get_type_hints(cls)
+    checked = {name: _coerce(owner, name, hints[name], value) for name, value in values.items()}
+    try:
+        return cls(**checked)
+    except OptionError as error:  # range checks in __post_init__ do not know the variant's name
+        raise OptionError(f"{owner} {error}") from None
+
+
+def require(ok: bool, name: str, value: Any, accepted: str) -> None:
+    """Raise `OptionError` unless `ok`: for range checks in an options class's `__post_init__`."""
+    if not ok:
+        raise OptionError(f"option {name!r} got {value!r}; accepted: {accepted}.")
+
+
+def format_value(value: Any) -> str:
+    """Compact, filename-safe rendering of an option value for self-describing names."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def describe_options(cls: type) -> list[str]:
+    """One line per option: name, type, default and help, for `make list`."""
+    hints = typing.get_type_hints(cls)
+    lines = []
+    for field in dataclasses.fields(cls):
+        kind = _accepted(hints[field.name])
+        lines.append(f"{field.name}={field.default!r} ({kind}): {field.metadata['help']}")
+    return lines

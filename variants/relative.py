@@ -1,0 +1,160 @@
+"""Relative position terms on scaled dot-product attention: Shaw, T5, ALiBi and rotary.
+
+    logits_ij = q_i . k_j / sqrt(d) + r(i, j)
+
+- `shaw` (Shaw et al. 2018, "Self-Attention with Relative Position Representations"): learned key
+  embeddings a_m for the clipped distance m = clip(j - i, -max_distance, max_distance), shared by the
+  heads; r(i, j) = q_i . a_m / sqrt(d). O(n^2 d) time and no fused kernel (r depends on q).
+- `t5` (Raffel et al. 2020): a learned scalar per head and bucket of j - i, buckets exact up to
+  num_buckets/4 (bidirectional) or /2 (causal) and log-spaced up to max_distance, as T5's
+  `_relative_position_bucket`. O(n^2) bias, fused kernel.
+- `alibi` (Press et al. 2022, "Train Short, Test Long"): r(i, j) = -m_h |i - j| with the paper's
+  geometric head slopes, and its interleaving rule for head counts that are not powers of two.
+- `rope` (Su et al. 2021, "RoFormer"): q and k rotated by position-dependent angles
+  theta_t = base^(-2t/d) (rotate-half pairing, t < d/2), so q_i . k_j depends on j - i only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from einops import rearrange
+from torch import nn
+
+from variants.base import Attention
+from variants.options import OptionError, option, require
+from variants.registry import register
+
+# Which options each kind reads; an option given for a kind that ignores it is an error.
+KIND_OPTIONS = {"shaw": {"max_distance"}, "t5": {"max_distance", "num_buckets"}, "alibi": set(), "rope": {"rope_base"}}
+DEFAULT_MAX_DISTANCE = {"shaw": 16, "t5": 128}
+
+
+def alibi_slopes(num_heads: int) -> list[float]:
+    """Press et al.'s head slopes: 2^(-8/n), its powers, and interleaving for non-powers of two."""
+    if math.log2(num_heads).is_integer():
+        start = 2.0 ** (-(2.0 ** -(math.log2(num_heads) - 3)))
+        return [start ** (power + 1) for power in range(num_heads)]
+    closest_power = 2 ** math.floor(math.log2(num_heads))
+    extra = alibi_slopes(2 * closest_power)[0::2][: num_heads - closest_power]
+    return alibi_slopes(closest_power) + extra
+
+
+def t5_bucket(relative: torch.Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
+    """T5's `_relative_position_bucket` for relative = key position - query position."""
+    buckets = torch.zeros_like(relative)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative > 0).long() * num_buckets
+        distance = relative.abs()
+    else:
+        distance = (-relative).clamp(min=0)  # only the past has its own buckets
+    max_exact = num_buckets // 2
+    is_small = distance < max_exact
+    # log-spaced beyond max_exact; clamp(min=1) only keeps log finite where is_small picks the exact bucket
+    large = max_exact + (
+        torch.log(distance.clamp(min=1).float() / max_exact) / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).long()
+    large = large.clamp(max=num_buckets - 1)
+    return buckets + torch.where(is_small, distance, large)
+
+
+@register("relative")
+class Relative(Attention):
+    """Scaled dot product plus a relative position term: shaw, t5, alibi or rope."""
+
+    @dataclass(frozen=True)
+    class Options:
+        kind: Literal["shaw", "t5", "alibi", "rope"] = option(
+            "alibi", "which relative position scheme (shaw runs on chunked and reference only)", tag=""
+        )
+        max_distance: int | None = option(
+            None, "shaw: clip distance (default 16); t5: distance of the last bucket (default 128)", tag="d"
+        )
+        num_buckets: int | None = option(None, "t5: number of buckets (default 32)", tag="b")
+        rope_base: float | None = option(None, "rope: base of the rotation frequencies (default 10000)")
+
+        def __post_init__(self) -> None:
+            for name in ("max_distance", "num_buckets", "rope_base"):
+                value = getattr(self, name)
+                if value is not None and name not in KIND_OPTIONS[self.kind]:
+                    readers = [kind for kind, names in KIND_OPTIONS.items() if name in names]
+                    raise OptionError(f"option {name!r} got {value!r} but kind {self.kind!r} does not use it; "
+                                      f"accepted: leave it unset, or use kind {' or '.join(map(repr, readers))}.")
+            require(self.max_distance is None or self.max_distance >= 1, "max_distance", self.max_distance,
+                    "an integer >= 1")
+            require(self.num_buckets is None or self.num_buckets >= 4, "num_buckets", self.num_buckets,
+                    "an integer >= 4")
+            require(self.rope_base is None or self.rope_base > 1, "rope_base", self.rope_base, "a number > 1")
+            if self.kind == "t5":
+                buckets, distance = self.num_buckets or 32, self.max_distance or 128
+                require(distance > buckets // 2, "max_distance", distance,
+                        f"an integer > num_buckets // 2 = {buckets // 2} (the buckets before it are exact)")
+
+    def __init__(self, options: Options, **kwargs) -> None:
+        super().__init__(options, **kwargs)
+        kind = options.kind
+        self.options = options = dataclasses.replace(  # fully resolved: defaults of this kind filled in
+            options,
+            max_distance=options.max_distance or DEFAULT_MAX_DISTANCE.get(kind),
+            num_buckets=options.num_buckets or (32 if kind == "t5" else None),
+            rope_base=options.rope_base or (10000.0 if kind == "rope" else None),
+        )
+        if kind == "shaw":
+            self.kernels = ("chunked", "reference")  # the term depends on q: no fused kernel
+            self.distance_embedding = nn.Parameter(  # (2 * max_distance + 1, head_dim), shared by heads
+                torch.randn(2 * options.max_distance + 1, self.head_dim) * 0.02
+            )
+        elif kind == "t5":
+            self.bucket_bias = nn.Parameter(torch.randn(options.num_buckets, self.num_heads) * 0.02)
+        elif kind == "alibi":
+            self.slopes = tuple(alibi_slopes(self.num_heads))  # exact in any dtype: not a buffer .float() rounds
+        elif self.head_dim % 2:
+            raise ValueError(f"Relative kind 'rope' rotates pairs of dimensions; head_dim={self.head_dim} is odd, "
+                             "accepted: an even head_dim.")
+
+    def describe(self) -> str:
+        return "_".join([self.name, self.options.kind] + [
+            f"{tag}{getattr(self.options, name)}"
+            for name, tag in (("num_buckets", "b"), ("max_distance", "d"))
+            if name in KIND_OPTIONS[self.options.kind]
+        ])
+
+    def prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.options.kind != "rope":
+            return q, k
+        return self._rotate(q), self._rotate(k)
+
+    def _rotate(self, x: torch.Tensor) -> torch.Tensor:
+        """Rotary embedding, rotate-half pairing: dims t and t + d/2 rotate by position * theta_t."""
+        half = self.head_dim // 2
+        theta = self.options.rope_base ** (-torch.arange(half, device=x.device, dtype=torch.float64) / half)
+        angles = torch.arange(x.shape[2], device=x.device, dtype=torch.float64)[:, None] * theta  # (seq, d/2)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        first, second = x[..., :half], x[..., half:]
+        return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
+
+    def logit_bias(self, q_pos, k_pos, causal) -> torch.Tensor | None:
+        relative = k_pos[None, :] - q_pos[:, None]  # (seq_q, seq_k): j - i
+        if self.options.kind == "alibi":
+            slopes = torch.tensor(self.slopes, dtype=torch.float64, device=relative.device)
+            return -slopes[:, None, None] * relative.abs()  # (H, seq_q, seq_k), cast to the logits' dtype by kernels
+        if self.options.kind == "t5":
+            bucket = t5_bucket(relative, bidirectional=not causal, num_buckets=self.options.num_buckets,
+                               max_distance=self.options.max_distance)
+            return rearrange(self.bucket_bias[bucket], "q k h -> h q k")
+        return None
+
+    def logits(self, q, k, q_pos, k_pos, causal) -> torch.Tensor:
+        logits = super().logits(q, k, q_pos, k_pos, causal)
+        if self.options.kind != "shaw":
+            return logits
+        limit = self.options.max_distance
+        per_distance = torch.matmul(q, self.distance_embedding.T) * self.logit_scale()  # (B, H, seq_q, 2*limit+1)
+        index = (k_pos[None, :] - q_pos[:, None]).clamp(-limit, limit) + limit  # (seq_q, seq_k)
+        return logits + per_distance.gather(-1, index.expand(*per_distance.shape[:2], *index.shape))
