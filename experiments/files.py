@@ -11,7 +11,10 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file in the same folder and an atomic rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; give it the permissions of a new file
         with os.fdopen(handle, "w") as file:
             file.write(text)
             file.flush()

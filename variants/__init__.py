@@ -13,7 +13,7 @@ from variants.options import OptionError
 from variants.registry import create, describe_variants, list_variants, register, variant_class
 
 # Importing a variant module registers it.
-from variants import additive, dense, relative, temperature, unscaled  # noqa: E402,F401  isort: skip
+from variants import additive, dense, local, relative, sparse, temperature, unscaled  # noqa: E402,F401  isort: skip
 
 __all__ = [
     "Attention",

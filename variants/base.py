@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from variants import kernels
+from variants import kernels, layouts
 from variants.options import format_value
 
 
@@ -26,7 +26,10 @@ class Attention(nn.Module):
 
     name: ClassVar[str]  # set by variants.register
     Options: ClassVar[type]  # a frozen dataclass of the variant's options
+    # The kernels that can run this variant, fastest first: `auto` takes the first that runs on the device.
     kernels: ClassVar[tuple[str, ...]] = ("sdpa", "chunked", "reference")
+    # Which keys each query may see beyond causality and padding; None: all of them.
+    pattern: layouts.Layout | None = None
 
     def __init__(self, options: Any, *, num_heads: int, head_dim: int, backend: str) -> None:
         super().__init__()
@@ -36,6 +39,7 @@ class Attention(nn.Module):
         self.requested_backend = backend
         # Follows the module across .to(device), so `backend` can answer for the device it lives on.
         self.register_buffer("_device_probe", torch.empty(0), persistent=False)
+        self._plans: dict[tuple, layouts.Plan] = {}
 
     # ----------------------------------------------------------------------------------------------
     # The score. Dot-product variants only change the scale, the bias or the q/k transform.
@@ -77,14 +81,36 @@ class Attention(nn.Module):
         causal: bool,
         key_padding_mask: torch.Tensor | None,
     ) -> torch.Tensor | None:
-        """Bool (batch or 1, 1, len(q_pos), len(k_pos)), True where attended; None when all are."""
+        """Bool (batch or 1, 1, len(q_pos), len(k_pos)), True where attended; None when all are.
+
+        With a pattern, q_pos and k_pos must be the whole ranges 0..seq-1 (layout variants do not list
+        the chunked kernel, the one that passes a slice of the queries).
+        """
         mask = None
-        if causal:
+        if self.pattern is not None:
+            mask = layouts.dense(self.pattern, len(q_pos), len(k_pos), causal, q_pos.device)[None, None]
+        elif causal:
             mask = (k_pos[None, :] <= q_pos[:, None])[None, None]
         if key_padding_mask is not None:
             padding = key_padding_mask[:, None, None, :]
             mask = padding if mask is None else mask & padding
         return mask
+
+    def layout(self, seq_q: int, seq_k: int, *, causal: bool = False) -> torch.Tensor:
+        """Bool (seq_q, seq_k) of the pairs this variant attends, for drawing and checking layouts."""
+        if self.pattern is not None:
+            return layouts.dense(self.pattern, seq_q, seq_k, causal)
+        everything = torch.ones(seq_q, seq_k, dtype=torch.bool)
+        return everything.tril() if causal else everything
+
+    def plan(self, seq_q: int, seq_k: int, causal: bool, device: torch.device, max_pairs: int) -> layouts.Plan:
+        """The pattern cut into chunks for the blocked kernel, cached per lengths, causality and device."""
+        key = (seq_q, seq_k, causal, str(device), max_pairs)
+        if key not in self._plans:
+            if len(self._plans) >= 16:  # lengths change rarely; keep the cache small all the same
+                self._plans.clear()
+            self._plans[key] = layouts.plan(self.pattern, seq_q, seq_k, causal, device, max_pairs)
+        return self._plans[key]
 
     # ----------------------------------------------------------------------------------------------
 
@@ -93,7 +119,7 @@ class Attention(nn.Module):
         parts = [self.name]
         for field, value in vars(self.options).items():
             tag = type(self.options).__dataclass_fields__[field].metadata.get("tag")
-            if tag is None or value is False:
+            if tag is None or value is None or value is False:
                 continue
             parts.append(tag if value is True else f"{tag}{format_value(value)}")
         return "_".join(parts)

@@ -86,6 +86,24 @@ def require(ok: bool, name: str, value: Any, accepted: str) -> None:
         raise OptionError(f"option {name!r} got {value!r}; accepted: {accepted}.")
 
 
+def fill_choice_defaults(options: Any, selector: str, defaults: dict[str, dict[str, Any]]) -> None:
+    """For options that depend on a choice (relative's `kind`, sparse's `pattern`), in `__post_init__`:
+    reject an option the chosen value does not use, and fill in the chosen value's defaults."""
+    chosen = getattr(options, selector)
+    used = defaults[chosen]
+    for field in dataclasses.fields(options):
+        value = getattr(options, field.name)
+        if field.name == selector or value is None:
+            continue
+        if field.name not in used:
+            readers = " or ".join(repr(choice) for choice, names in defaults.items() if field.name in names)
+            raise OptionError(f"option {field.name!r} got {value!r} but {selector} {chosen!r} does not use it; "
+                              f"accepted: leave it unset, or use {selector} {readers}.")
+    for name, default in used.items():
+        if getattr(options, name) is None:
+            object.__setattr__(options, name, default)  # frozen: filled once, while being constructed
+
+
 def format_value(value: Any) -> str:
     """Compact, filename-safe rendering of an option value for self-describing names."""
     if isinstance(value, float):

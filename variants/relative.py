@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -26,12 +25,16 @@ from einops import rearrange
 from torch import nn
 
 from variants.base import Attention
-from variants.options import OptionError, option, require
+from variants.options import fill_choice_defaults, option, require
 from variants.registry import register
 
-# Which options each kind reads; an option given for a kind that ignores it is an error.
-KIND_OPTIONS = {"shaw": {"max_distance"}, "t5": {"max_distance", "num_buckets"}, "alibi": set(), "rope": {"rope_base"}}
-DEFAULT_MAX_DISTANCE = {"shaw": 16, "t5": 128}
+# The options each kind reads, with their defaults; an option given for a kind that ignores it is an error.
+KIND_DEFAULTS = {
+    "shaw": {"max_distance": 16},
+    "t5": {"num_buckets": 32, "max_distance": 128},
+    "alibi": {},
+    "rope": {"rope_base": 10000.0},
+}
 
 
 def alibi_slopes(num_heads: int) -> list[float]:
@@ -73,38 +76,26 @@ class Relative(Attention):
         kind: Literal["shaw", "t5", "alibi", "rope"] = option(
             "alibi", "which relative position scheme (shaw runs on chunked and reference only)", tag=""
         )
+        num_buckets: int | None = option(None, "t5: number of buckets (default 32)", tag="b")
         max_distance: int | None = option(
             None, "shaw: clip distance (default 16); t5: distance of the last bucket (default 128)", tag="d"
         )
-        num_buckets: int | None = option(None, "t5: number of buckets (default 32)", tag="b")
         rope_base: float | None = option(None, "rope: base of the rotation frequencies (default 10000)")
 
         def __post_init__(self) -> None:
-            for name in ("max_distance", "num_buckets", "rope_base"):
-                value = getattr(self, name)
-                if value is not None and name not in KIND_OPTIONS[self.kind]:
-                    readers = [kind for kind, names in KIND_OPTIONS.items() if name in names]
-                    raise OptionError(f"option {name!r} got {value!r} but kind {self.kind!r} does not use it; "
-                                      f"accepted: leave it unset, or use kind {' or '.join(map(repr, readers))}.")
+            fill_choice_defaults(self, "kind", KIND_DEFAULTS)
             require(self.max_distance is None or self.max_distance >= 1, "max_distance", self.max_distance,
                     "an integer >= 1")
             require(self.num_buckets is None or self.num_buckets >= 4, "num_buckets", self.num_buckets,
                     "an integer >= 4")
             require(self.rope_base is None or self.rope_base > 1, "rope_base", self.rope_base, "a number > 1")
             if self.kind == "t5":
-                buckets, distance = self.num_buckets or 32, self.max_distance or 128
-                require(distance > buckets // 2, "max_distance", distance,
-                        f"an integer > num_buckets // 2 = {buckets // 2} (the buckets before it are exact)")
+                require(self.max_distance > self.num_buckets // 2, "max_distance", self.max_distance,
+                        f"an integer > num_buckets // 2 = {self.num_buckets // 2} (the buckets before it are exact)")
 
     def __init__(self, options: Options, **kwargs) -> None:
         super().__init__(options, **kwargs)
         kind = options.kind
-        self.options = options = dataclasses.replace(  # fully resolved: defaults of this kind filled in
-            options,
-            max_distance=options.max_distance or DEFAULT_MAX_DISTANCE.get(kind),
-            num_buckets=options.num_buckets or (32 if kind == "t5" else None),
-            rope_base=options.rope_base or (10000.0 if kind == "rope" else None),
-        )
         if kind == "shaw":
             self.kernels = ("chunked", "reference")  # the term depends on q: no fused kernel
             self.distance_embedding = nn.Parameter(  # (2 * max_distance + 1, head_dim), shared by heads
@@ -117,13 +108,6 @@ class Relative(Attention):
         elif self.head_dim % 2:
             raise ValueError(f"Relative kind 'rope' rotates pairs of dimensions; head_dim={self.head_dim} is odd, "
                              "accepted: an even head_dim.")
-
-    def describe(self) -> str:
-        return "_".join([self.name, self.options.kind] + [
-            f"{tag}{getattr(self.options, name)}"
-            for name, tag in (("num_buckets", "b"), ("max_distance", "d"))
-            if name in KIND_OPTIONS[self.options.kind]
-        ])
 
     def prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.options.kind != "rope":

@@ -11,6 +11,10 @@ EXTRA_OPTIONS = {
     "relative": [{"kind": "shaw", "max_distance": 3}, {"kind": "t5", "num_buckets": 8, "max_distance": 12},
                  {"kind": "rope"}],
     "additive": [{"hidden_dim": 5}],
+    "local": [{"window": 1}, {"window": 20}],
+    "sparse": [{"pattern": "strided", "stride": 6}, {"pattern": "fixed", "stride": 8, "summary": 3},
+               {"pattern": "longformer", "window": 5, "num_global": 2},
+               {"pattern": "bigbird", "block_size": 3, "num_global_blocks": 1, "num_random_blocks": 2, "seed": 7}],
 }
 
 HEADS, HEAD_DIM = 3, 8

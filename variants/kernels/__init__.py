@@ -1,7 +1,7 @@
 """Kernels execute a variant's description; `choose` picks one for a module and a device.
 
-Each kernel states where it runs and whether its library is present; each variant states which
-kernels can run it (`Attention.kernels`). `auto` takes the first kernel in `PREFERENCE` that both allow.
+Each kernel states where it runs; each variant states which kernels can run it, fastest first
+(`Attention.kernels`). `auto` takes the first of those that runs on the device of the call.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from variants.kernels import chunked, reference, sdpa
+from variants.kernels import blocked, chunked, reference, sdpa
 from variants.options import closest
 
 if TYPE_CHECKING:
@@ -36,13 +36,11 @@ KERNELS: dict[str, Kernel] = {
     kernel.name: kernel
     for kernel in (
         Kernel("sdpa", sdpa.run, "torch scaled_dot_product_attention (fused, with masks and biases)"),
+        Kernel("blocked", blocked.run, "block-sparse: gathers only the key blocks a layout allows, O(n) for local"),
         Kernel("chunked", chunked.run, "query chunks, recomputed in backward: memory bounded for any score"),
         Kernel("reference", reference.run, "the seeds' formula, materialises seq_q x seq_k; the truth in tests"),
     )
 }
-
-# Fastest first. A kernel that a variant does not list, or that does not run on the device, is skipped.
-PREFERENCE: tuple[str, ...] = ("sdpa", "chunked", "reference")
 
 run_reference = reference.run_with_weights
 
@@ -73,10 +71,9 @@ def choose(variant: Attention, device: torch.device) -> Kernel:
                 f"{', '.join(sorted(kernel.devices or ()))}. Use backend='auto' to pick one that does."
             )
         return kernel
-    for name in PREFERENCE:
-        kernel = KERNELS[name]
-        if name in variant.kernels and kernel.runs_on(device):
-            return kernel
+    for name in variant.kernels:
+        if KERNELS[name].runs_on(device):
+            return KERNELS[name]
     raise ValueError(f"No kernel runs variant {variant.name!r} on {device.type}.")
 
 

@@ -1,0 +1,190 @@
+"""Local and sparse layouts: the rules element by element, the blocked kernel on many blocks, and cost."""
+
+import pytest
+import torch
+from cases import assert_close_relative, build_pair, output_and_grads, random_inputs
+
+import variants
+from variants import layouts
+
+
+def spec_local(i, j, window, causal):
+    return (0 <= i - j < window) if causal else abs(i - j) < window
+
+
+def spec_strided(i, j, stride):
+    return abs(i - j) < stride or (i - j) % stride == 0
+
+
+def spec_fixed(i, j, stride, summary):
+    return j // stride == i // stride or j % stride >= stride - summary
+
+
+def spec_longformer(i, j, window, num_global):
+    return abs(i - j) < window or i < num_global or j < num_global
+
+
+SPECS = [
+    ("local", {"window": 1}, lambda i, j: spec_local(i, j, 1, False)),
+    ("local", {"window": 7}, lambda i, j: spec_local(i, j, 7, False)),
+    ("local", {"window": 40}, lambda i, j: spec_local(i, j, 40, False)),
+    ("sparse", {"pattern": "strided", "stride": 5}, lambda i, j: spec_strided(i, j, 5)),
+    ("sparse", {"pattern": "strided", "stride": 16}, lambda i, j: spec_strided(i, j, 16)),
+    ("sparse", {"pattern": "fixed", "stride": 6, "summary": 2}, lambda i, j: spec_fixed(i, j, 6, 2)),
+    ("sparse", {"pattern": "fixed", "stride": 16, "summary": 4}, lambda i, j: spec_fixed(i, j, 16, 4)),
+    ("sparse", {"pattern": "longformer", "window": 4, "num_global": 3}, lambda i, j: spec_longformer(i, j, 4, 3)),
+    ("sparse", {"pattern": "longformer", "window": 33, "num_global": 0},
+     lambda i, j: spec_longformer(i, j, 33, 0)),
+]
+
+
+@pytest.mark.parametrize("sizes", [(1, 1), (13, 13), (50, 50), (37, 70), (70, 37)])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s[0]}-{'-'.join(f'{k}{v}' for k, v in s[1].items())}")
+def test_layout_is_what_the_rule_says_element_by_element(spec, causal, sizes):
+    name, options, rule = spec
+    seq_q, seq_k = sizes
+    attn = variants.create(name, num_heads=1, head_dim=4, **options)
+    expected = torch.tensor([[rule(i, j) and (j <= i or not causal) for j in range(seq_k)] for i in range(seq_q)])
+    assert torch.equal(attn.layout(seq_q, seq_k, causal=causal), expected)
+
+
+def bigbird(**options):
+    return variants.create("sparse", num_heads=1, head_dim=4, pattern="bigbird", **options)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_bigbird_layout_has_window_global_and_seeded_random_blocks(causal):
+    block, blocks = 4, 9
+    attn = bigbird(block_size=block, num_global_blocks=1, num_random_blocks=2, seed=3)
+    seq = block * blocks - 2  # the last block is partial
+    layout = attn.layout(seq, seq, causal=causal)
+    for i in range(seq):
+        for j in range(seq):
+            row, column = i // block, j // block
+            if causal and j > i:
+                assert not layout[i, j]
+            elif abs(row - column) <= 1 or row < 1 or column < 1:
+                assert layout[i, j], (i, j)
+    # Beyond window and globals, each query block sees at most num_random_blocks whole key blocks.
+    def keys(row, col):
+        return layout[row * block : (row + 1) * block, col * block : (col + 1) * block]
+
+    for row in range(blocks):
+        extra = [col for col in range(blocks) if keys(row, col).any() and abs(row - col) > 1 and row >= 1 and col >= 1]
+        assert len(extra) <= 2
+        for col in extra:  # whole blocks (up to causality)
+            assert keys(row, col).all() or causal
+    assert torch.equal(bigbird(block_size=block, num_random_blocks=2, seed=3).layout(seq, seq, causal=causal), layout)
+    other_seeds = [bigbird(block_size=block, num_random_blocks=2, seed=seed).layout(seq, seq) for seed in range(4, 9)]
+    assert any(not torch.equal(other, attn.layout(seq, seq)) for other in other_seeds)
+
+
+# Lengths that are and are not multiples of the block sizes, shorter and longer than windows.
+LAYOUT_CASES = [
+    ("local", {"window": 5}), ("local", {"window": 40}), ("local", {"window": 100}),
+    ("sparse", {"pattern": "strided", "stride": 6}), ("sparse", {"pattern": "fixed", "stride": 8, "summary": 2}),
+    ("sparse", {"pattern": "fixed", "stride": 12, "summary": 5}),
+    ("sparse", {"pattern": "longformer", "window": 10, "num_global": 3}),
+    ("sparse", {"pattern": "longformer", "window": 20, "num_global": 40}),
+    ("sparse", {"pattern": "bigbird", "block_size": 4, "num_random_blocks": 2, "seed": 1}),
+    ("sparse", {"pattern": "bigbird", "block_size": 5, "num_global_blocks": 2, "num_random_blocks": 1, "seed": 2}),
+]
+
+
+@pytest.mark.parametrize("shape", [(2, 37, 37, False), (2, 64, 64, True), (3, 70, 45, True), (1, 45, 70, False)],
+                         ids=lambda s: "b{}-q{}-k{}{}".format(*s[:3], "-padded" if s[3] else ""))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: f"{c[0]}-{'-'.join(f'{k}{v}' for k, v in c[1].items())}")
+def test_blocked_kernel_matches_reference_across_many_blocks(case, causal, shape, monkeypatch):
+    from variants.kernels import blocked
+
+    monkeypatch.setattr(blocked, "CHUNK_ELEMENTS", 1024)  # several chunks, sorted rows of several widths
+    name, options = case
+    batch, seq_q, seq_k, padding = shape
+    module, reference = build_pair(name, options, "blocked")
+    q, k, v, mask = random_inputs(batch, seq_q, seq_k, seed=seq_q + seq_k, padding=padding)
+    out, grads = output_and_grads(module, q, k, v, causal=causal, key_padding_mask=mask)
+    ref_out, ref_grads = output_and_grads(reference, q, k, v, causal=causal, key_padding_mask=mask)
+    assert len(module._plans) == 1 and len(next(iter(module._plans.values())).chunks) > 1
+    assert_close_relative(out, ref_out, 1e-9, "output")
+    for label, grad, ref_grad in zip("qkv", grads, ref_grads, strict=True):
+        assert_close_relative(grad, ref_grad, 1e-9, f"gradient of {label}")
+
+
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: f"{c[0]}-{'-'.join(f'{k}{v}' for k, v in c[1].items())}")
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_perturbing_a_key_changes_exactly_the_queries_whose_layout_allows_it(case, causal):
+    name, options = case
+    seq = 41
+    attn = variants.create(name, num_heads=2, head_dim=8, **options).double()
+    layout = attn.layout(seq, seq, causal=causal)
+    q, k, v, _ = random_inputs(1, seq, seq, seed=11, heads=2)
+    base = attn(q, k, v, causal=causal).detach()
+    for key in (0, 7, 20, 40):
+        k2, v2 = k.detach().clone(), v.detach().clone()
+        k2[:, :, key] += 1.0
+        v2[:, :, key] += 1.0
+        changed = (attn(q, k2, v2, causal=causal).detach() - base).abs().amax(dim=(0, 1, 3)) > 1e-12  # (seq,)
+        assert torch.equal(changed, layout[:, key]), key
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_local_with_a_window_covering_the_sequence_equals_dense(causal):
+    q, k, v, mask = random_inputs(2, 45, 45, seed=2, padding=True)
+    dense = variants.create("dense", num_heads=3, head_dim=8).double()
+    expected = dense(q, k, v, causal=causal, key_padding_mask=mask)
+    for window in (45, 1000):  # exactly the length, and n smaller than the window
+        local = variants.create("local", num_heads=3, head_dim=8, window=window).double()
+        assert local.backend == "blocked"
+        assert_close_relative(local(q, k, v, causal=causal, key_padding_mask=mask), expected, 1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("options", [
+    {"pattern": "strided", "stride": 45}, {"pattern": "fixed", "stride": 64, "summary": 1},
+    {"pattern": "longformer", "window": 8, "num_global": 45}, {"pattern": "bigbird", "block_size": 16},
+])
+def test_sparse_covering_every_pair_equals_dense(options, causal):
+    q, k, v, _ = random_inputs(2, 45, 45, seed=3)
+    attn = variants.create("sparse", num_heads=3, head_dim=8, **options).double()
+    assert attn.layout(45, 45).all()
+    expected = variants.create("dense", num_heads=3, head_dim=8).double()(q, k, v, causal=causal)
+    assert_close_relative(attn(q, k, v, causal=causal), expected, 1e-12)
+
+
+def gathered_pairs(attn, seq, causal):
+    plan = layouts.plan(attn.pattern, seq, seq, causal, torch.device("cpu"), 1 << 20)
+    return sum(chunk.allowed.numel() for chunk in plan.chunks)
+
+
+@pytest.mark.parametrize("name, options, per_query_bound", [
+    ("local", {"window": 256}, 2 * 256 + 2 * 128),
+    ("sparse", {"pattern": "longformer", "window": 128, "num_global": 4}, 2 * 128 + 2 * 64 + 64 + 64),
+    ("sparse", {"pattern": "bigbird", "block_size": 64}, 64 * (3 + 2 + 1) + 64),
+])
+def test_blocked_kernel_gathers_linearly_many_pairs(name, options, per_query_bound):
+    attn = variants.create(name, num_heads=1, head_dim=4, **options)
+    for causal in (False, True):
+        small, large = gathered_pairs(attn, 4096, causal), gathered_pairs(attn, 16384, causal)
+        assert large <= 4.1 * small  # linear, not quadratic (16x)
+        assert large <= per_query_bound * 16384 + 16384 * 64  # a few blocks per query, global rows aside
+
+
+def test_local_memory_is_linear_in_the_sequence():
+    from experiments.measure import cpu_peak_supported, peak_memory_bytes
+
+    if not cpu_peak_supported():
+        pytest.skip("peak resident memory is read from /proc (Linux)")
+    attn = variants.create("local", num_heads=2, head_dim=16, window=64)
+    peaks = []
+    for length in (4096, 16384):
+        q, k, v = (torch.randn(1, 2, length, 16, requires_grad=True) for _ in range(3))
+
+        def step(q=q, k=k, v=v):
+            attn(q, k, v, causal=True).sum().backward()
+
+        step()
+        peaks.append(peak_memory_bytes(step, torch.device("cpu")))
+    dense_scores = 2 * 16384 * 16384 * 4  # one float32 score matrix for 2 heads at 16K: 2 GiB
+    assert peaks[1] < dense_scores / 20, [peak / 2**20 for peak in peaks]

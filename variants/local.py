@@ -1,0 +1,37 @@
+"""Local (sliding window) attention: each query attends the keys within `window` positions.
+
+    softmax(q k^T / sqrt(d) + M) v,   M_ij = 0 if |i - j| < window else -inf   (causal: 0 <= i - j < window)
+
+As in Image Transformer / Longformer's sliding window (Parmar et al. 2018; Beltagy et al. 2020).
+Cost with the blocked kernel: O(n * window * d) time and O(n * d) memory plus one chunk of scores,
+against O(n^2 d) when the window is applied as a mask to dense attention (the `sdpa` kernel here,
+kept as the masked emulation to compare against).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from variants import layouts
+from variants.base import Attention
+from variants.options import option, require
+from variants.registry import register
+
+
+@register("local")
+class Local(Attention):
+    """Sliding-window attention, |i - j| < window, on the block-sparse kernel: O(n * window)."""
+
+    kernels = ("blocked", "sdpa", "reference")
+
+    @dataclass(frozen=True)
+    class Options:
+        window: int = option(64, "a query at i sees keys j with |i - j| < window (causal: 0 <= i - j < window)",
+                             tag="w")
+
+        def __post_init__(self) -> None:
+            require(self.window >= 1, "window", self.window, "an integer >= 1")
+
+    def __init__(self, options: Options, **kwargs) -> None:
+        super().__init__(options, **kwargs)
+        self.pattern = layouts.Local(options.window)

@@ -1,0 +1,82 @@
+"""Block-sparse attention patterns: strided and fixed (Sparse Transformer), Longformer, BigBird.
+
+    softmax(q k^T / sqrt(d) + M) v,   M_ij = 0 where the pattern allows (i, j), else -inf
+
+- `strided` (Child et al. 2019, "Generating Long Sequences with Sparse Transformers"): j is attended when
+  |i - j| < stride or i - j is a multiple of stride. O(n (stride + n / stride)) pairs: O(n sqrt n) for
+  stride ~ sqrt n.
+- `fixed` (Child et al. 2019): j in i's stride group (floor(j / stride) == floor(i / stride)) or j among the
+  last `summary` positions of any group (j mod stride >= stride - summary). O(n (stride + n summary / stride)).
+- `longformer` (Beltagy et al. 2020): |i - j| < window, plus the first `num_global` positions attend to
+  and are attended by every position. O(n (window + num_global)).
+- `bigbird` (Zaheer et al. 2020), at block level with blocks of `block_size`: query block I sees key
+  block J when |I - J| <= 1, I or J is among the first `num_global_blocks`, or J is one of
+  `num_random_blocks` blocks drawn for I from `seed`. O(n block_size (3 + globals + random)).
+
+With causal=True every pattern is intersected with j <= i. All run on the blocked kernel, which
+gathers only the allowed key blocks; `sdpa` applies the same layout as a dense mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from variants import layouts
+from variants.base import Attention
+from variants.options import fill_choice_defaults, option, require
+from variants.registry import register
+
+# The options each pattern reads, with their defaults; an option given for a pattern that ignores it is an error.
+PATTERN_DEFAULTS = {
+    "strided": {"stride": 16},
+    "fixed": {"stride": 16, "summary": 4},
+    "longformer": {"window": 32, "num_global": 1},
+    "bigbird": {"block_size": 16, "num_global_blocks": 1, "num_random_blocks": 2, "seed": 0},
+}
+
+
+@register("sparse")
+class Sparse(Attention):
+    """Block-sparse patterns: strided, fixed, longformer or bigbird, on the block-sparse kernel."""
+
+    kernels = ("blocked", "sdpa", "reference")
+
+    @dataclass(frozen=True)
+    class Options:
+        pattern: Literal["strided", "fixed", "longformer", "bigbird"] = option(
+            "longformer", "which sparsity pattern", tag=""
+        )
+        stride: int | None = option(None, "strided, fixed: period of the pattern (default 16)", tag="s")
+        summary: int | None = option(None, "fixed: summary positions at the end of each group (default 4)", tag="c")
+        window: int | None = option(None, "longformer: local window, |i - j| < window (default 32)", tag="w")
+        num_global: int | None = option(None, "longformer: leading positions that are global (default 1)", tag="g")
+        block_size: int | None = option(None, "bigbird: block size (default 16)", tag="b")
+        num_global_blocks: int | None = option(None, "bigbird: leading global blocks (default 1)", tag="g")
+        num_random_blocks: int | None = option(None, "bigbird: random key blocks per query block (default 2)",
+                                               tag="r")
+        seed: int | None = option(None, "bigbird: seed of the random blocks (default 0)", tag="seed")
+
+        def __post_init__(self) -> None:
+            fill_choice_defaults(self, "pattern", PATTERN_DEFAULTS)
+            for name in ("stride", "window", "block_size"):
+                value = getattr(self, name)
+                require(value is None or value >= 1, name, value, "an integer >= 1")
+            for name in ("num_global", "num_global_blocks", "num_random_blocks"):
+                value = getattr(self, name)
+                require(value is None or value >= 0, name, value, "an integer >= 0")
+            if self.summary is not None:
+                require(1 <= self.summary <= self.stride, "summary", self.summary,
+                        f"an integer from 1 to stride = {self.stride}")
+
+    def __init__(self, options: Options, **kwargs) -> None:
+        super().__init__(options, **kwargs)
+        if options.pattern == "strided":
+            self.pattern = layouts.Strided(options.stride)
+        elif options.pattern == "fixed":
+            self.pattern = layouts.Fixed(options.stride, options.summary)
+        elif options.pattern == "longformer":
+            self.pattern = layouts.Longformer(options.window, options.num_global)
+        else:
+            self.pattern = layouts.BigBird(options.block_size, options.num_global_blocks,
+                                           options.num_random_blocks, options.seed)
