@@ -3,9 +3,17 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+
+VARIANT ?= dense
+TASK ?=
+SEED ?= 0
+PROFILE ?= quick
+DEVICE ?=
+RUNS_DIR ?= runs
+RESUME ?=
 ARGS ?=
 
-.PHONY: setup test lint list bench-variants
+.PHONY: setup test lint list experiment bench-variants bench-train
 
 setup: $(STAMP)
 
@@ -23,5 +31,16 @@ lint: setup
 list: setup
 	$(BIN)/attnlab list
 
+experiment: setup
+ifdef RESUME
+	$(BIN)/attnlab resume $(RESUME) --runs-dir $(RUNS_DIR) $(ARGS)
+else
+	$(BIN)/attnlab run --variant $(VARIANT) $(if $(TASK),--task $(TASK)) --seed $(SEED) --profile $(PROFILE) \
+		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
+endif
+
 bench-variants: setup
 	$(BIN)/attnlab bench-variants $(ARGS)
+
+bench-train: setup
+	$(BIN)/attnlab bench-train $(ARGS)

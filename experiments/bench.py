@@ -18,12 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
 import variants
+from experiments.config import parse_value
 from experiments.files import atomic_write_text
 from experiments.measure import peak_memory_bytes, seconds
 
@@ -63,19 +65,6 @@ def parse_spec(spec: str) -> tuple[str, dict]:
     return name, options
 
 
-def parse_value(text: str) -> object:
-    """Command-line text to a Python value: true/false, integers, floats, otherwise the string."""
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, head_dim: int,
                device: torch.device) -> list[Contender]:
     """The baselines, then every spec on every kernel it lists (or those asked for) that runs on `device`."""
@@ -92,6 +81,28 @@ def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, hea
     return chosen
 
 
+def _available_bytes() -> float:
+    """Memory the system can still give (Linux MemAvailable), or infinity where unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    return math.inf
+
+
+def _predicted_too_costly(last: tuple[int, float, float], length: int, budget: float) -> str:
+    """A skip reason when quadratic growth from the last length would exceed the time or memory at hand."""
+    previous_length, previous_seconds, previous_peak = last
+    growth = (length / previous_length) ** 2
+    if previous_seconds * growth > budget:
+        return f"skipped: predicted {previous_seconds * growth:.0f}s per call > budget {budget:g}s"
+    if previous_peak * growth > 0.6 * _available_bytes():
+        return f"skipped: predicted peak {previous_peak * growth / 2**30:.1f} GiB > 60% of available memory"
+    return ""
+
+
 def _step(contender: Contender, q, k, v, grad: torch.Tensor, causal: bool) -> None:
     """One forward+backward pass."""
     contender.attend(q, k, v, causal).backward(grad)
@@ -102,10 +113,17 @@ def _call(module: torch.nn.Module) -> Attend:
     return lambda q, k, v, causal: module(q, k, v, causal=causal)
 
 
+# Variants whose options decide their cost are benched at settings worth comparing.
+SPEC_EXPANSIONS = {
+    "relative": [f"relative:kind={kind}" for kind in ("shaw", "t5", "alibi", "rope")],
+    "local": ["local:window=256"],
+    "sparse": [f"sparse:pattern={pattern}" for pattern in ("strided", "fixed", "longformer", "bigbird")],
+}
+
+
 def default_specs() -> list[str]:
-    """Every registered variant with its defaults, and each relative position kind."""
-    specs = [name for name in variants.list_variants() if name != "relative"]
-    return specs + [f"relative:kind={kind}" for kind in ("shaw", "t5", "alibi", "rope")]
+    """Every registered variant: with its defaults, or at the settings in SPEC_EXPANSIONS."""
+    return [spec for name in variants.list_variants() for spec in SPEC_EXPANSIONS.get(name, [name])]
 
 
 def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], causal_modes: list[bool],
@@ -114,7 +132,7 @@ def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], caus
     dtype = torch.float32
     field = contenders(specs, kernels, heads, head_dim, device)
     rows = []
-    last_seconds: dict[tuple[str, str, bool], tuple[int, float]] = {}
+    last_measured: dict[tuple[str, str, bool], tuple[int, float, float]] = {}
     plan = [(length, causal) for length in sorted(lengths) for causal in causal_modes]
     with tqdm(total=len(plan) * len(field), disable=quiet, unit="config", desc="bench-variants") as bar:
         for length, causal in plan:
@@ -129,11 +147,9 @@ def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], caus
                 row = {"variant": contender.variant, "kernel": contender.kernel, "seq_len": length,
                        "causal": causal, "batch": batch, "heads": heads, "head_dim": head_dim,
                        "dtype": str(dtype).removeprefix("torch."), "device": device.type}
-                if key in last_seconds:
-                    previous_length, previous = last_seconds[key]
-                    predicted = previous * (length / previous_length) ** 2
-                    if predicted > budget:
-                        status = f"skipped: predicted {predicted:.0f}s per call > budget {budget:g}s"
+                if key in last_measured:
+                    status = _predicted_too_costly(last_measured[key], length, budget)
+                    if status:
                         rows.append({**row, "status": status})
                         bar.update()
                         continue
@@ -152,7 +168,7 @@ def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], caus
             for contender, _, row, peak in active:
                 key = (contender.variant, contender.kernel, causal)
                 median = statistics.median(timings[key])
-                last_seconds[key] = (length, median)
+                last_measured[key] = (length, median, peak)
                 rows.append({**row, "status": "ok", "ms": median * 1e3, "ms_min": min(timings[key]) * 1e3,
                              "repeats": len(timings[key]), "peak_mib": peak / 2**20})
     table = pd.DataFrame(rows)
@@ -161,17 +177,54 @@ def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], caus
     return table, path
 
 
-def acceptance(table: pd.DataFrame, length: int = 4096) -> list[str]:
-    """The registry issue's acceptance ratios, at `length`, causal, when those rows were measured."""
-    ok = table[(table["status"] == "ok") & (table["seq_len"] == length) & table["causal"]]
-    ms = {(row.variant, row.kernel): row.ms for row in ok.itertuples()}
-    dense = next((value for (variant, kernel), value in ms.items()
-                  if variant == "dense" and kernel.startswith("auto")), None)
+def slopes(table: pd.DataFrame, low: int = 2048, high: int = 16384) -> pd.DataFrame:
+    """Log-log slope of time against length over [low, high], per variant, kernel and causality."""
+    ok = table[(table["status"] == "ok") & table["seq_len"].between(low, high)]
+    rows = []
+    for (variant, kernel, causal), group in ok.groupby(["variant", "kernel", "causal"]):
+        if group["seq_len"].nunique() >= 2:
+            slope = np.polyfit(np.log(group["seq_len"]), np.log(group["ms"]), 1)[0]
+            rows.append({"variant": variant, "kernel": kernel, "causal": causal, "slope": slope,
+                         "lengths": f"{group['seq_len'].min()}-{group['seq_len'].max()}"})
+    return pd.DataFrame(rows, columns=["variant", "kernel", "causal", "slope", "lengths"])
+
+
+def _auto(frame: pd.DataFrame, variant: str) -> pd.DataFrame:
+    return frame[(frame["variant"] == variant) & frame["kernel"].str.startswith("auto")]
+
+
+def acceptance(table: pd.DataFrame) -> list[str]:
+    """The figures the variant issues set goals for, wherever the rows they need were measured."""
     lines = []
-    if dense is not None and ("torch-sdpa", "direct") in ms:
-        ratio = dense / ms[("torch-sdpa", "direct")]
-        lines.append(f"n={length} causal: dense (auto) / direct sdpa = {ratio:.2f}x time (goal <= 1.2)")
-    if dense is not None and ("seeds-naive", "naive") in ms:
-        speedup = ms[("seeds-naive", "naive")] / dense
-        lines.append(f"n={length} causal: seeds' naive / dense (auto) = {speedup:.1f}x time (goal >= 5)")
+    ok = table[(table["status"] == "ok") & table["causal"]]
+
+    def cell(frame: pd.DataFrame, length: int, column: str = "ms") -> float | None:
+        frame = frame[frame["seq_len"] == length]
+        return float(frame[column].iloc[0]) if len(frame) else None
+
+    direct = ok[ok["variant"] == "torch-sdpa"]
+    naive = ok[ok["variant"] == "seeds-naive"]
+    dense = _auto(ok, "dense")
+    at = 4096
+    if None not in (cell(dense, at), cell(direct, at)):
+        lines.append(f"n={at} causal: dense (auto) / direct sdpa = {cell(dense, at) / cell(direct, at):.2f}x time"
+                     " (goal <= 1.2)")
+    if None not in (cell(dense, at), cell(naive, at)):
+        lines.append(f"n={at} causal: seeds' naive / dense (auto) = {cell(naive, at) / cell(dense, at):.1f}x time"
+                     " (goal >= 5)")
+    at = 16384
+    local = _auto(ok, "local_w256")
+    masked = ok[(ok["variant"] == "local_w256") & (ok["kernel"] == "sdpa")]
+    if None not in (cell(local, at), cell(masked, at)):
+        lines.append(f"n={at} causal: local_w256 masked emulation (sdpa) / blocked = "
+                     f"{cell(masked, at) / cell(local, at):.1f}x time (goal >= 10), "
+                     f"{cell(masked, at, 'peak_mib') / cell(local, at, 'peak_mib'):.1f}x peak memory (goal >= 3)")
+    if None not in (cell(local, at), cell(direct, at)):
+        lines.append(f"n={at} causal: dense direct sdpa / local_w256 blocked = "
+                     f"{cell(direct, at) / cell(local, at):.1f}x time (goal >= 4; 32x fewer attended pairs)")
+    fitted = slopes(table)
+    for row in fitted[fitted["kernel"].str.startswith("auto") & fitted["causal"]].itertuples():
+        if row.variant.startswith(("local", "sparse_longformer", "sparse_bigbird")):
+            lines.append(f"causal {row.variant} (auto): log-log slope of time over {row.lengths} = {row.slope:.2f}"
+                         " (goal <= 1.15)")
     return lines

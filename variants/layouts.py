@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+DENSE_SLAB = 1 << 22  # elements per slab of `dense`
+
 
 def _covers(lo: torch.Tensor, hi: torch.Tensor, period: int) -> torch.Tensor:
     """Whether the integer interval [lo, hi] contains a multiple of `period` (elementwise)."""
@@ -58,20 +60,26 @@ def blocks_for(seq: int, block_size: int) -> int:
 
 
 def dense(layout: Layout, seq_q: int, seq_k: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Bool (seq_q, seq_k): the pairs the layout attends, expanded to elements (O(seq_q * seq_k))."""
+    """Bool (seq_q, seq_k): the pairs the layout attends, expanded to elements (O(seq_q * seq_k) booleans,
+    built a slab of rows at a time so that the rule's integer intermediates stay small)."""
     b = layout.block_size
     query_blocks, key_blocks = blocks_for(seq_q, b), blocks_for(seq_k, b)
     blocks = layout.block_map(query_blocks, key_blocks)
     if causal:
         blocks = blocks & causal_blocks(query_blocks, key_blocks)
-    i = torch.arange(seq_q, device=device)[:, None]
+    blocks = blocks.to(device)
+    allowed = torch.empty(seq_q, seq_k, dtype=torch.bool, device=device)
     j = torch.arange(seq_k, device=device)[None, :]
-    allowed = blocks.to(device)[i // b, j // b]
-    rule = layout.rule(i, j)
-    if rule is not None:
-        allowed &= rule
-    if causal:
-        allowed &= j <= i
+    rows = max(1, DENSE_SLAB // max(1, seq_k))
+    for start in range(0, seq_q, rows):
+        i = torch.arange(start, min(start + rows, seq_q), device=device)[:, None]
+        slab = blocks[i // b, j // b]
+        rule = layout.rule(i, j)
+        if rule is not None:
+            slab &= rule
+        if causal:
+            slab &= j <= i
+        allowed[start : start + rows] = slab
     return allowed
 
 

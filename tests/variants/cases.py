@@ -77,6 +77,8 @@ def output_and_grads(module, q, k, v, *, seed=1, **kwargs):
 
 
 def assert_close_relative(actual, expected, rtol, what=""):
-    """|actual - expected| <= rtol * max|expected| elementwise: relative to the tensor's scale."""
+    """|actual - expected| <= rtol * max|expected| elementwise: relative to the tensor's scale. Inputs and
+    intermediates are O(1), so a tensor that is zero by structure (the q gradient of a window of 1, a sum
+    that cancels) is held to rtol * 0.1, rounding in its O(1) intermediates being what remains."""
     scale = expected.abs().max().item() if expected.numel() else 0.0
-    torch.testing.assert_close(actual, expected, rtol=rtol, atol=rtol * max(scale, 1e-30), msg=lambda m: f"{what}: {m}")
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=rtol * max(scale, 0.1), msg=lambda m: f"{what}: {m}")

@@ -25,7 +25,8 @@ def test_output_shape_is_finite_and_every_parameter_gets_a_gradient(case):
     out.square().sum().backward()
     for param_name, param in module.named_parameters():
         assert param.grad is not None and param.grad.abs().sum() > 0, f"{param_name} received no gradient"
-    assert q.grad.abs().sum() > 0 and k.grad.abs().sum() > 0
+    if module.layout(6, 9).sum(-1).max() > 1:  # with one key per query, its weight is 1 whatever q and k
+        assert q.grad.abs().sum() > 0 and k.grad.abs().sum() > 0
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -66,7 +67,7 @@ def test_returned_weights_are_a_distribution_over_allowed_keys(case):
     q, k, v, mask = random_inputs(3, 6, 7, seed=8, padding=True)
     out, weights = module(q, k, v, causal=True, key_padding_mask=mask, return_weights=True)
     assert weights.shape == (3, HEADS, 6, 7)
-    allowed = torch.ones(6, 7, dtype=torch.bool).tril()[None, None] & mask[:, None, None, :]
+    allowed = module.layout(6, 7, causal=True)[None, None] & mask[:, None, None, :]
     assert torch.equal(weights[~allowed.expand_as(weights)], torch.zeros_like(weights[~allowed.expand_as(weights)]))
     sums = weights.sum(-1)
     has_key = allowed.any(-1).expand_as(sums)

@@ -32,7 +32,8 @@ def run(
     if isinstance(scale, torch.Tensor):
         q, scale = q * scale, 1.0  # (B, H, seq_q, head_dim) * (H, 1, 1)
     bias = variant.logit_bias(q_pos, k_pos, causal)  # (H, seq_q, seq_k) or None
-    if bias is None and key_padding_mask is None and (not causal or q.shape[2] == k.shape[2]):
+    plain = bias is None and key_padding_mask is None and variant.pattern is None
+    if plain and (not causal or q.shape[2] == k.shape[2]):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
     allowed = variant.allowed(q_pos, k_pos, causal, key_padding_mask)  # (B or 1, 1, seq_q, seq_k)
     if bias is None:

@@ -1,0 +1,157 @@
+"""Typed run configuration: frozen dataclasses, resolved from a profile and `--set section.field=value`.
+
+A run's config is fully resolved before anything trains (profile defaults, then the user's overrides,
+then every variant and task option filled in) and saved with the run as `config.json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import variants
+from experiments import tasks
+from variants.options import OptionError, build_options, closest, option, require
+
+SECTIONS = ("variant", "task", "model", "train")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    dim: int = option(64, "model width")
+    depth: int = option(2, "number of Transformer blocks")
+    heads: int = option(4, "attention heads; head_dim = dim / heads")
+    mlp_ratio: int = option(4, "MLP hidden width / dim")
+    positions: Literal["learned", "sinusoidal", "none"] = option("learned", "absolute position embedding")
+    causal: bool = option(True, "decoder-style attention: position i sees positions <= i")
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "depth", "heads", "mlp_ratio"):
+            require(getattr(self, name) >= 1, name, getattr(self, name), "an integer >= 1")
+        require(self.dim % self.heads == 0, "dim", self.dim, f"a multiple of heads = {self.heads}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = option(600, "optimiser steps")
+    batch_size: int = option(32, "examples per step")
+    lr: float = option(1e-3, "peak learning rate (AdamW)")
+    weight_decay: float = option(0.01, "AdamW weight decay")
+    warmup_steps: int = option(50, "linear warm-up steps before the cosine decay")
+    min_lr_ratio: float = option(0.1, "final learning rate / peak")
+    grad_clip: float = option(1.0, "clip the gradient norm to this (0: no clipping)")
+    eval_every: int = option(100, "evaluate every this many steps (and at the end)")
+    checkpoint_every: int = option(100, "checkpoint every this many steps (and at the end)")
+    log_every: int = option(10, "log training metrics every this many steps")
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "checkpoint_every", "log_every"):
+            require(getattr(self, name) >= 1, name, getattr(self, name), "an integer >= 1")
+        require(self.lr > 0, "lr", self.lr, "a number > 0")
+        require(self.weight_decay >= 0, "weight_decay", self.weight_decay, "a number >= 0")
+        require(self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0")
+        require(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", self.min_lr_ratio, "a number from 0 to 1")
+        require(self.grad_clip >= 0, "grad_clip", self.grad_clip, "a number >= 0")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    variant: str
+    task: str
+    profile: str
+    seed: int
+    device: str
+    backend: str = "auto"
+    variant_options: dict[str, Any] = field(default_factory=dict)
+    task_options: dict[str, Any] = field(default_factory=dict)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def parse_value(text: str) -> Any:
+    """Command-line text to a value: true/false, none, integers, floats, otherwise the string itself."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_sets(assignments: list[str]) -> dict[str, dict[str, Any]]:
+    """['train.lr=3e-4', 'variant.window=64'] -> {'train': {'lr': 0.0003}, 'variant': {'window': 64}, ...}."""
+    overrides: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    for assignment in assignments:
+        key, sep, text = assignment.partition("=")
+        section, dot, name = key.partition(".")
+        if not sep or not dot or not name:
+            raise OptionError(f"--set {assignment!r} is malformed; accepted: section.field=value, "
+                              f"with section one of {', '.join(SECTIONS)}.")
+        if section not in overrides:
+            raise OptionError(f"--set {assignment!r} names section {section!r}{closest(section, SECTIONS)}; "
+                              f"accepted: {', '.join(SECTIONS)}.")
+        overrides[section][name] = parse_value(text)
+    return overrides
+
+
+def for_variant(overrides: dict[str, dict[str, Any]], name: str, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The overrides for variant `name` of a list: `variant.X` goes to the listed variants that have option X,
+    and is an error when none of them has it."""
+    fields = {listed: {item.name for item in dataclasses.fields(variants.variant_class(listed).Options)}
+              for listed in names}
+    known = set().union(*fields.values())
+    for key in overrides["variant"]:
+        if key not in known:
+            raise OptionError(f"--set variant.{key} matches no option of {', '.join(map(repr, names))}"
+                              f"{closest(key, known)}; their options are: {', '.join(sorted(known)) or 'none'}.")
+    mine = {key: value for key, value in overrides["variant"].items() if key in fields[name]}
+    return {**overrides, "variant": mine}
+
+
+def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, backend: str = "auto",
+            overrides: dict[str, dict[str, Any]] | None = None) -> RunConfig:
+    """Profile defaults, then overrides, then every option of the variant and the task filled in."""
+    overrides = overrides or {section: {} for section in SECTIONS}
+    require(isinstance(seed, int) and 0 <= seed < tasks.MAX_TRAIN_SEED, "seed", seed,
+            f"an integer from 0 to {tasks.MAX_TRAIN_SEED - 1}")
+    task_obj = tasks.create_task(task, profile=profile, **overrides["task"])
+    model = build_options(ModelConfig, "Config section 'model'", {**task_obj.default_model, **overrides["model"]})
+    train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
+    attention = variants.create(variant, num_heads=model.heads, head_dim=model.dim // model.heads,
+                                backend=backend, **overrides["variant"])
+    return RunConfig(
+        variant=variant, task=task, profile=profile, seed=seed, device=device, backend=backend,
+        variant_options=dataclasses.asdict(attention.options),
+        task_options=dataclasses.asdict(task_obj.options), model=model, train=train,
+    )
+
+
+def from_dict(data: dict[str, Any]) -> RunConfig:
+    """A saved config.json back to a RunConfig, re-validated field by field."""
+    names = {item.name for item in dataclasses.fields(RunConfig)}
+    unknown = set(data) - names
+    missing = {item.name for item in dataclasses.fields(RunConfig)
+               if item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING} - set(data)
+    if unknown or missing:
+        raise OptionError(f"config has unknown fields {sorted(unknown)} or lacks {sorted(missing)}; "
+                          f"accepted fields: {', '.join(sorted(names))}.")
+    return resolve(
+        variant=data["variant"], task=data["task"], profile=data["profile"], seed=data["seed"],
+        device=data["device"], backend=data.get("backend", "auto"),
+        overrides={"variant": data.get("variant_options", {}), "task": data.get("task_options", {}),
+                   "model": data.get("model", {}), "train": data.get("train", {})},
+    )
+
+
+def to_json(config: RunConfig) -> str:
+    return json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,91 @@
+"""A small pre-norm Transformer whose attention is any registered variant.
+
+Token embedding (+ learned, sinusoidal or no positions) -> `depth` blocks of
+[LayerNorm -> multi-head attention (the variant) -> residual, LayerNorm -> MLP -> residual] -> LayerNorm
+-> a linear head over the task's classes at every position. The multi-head projections are the same
+for every variant, so two runs differ only in how attention turns q, k and v into an output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from einops import rearrange
+from torch import nn
+
+import variants
+from experiments.config import ModelConfig
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig, variant: str, variant_options: dict, backend: str) -> None:
+        super().__init__()
+        self.heads = config.heads
+        self.attn_norm = nn.LayerNorm(config.dim)
+        self.qkv = nn.Linear(config.dim, 3 * config.dim)
+        self.attn = variants.create(variant, num_heads=config.heads, head_dim=config.dim // config.heads,
+                                    backend=backend, **variant_options)
+        self.out = nn.Linear(config.dim, config.dim)
+        self.mlp_norm = nn.LayerNorm(config.dim)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.dim, config.mlp_ratio * config.dim),
+            nn.GELU(),
+            nn.Linear(config.mlp_ratio * config.dim, config.dim),
+        )
+
+    def forward(self, x: torch.Tensor, causal: bool, return_weights: bool = False):
+        q, k, v = rearrange(self.qkv(self.attn_norm(x)), "b t (three h d) -> three b h t d", three=3, h=self.heads)
+        attended = self.attn(q, k, v, causal=causal, return_weights=return_weights)  # (B, H, T, d)
+        weights = None
+        if return_weights:
+            attended, weights = attended
+        x = x + self.out(rearrange(attended, "b h t d -> b t (h d)"))
+        x = x + self.mlp(self.mlp_norm(x))
+        return x, weights
+
+
+def sinusoidal(length: int, dim: int) -> torch.Tensor:
+    """Vaswani et al.'s fixed position encoding, (length, dim)."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    frequency = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: dim // 2])
+    return table
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig, *, vocab_size: int, num_classes: int, max_len: int,
+                 variant: str, variant_options: dict, backend: str = "auto") -> None:
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(vocab_size, config.dim)
+        if config.positions == "learned":
+            self.positions = nn.Parameter(torch.randn(max_len, config.dim) * 0.02)
+        elif config.positions == "sinusoidal":
+            self.register_buffer("positions", sinusoidal(max_len, config.dim), persistent=False)
+        else:
+            self.positions = None
+        self.blocks = nn.ModuleList(
+            Block(config, variant, variant_options, backend) for _ in range(config.depth)
+        )
+        self.norm = nn.LayerNorm(config.dim)
+        self.head = nn.Linear(config.dim, num_classes)
+
+    @property
+    def backend(self) -> str:
+        """The attention kernel every block runs on the device the model lives on."""
+        return self.blocks[0].attn.backend
+
+    def forward(self, tokens: torch.Tensor, return_weights: bool = False):
+        """tokens (B, T) -> logits (B, T, classes); with return_weights also [(B, H, T, T)] per layer."""
+        x = self.embed(tokens)  # (B, T, dim)
+        if self.positions is not None:
+            x = x + self.positions[: tokens.shape[1]]
+        weights = []
+        for block in self.blocks:
+            x, layer_weights = block(x, self.config.causal, return_weights)
+            weights.append(layer_weights)
+        logits = self.head(self.norm(x))
+        return (logits, weights) if return_weights else logits

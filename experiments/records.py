@@ -1,0 +1,128 @@
+"""Run records: one folder per run under the runs folder, written so that nothing finished is ever lost.
+
+    runs/<run_id>/config.json     the fully resolved config (written once, before training)
+    runs/<run_id>/metrics.jsonl   one JSON object per logged step or evaluation
+    runs/<run_id>/summary.json    status and headline figures, rewritten as the run goes
+    runs/<run_id>/checkpoint.pt   model, optimiser, data generator and history, for resuming
+
+Every file is replaced atomically (write a temporary file, then rename). Checkpoints load with
+`torch.load(weights_only=True)`: a checkpoint cannot run code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from experiments.files import atomic_write_bytes, atomic_write_text
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
+
+
+class RecordError(ValueError):
+    """A run id, record or checkpoint that cannot be used: the message says why and what is accepted."""
+
+
+def new_run_id(described_variant: str, task: str, seed: int) -> str:
+    """Sortable by time, readable, and unique: 20261129-101500-local_w64-passkey-s0-3fa2."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{described_variant}-{task}-s{seed}-{secrets.token_hex(2)}"
+
+
+def run_path(runs_dir: Path, run_id: str) -> Path:
+    """The folder of `run_id` inside `runs_dir`; a name that could escape the folder is refused."""
+    if not RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise RecordError(f"Run id {run_id!r} is not a run name; accepted: letters, digits, '.', '_' and '-', "
+                          "starting with a letter or digit, without '..'.")
+    root = runs_dir.resolve()
+    path = (root / run_id).resolve()
+    if path.parent != root:
+        raise RecordError(f"Run id {run_id!r} would leave the runs folder {runs_dir}; accepted: a plain name.")
+    return path
+
+
+class RunRecord:
+    """The files of one run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.run_id = path.name
+
+    @classmethod
+    def create(cls, runs_dir: Path, run_id: str) -> RunRecord:
+        path = run_path(runs_dir, run_id)
+        if path.exists():
+            raise RecordError(f"Run {run_id!r} already exists in {runs_dir}; accepted: a new run id, "
+                              "or `resume` to continue it.")
+        path.mkdir(parents=True)
+        return cls(path)
+
+    @classmethod
+    def open(cls, runs_dir: Path, run_id: str) -> RunRecord:
+        path = run_path(runs_dir, run_id)
+        if not (path / "config.json").is_file():
+            raise RecordError(f"No run {run_id!r} in {runs_dir} (no {run_id}/config.json there); accepted: "
+                              "the name of a folder the runs folder holds.")
+        return cls(path)
+
+    # -- JSON files ---------------------------------------------------------------------------------
+
+    def _read_json(self, name: str) -> Any:
+        try:
+            return json.loads((self.path / name).read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise RecordError(f"{self.path / name} cannot be read as JSON ({error}); accepted: the file "
+                              "a run wrote.") from None
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        atomic_write_text(self.path / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+    def read_config(self) -> dict[str, Any]:
+        return self._read_json("config.json")
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        assert summary["status"] in STATUSES, summary["status"]
+        atomic_write_text(self.path / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+    def read_summary(self) -> dict[str, Any]:
+        return self._read_json("summary.json")
+
+    def write_metrics(self, lines: list[dict[str, Any]]) -> None:
+        atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        path = self.path / "metrics.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    # -- checkpoint ---------------------------------------------------------------------------------
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.path / "checkpoint.pt"
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        atomic_write_bytes(self.checkpoint_path, buffer.getvalue())
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        """The last checkpoint, or None when the run never wrote one."""
+        if not self.checkpoint_path.exists():
+            return None
+        try:
+            state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
+        except Exception as error:  # torch raises several types for truncated or foreign files
+            reason = str(error).splitlines()[0][:200]
+            raise RecordError(f"Checkpoint {self.checkpoint_path} is corrupt or not a checkpoint ({reason}); "
+                              "accepted: a checkpoint.pt written by attnlab.") from None
+        if not isinstance(state, dict) or "step" not in state or "model" not in state:
+            raise RecordError(f"Checkpoint {self.checkpoint_path} lacks the model or the step; accepted: a "
+                              "checkpoint.pt written by attnlab.")
+        return state

@@ -1,0 +1,46 @@
+"""attnlab's tasks: a registry of long-range dependency tasks that generate their own batches.
+
+    >>> from experiments import tasks
+    >>> tasks.list_tasks()
+    ['mqar', 'passkey']
+    >>> task = tasks.create_task("passkey", profile="quick", num_keys=8)
+    >>> batch = task.batch(32, tasks.train_generator(0), "cpu")
+    >>> batch.inputs.shape, task.num_classes, task.chance_accuracy
+    (torch.Size([32, 128]), 8, 0.125)
+"""
+
+from experiments.tasks.base import (
+    EVAL_SEED_OFFSET,
+    IGNORE,
+    MAX_TRAIN_SEED,
+    PROFILES,
+    Batch,
+    Task,
+    distance_buckets,
+    eval_seed,
+    train_generator,
+)
+from experiments.tasks.registry import create_task, describe_tasks, list_tasks, register_task, task_class
+
+# Importing a task module registers it.
+from experiments.tasks import mqar, passkey  # noqa: E402,F401  isort: skip
+
+DEFAULT_SUITE = ["passkey", "mqar"]  # what `attnlab run` trains when no task is named
+
+__all__ = [
+    "DEFAULT_SUITE",
+    "EVAL_SEED_OFFSET",
+    "IGNORE",
+    "MAX_TRAIN_SEED",
+    "PROFILES",
+    "Batch",
+    "Task",
+    "create_task",
+    "describe_tasks",
+    "distance_buckets",
+    "eval_seed",
+    "list_tasks",
+    "register_task",
+    "task_class",
+    "train_generator",
+]

@@ -1,0 +1,191 @@
+"""The base of every task: token sequences whose labels depend on a token far back, and how far.
+
+A task draws a `Batch` of (batch, seq) token ids. Only some positions are scored: there `targets` holds
+the answer and `distance` how many positions back the evidence for it lies; everywhere else `targets` is
+IGNORE and `distance` is -1, so accuracy can be read per distance. A task numbers its answer tokens
+first, so a target is at once a token id and a class index: 0 <= target < num_classes <= vocab_size.
+
+Seeds: training batches come from a generator the trainer seeds with the run seed, which must lie in
+[0, MAX_TRAIN_SEED = 2**31) (`train_generator` checks it). The eval set is drawn on the CPU from
+`eval_seed(name)` = EVAL_SEED_OFFSET + crc32(name) mod 2**31, which lies in [2**31, 2**32) and so is
+never a training seed, then moved to the device: the same examples on every call and every device.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+
+REPORT_BUCKETS = 8  # distance buckets of the accuracy report, for tasks without a num_buckets option
+IGNORE = -100  # the target of a position that is not scored (cross_entropy's default ignore_index)
+PROFILES = ("quick", "standard", "long")
+MAX_TRAIN_SEED = 2**31  # training seeds lie in [0, MAX_TRAIN_SEED)
+EVAL_SEED_OFFSET = MAX_TRAIN_SEED  # eval seeds lie in [EVAL_SEED_OFFSET, 2**32), so never meet a training seed
+
+
+def eval_seed(name: str) -> int:
+    """The seed of task `name`'s eval set, in [2**31, 2**32): stable across processes (crc32, not hash)."""
+    return EVAL_SEED_OFFSET + zlib.crc32(name.encode()) % 2**31
+
+
+def train_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator on `device` seeded with a training seed, which must be in [0, MAX_TRAIN_SEED).
+
+    Use: `task.batch(batch_size, generator, device)` with `generator = train_generator(run_seed, device)`.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < MAX_TRAIN_SEED:
+        raise ValueError(f"Training seed got {seed!r}; accepted: an integer from 0 to 2**31 - 1 "
+                         f"(seeds from 2**31 up are kept for eval sets).")
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def distance_buckets(max_distance: int, count: int) -> list[tuple[int, int]]:
+    """Contiguous ranges [lo, hi] of near-equal width (differing by at most one) covering 1..max_distance.
+
+    Distance d lies in bucket floor((d - 1) * count / max_distance). There are min(count, max_distance)
+    buckets, so none is empty. The passkey eval set fills these buckets evenly; score by them too.
+
+        >>> distance_buckets(10, 4)
+        [(1, 3), (4, 5), (6, 8), (9, 10)]
+    """
+    if isinstance(max_distance, bool) or not isinstance(max_distance, int) or max_distance < 1:
+        raise ValueError(f"max_distance got {max_distance!r}; accepted: an integer >= 1.")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count got {count!r}; accepted: an integer >= 1.")
+    count = min(count, max_distance)
+    ceil = [-(-bucket * max_distance // count) for bucket in range(count + 1)]  # ceil(b * max_distance / count)
+    return [(1 + ceil[bucket], ceil[bucket + 1]) for bucket in range(count)]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Examples of one task, every tensor on one device."""
+
+    inputs: torch.Tensor  # (batch, seq) long token ids
+    targets: torch.Tensor  # (batch, seq) long: the answer's token id where scored, IGNORE elsewhere
+    distance: torch.Tensor  # (batch, seq) long: positions back to the answer's evidence where scored, -1 elsewhere
+    metadata: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (batch,) per-example extras
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch on `device`."""
+        return Batch(self.inputs.to(device), self.targets.to(device), self.distance.to(device),
+                     {name: values.to(device) for name, values in self.metadata.items()})
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One size of a task: option overrides (quick's are the Options defaults), training budget and model."""
+
+    options: dict[str, Any]  # overrides of the Options defaults
+    train: dict[str, Any]  # e.g. {"steps": 600, "batch_size": 32, "lr": 1e-3, "eval_every": 100}
+    model: dict[str, Any]  # e.g. {"dim": 64, "depth": 2, "heads": 4}
+
+
+class Task:
+    """A long-range dependency task of fixed sizes; a subclass says how to sample it.
+
+    A subclass declares `Options` (a frozen dataclass with at least `seq_len` and `eval_size`), one
+    `Profile` per name in PROFILES, and in `__init__` its `vocabulary` (the name of each token id),
+    `num_classes` and `chance_accuracy`; it implements `sample` and, when the eval set is drawn
+    differently from training batches, `sample_eval`. Callers use `batch` and `eval_set`.
+    """
+
+    name: ClassVar[str]  # set by register_task
+    Options: ClassVar[type]
+    profiles: ClassVar[dict[str, Profile]]
+
+    vocabulary: list[str]  # readable name of each token id
+    num_classes: int  # answers are token ids 0..num_classes-1
+    chance_accuracy: float  # accuracy of guessing uniformly among the plausible answers at a scored position
+
+    def __init__(self, options: Any, profile: str) -> None:
+        self.options = options
+        self.profile = profile
+        self.seq_len: int = options.seq_len
+        self.eval_size: int = options.eval_size
+        self.default_train: dict[str, Any] = dict(self.profiles[profile].train)
+        self.default_model: dict[str, Any] = dict(self.profiles[profile].model)
+
+    def report_buckets(self) -> list[tuple[int, int]]:
+        """The dependency-distance buckets accuracy is reported in: the task's `num_buckets` option where
+        it has one (passkey's eval set fills exactly those), else REPORT_BUCKETS."""
+        return distance_buckets(self.seq_len - 1, getattr(self.options, "num_buckets", REPORT_BUCKETS))
+
+    @property
+    def vocab_size(self) -> int:
+        """Input vocabulary size (embedding rows)."""
+        return len(self.vocabulary)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(profile={self.profile!r}, {self.options})"
+
+    # ----------------------------------------------------------------------------------------------
+    # What a task defines.
+
+    def sample(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
+        """`batch_size` training examples drawn with `generator` (which lives on `device`), vectorised."""
+        raise NotImplementedError
+
+    def sample_eval(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
+        """The eval set's examples; by default drawn like training examples."""
+        return self.sample(batch_size, generator, device)
+
+    # ----------------------------------------------------------------------------------------------
+    # What callers use.
+
+    def batch(self, batch_size: int, generator: torch.Generator, device: torch.device | str) -> Batch:
+        """`batch_size` training examples on `device`, drawn only from `generator`, which must live there."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size got {batch_size!r}; accepted: an integer >= 1.")
+        device = torch.device(device)
+        if generator.device.type != device.type:
+            raise ValueError(f"The generator lives on {generator.device} but the batch was asked for on {device}; "
+                             f"accepted: a generator on the batch's device, train_generator(seed, {str(device)!r}).")
+        return self.sample(batch_size, generator, device)
+
+    def eval_set(self, device: torch.device | str) -> Batch:
+        """The fixed held-out set: eval_size examples from `eval_seed(name)`, drawn on the CPU, moved to `device`."""
+        generator = torch.Generator().manual_seed(eval_seed(self.name))
+        return self.sample_eval(self.eval_size, generator, torch.device("cpu")).to(device)
+
+    def decode(self, tokens: Sequence[int] | torch.Tensor) -> list[str]:
+        """Readable names of token ids."""
+        names = []
+        for token in torch.as_tensor(tokens).tolist():
+            if not 0 <= token < self.vocab_size:
+                raise ValueError(f"Token id {token!r} is outside task {self.name!r}'s vocabulary; "
+                                 f"accepted: 0 to {self.vocab_size - 1}.")
+            names.append(self.vocabulary[token])
+        return names
+
+    def _scored(self, batch: Batch, index: int) -> list[int]:
+        return (batch.targets[index] != IGNORE).nonzero().flatten().tolist()
+
+    def label_text(self, batch: Batch, index: int) -> str:
+        """Example `index`'s labels as 'position: input token -> answer', e.g. '127: ? -> K7'."""
+        positions = self._scored(batch, index)
+        questions = self.decode(batch.inputs[index, positions])
+        answers = self.decode(batch.targets[index, positions])
+        return "; ".join(f"{position}: {question} -> {answer}"
+                         for position, question, answer in zip(positions, questions, answers, strict=True))
+
+    def example(self, batch: Batch, index: int) -> dict[str, Any]:
+        """Example `index` as plain Python: decoded input, label(s) and metadata with the distance(s).
+
+        "label" and metadata "distance" are ints when the example has one scored position, else lists
+        in position order.
+        """
+        positions = self._scored(batch, index)
+        labels = batch.targets[index, positions].tolist()
+        distances = batch.distance[index, positions].tolist()
+        metadata = {name: values[index].item() for name, values in batch.metadata.items()}
+        metadata["distance"] = distances[0] if len(distances) == 1 else distances
+        return {
+            "input": self.decode(batch.inputs[index]),
+            "label": labels[0] if len(labels) == 1 else labels,
+            "metadata": metadata,
+        }

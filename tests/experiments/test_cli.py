@@ -1,0 +1,147 @@
+"""The command line as a user meets it: runs, samples, listings, resume after a kill, and bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+TINY = ["--task", "passkey", "--set", "task.seq_len=12", "--set", "task.num_keys=4", "--set", "task.eval_size=64",
+        "--set", "task.num_buckets=4", "--set", "model.dim=32", "--set", "model.depth=1", "--set", "model.heads=2",
+        "--set", "train.batch_size=16", "--set", "train.log_every=5", "--set", "train.eval_every=20"]
+
+
+def attnlab(*args, check=False, **kwargs):
+    result = subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, **kwargs)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def only_run(runs_dir):
+    (run,) = [path for path in runs_dir.iterdir() if path.is_dir()]
+    return run
+
+
+def test_run_prints_the_results_table_and_saves_the_runs(tmp_path):
+    result = attnlab("run", "--variant", "dense,local", *TINY, "--set", "train.steps=20", "--set", "variant.window=2",
+                     "--runs-dir", str(tmp_path), "--quiet", check=True)
+    assert "task passkey" in result.stdout and "d1-3" in result.stdout
+    assert "dense " in result.stdout and "local_w2 " in result.stdout
+    summaries = [json.loads((path / "summary.json").read_text()) for path in tmp_path.iterdir()]
+    assert sorted(summary["variant_name"] for summary in summaries) == ["dense", "local_w2"]
+    assert all(summary["status"] == "completed" for summary in summaries)
+    for summary in summaries:
+        assert summary["run_id"] in result.stdout
+
+
+def test_sample_prints_readable_lines_and_json(tmp_path):
+    text = attnlab("sample", "passkey", "--count", "3", "--seed", "1", check=True).stdout.splitlines()
+    assert len(text) == 3 and all(line.endswith(tuple(f"-> K{key}" for key in range(16))) or "->" in line
+                                  for line in text)
+    lines = attnlab("sample", "mqar", "--count", "2", "--format", "json", check=True).stdout.splitlines()
+    examples = [json.loads(line) for line in lines]
+    assert len(examples) == 2 and {"input", "label", "metadata"} <= set(examples[0])
+    again = attnlab("sample", "mqar", "--count", "2", "--format", "json", check=True).stdout.splitlines()
+    assert again == lines
+
+
+def test_list_names_variants_tasks_and_profiles():
+    output = attnlab("list", check=True).stdout
+    for word in ("dense", "local", "sparse", "passkey", "mqar", "quick", "standard", "long"):
+        assert word in output
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_run_resumes_to_the_metrics_of_an_uninterrupted_one(tmp_path, how):
+    steps = ["--set", "train.steps=400", "--set", "train.checkpoint_every=10"]
+    whole_dir, split_dir = tmp_path / "whole", tmp_path / "split"
+    attnlab("run", *TINY, *steps, "--runs-dir", str(whole_dir), "--quiet", check=True)
+    process = subprocess.Popen([sys.executable, "-m", "experiments", "run", *TINY, *steps, "--runs-dir",
+                                str(split_dir), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(split_dir.glob("*/checkpoint.pt")):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    process.send_signal(how)
+    _, stderr = process.communicate(timeout=60)
+    run = only_run(split_dir)
+    status = json.loads((run / "summary.json").read_text())["status"]
+    if how == signal.SIGTERM:
+        assert process.returncode == 130 and status == "interrupted", stderr
+        assert f"attnlab resume {run.name}" in stderr
+    else:
+        assert process.returncode == -signal.SIGKILL and status == "running"
+    resumed = attnlab("resume", run.name, "--runs-dir", str(split_dir), "--quiet", check=True)
+    assert run.name in resumed.stdout
+    split = json.loads((run / "summary.json").read_text())
+    whole = json.loads((only_run(whole_dir) / "summary.json").read_text())
+    assert split["status"] == whole["status"] == "completed"
+    for key in ("eval_accuracy", "eval_loss", "accuracy_by_distance", "steps"):
+        assert split[key] == whole[key], key
+
+
+def one_line_error(result):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["run", "--variant", "dnse"], ["'dnse'", "did you mean 'dense'", "local"]),
+    (["run", "--task", "paskey"], ["'paskey'", "did you mean 'passkey'", "mqar"]),
+    (["run", "--profile", "huge"], ["'huge'", "quick"]),
+    (["run", "--set", "train.lrr=1"], ["'lrr'", "did you mean 'lr'"]),
+    (["run", "--set", "trian.lr=1"], ["'trian'", "train"]),
+    (["run", "--set", "train.lr"], ["malformed", "section.field=value"]),
+    (["run", "--set", "train.steps=abc"], ["'steps'", "'abc'", "integer"]),
+    (["run", "--set", "model.dim=30"], ["'dim'", "30", "multiple of heads"]),
+    (["run", "--set", "task.seq_len=1"], ["'seq_len'", "1"]),
+    (["run", "--variant", "local", "--set", "variant.window=0"], ["'window'", "0", ">= 1"]),
+    (["run", "--variant", "dense", "--set", "variant.window=8"], ["variant.window", "'dense'"]),
+    (["resume", "no-such-run"], ["'no-such-run'", "No run"]),
+    (["resume", "../outside"], ["'../outside'", "run name"]),
+    (["sample", "nope"], ["'nope'", "passkey"]),
+])
+def test_bad_input_gets_one_sentence_and_exit_code_2(tmp_path, args, fragments):
+    line = one_line_error(attnlab(*args, "--runs-dir", str(tmp_path)) if args[0] != "sample" else attnlab(*args))
+    for fragment in fragments:
+        assert fragment in line, (fragment, line)
+    assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_a_corrupt_checkpoint_is_named_and_left_as_it_was(tmp_path):
+    attnlab("run", *TINY, "--set", "train.steps=10", "--runs-dir", str(tmp_path), "--quiet", check=True)
+    run = only_run(tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    summary["status"] = "interrupted"
+    (run / "summary.json").write_text(json.dumps(summary))
+    (run / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    line = one_line_error(attnlab("resume", run.name, "--runs-dir", str(tmp_path)))
+    assert "checkpoint.pt" in line and "corrupt" in line
+    assert (run / "checkpoint.pt").read_bytes() == b"not a checkpoint"
+
+
+def test_resuming_a_completed_run_is_refused(tmp_path):
+    attnlab("run", *TINY, "--set", "train.steps=5", "--runs-dir", str(tmp_path), "--quiet", check=True)
+    line = one_line_error(attnlab("resume", only_run(tmp_path).name, "--runs-dir", str(tmp_path)))
+    assert "already completed" in line
+
+
+def test_help_describes_the_commands():
+    output = attnlab("--help", check=True).stdout
+    for command in ("run", "resume", "sample", "list", "bench-variants"):
+        assert command in output
+    assert "--set" in attnlab("run", "--help", check=True).stdout
+
+
+@pytest.fixture(autouse=True)
+def _no_ci_progress(monkeypatch):
+    monkeypatch.setenv("CI", os.environ.get("CI", "true"))

@@ -1,0 +1,314 @@
+"""The task registry: deterministic generators whose labels an independent solver agrees with, a fixed
+eval set on its own seed, and one-sentence errors for bad names, profiles and options."""
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+import variants
+from experiments import tasks
+
+# Small sizes so that the plain-Python solvers stay fast; the quick profile is checked as well.
+SMALL = {"passkey": {"seq_len": 33, "num_keys": 4, "num_distractors": 3, "num_buckets": 4, "eval_size": 64},
+         "mqar": {"seq_len": 40, "num_pairs": 5, "num_keys": 7, "num_values": 6, "num_filler": 2, "eval_size": 64}}
+# The task each docstring's worked example was drawn from (its eval set's first example).
+WORKED = {"passkey": {"seq_len": 12, "num_buckets": 1, "eval_size": 1},
+          "mqar": {"seq_len": 16, "num_pairs": 3, "num_filler": 2, "eval_size": 1}}
+
+
+def solve_passkey(task, tokens):
+    """{scored position: (answer, distance)}: the one answer-id token before the final query."""
+    keys = [position for position, token in enumerate(tokens) if token < task.num_classes]
+    assert len(keys) == 1, tokens
+    query = len(tokens) - 1
+    assert task.decode([tokens[query]]) == ["?"]
+    return {query: (tokens[keys[0]], query - keys[0])}
+
+
+def solve_mqar(task, tokens):
+    """{scored position: (answer, distance)}: each later return of a prefix key, answered by its value."""
+    prefix = 2 * task.options.num_pairs
+    value_position = {tokens[position]: position + 1 for position in range(0, prefix, 2)}
+    assert len(value_position) == task.options.num_pairs, "keys in the prefix repeat"
+    answers = {}
+    for position in range(prefix, len(tokens)):
+        if tokens[position] in value_position:
+            source = value_position.pop(tokens[position])
+            answers[position] = (tokens[source], position - source)
+    assert not value_position, "a key of the prefix is never queried"
+    return answers
+
+
+SOLVERS = {"passkey": solve_passkey, "mqar": solve_mqar}
+
+
+def assert_solver_agrees(task, batch):
+    """Targets and distances equal the solver's at its positions, and IGNORE / -1 everywhere else."""
+    for index, tokens in enumerate(batch.inputs.tolist()):
+        answers = SOLVERS[task.name](task, tokens)
+        targets, distances = batch.targets[index].tolist(), batch.distance[index].tolist()
+        for position in range(task.seq_len):
+            answer, distance = answers.get(position, (tasks.IGNORE, -1))
+            assert (targets[position], distances[position]) == (answer, distance), (index, position)
+        if "distance" in batch.metadata:
+            assert batch.metadata["distance"][index].item() == max(distance for _, distance in answers.values())
+
+
+def batches_equal(first, second):
+    return (torch.equal(first.inputs, second.inputs) and torch.equal(first.targets, second.targets)
+            and torch.equal(first.distance, second.distance) and first.metadata.keys() == second.metadata.keys()
+            and all(torch.equal(first.metadata[name], second.metadata[name]) for name in first.metadata))
+
+
+def draw(task, size, seed):
+    return task.batch(size, tasks.train_generator(seed), "cpu")
+
+
+def test_every_registered_task_has_a_solver_small_sizes_and_a_worked_example_here():
+    assert tasks.list_tasks() == sorted(SOLVERS) == sorted(SMALL) == sorted(WORKED) == ["mqar", "passkey"]
+    assert tasks.list_tasks("p*") == ["passkey"]
+
+
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_task_documents_options_example_cost_and_calibration(name):
+    cls = tasks.task_class(name)
+    assert cls.Options.__dataclass_params__.frozen
+    assert all(field.metadata["help"] for field in dataclasses.fields(cls.Options))
+    module_doc = inspect.getmodule(cls).__doc__
+    assert "Calibration: <to be measured>" in module_doc and "Cost:" in module_doc and "Purpose:" in module_doc
+    task = tasks.create_task(name, **WORKED[name])
+    batch = task.eval_set("cpu")
+    docstring = cls.__doc__.replace("| ", "")
+    assert " ".join(task.decode(batch.inputs[0])) in docstring
+    assert f'task.label_text(batch, 0) == "{task.label_text(batch, 0)}"' in docstring
+
+
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_same_seed_gives_the_same_batch_and_other_seeds_other_batches(name):
+    task = tasks.create_task(name)
+    assert batches_equal(draw(task, 16, 0), draw(task, 16, 0))
+    assert not torch.equal(draw(task, 16, 0).inputs, draw(task, 16, 1).inputs)
+    assert not torch.equal(draw(task, 16, 0).targets, draw(task, 16, 1).targets)
+
+
+@pytest.mark.parametrize("sizes", ["quick", "small"])
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_training_labels_and_distances_match_an_independent_solver(name, sizes):
+    task = tasks.create_task(name, **(SMALL[name] if sizes == "small" else {}))
+    assert_solver_agrees(task, draw(task, 64, 3))
+
+
+@pytest.mark.parametrize("sizes", ["quick", "small"])
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_eval_labels_and_distances_match_an_independent_solver(name, sizes):
+    task = tasks.create_task(name, **(SMALL[name] if sizes == "small" else {}))
+    batch = task.eval_set("cpu")
+    assert batch.inputs.shape == (task.eval_size, task.seq_len)
+    assert_solver_agrees(task, batch)
+
+
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_eval_set_is_identical_on_every_call_and_is_no_training_batch(name):
+    task = tasks.create_task(name, **SMALL[name])
+    first, second = task.eval_set("cpu"), task.eval_set("cpu")
+    assert batches_equal(first, second)
+    eval_rows = {tuple(row) for row in first.inputs.tolist()}
+    for seed in range(4):
+        training = draw(task, task.eval_size, seed)
+        assert not batches_equal(training, first)
+        assert not eval_rows & {tuple(row) for row in training.inputs.tolist()}, seed
+
+
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_large_batches_come_vectorised_on_the_requested_device(name):
+    task = tasks.create_task(name)
+    batch = draw(task, 4096, 0)
+    tensors = [batch.inputs, batch.targets, batch.distance, *batch.metadata.values()]
+    assert all(tensor.device == torch.device("cpu") and tensor.dtype == torch.long for tensor in tensors)
+    assert batch.inputs.shape == batch.targets.shape == batch.distance.shape == (4096, task.seq_len)
+    assert all(values.shape == (4096,) for values in batch.metadata.values())
+    assert 0 <= batch.inputs.min() and batch.inputs.max() < task.vocab_size
+    scored = batch.targets != tasks.IGNORE
+    assert (batch.targets[scored] < task.num_classes).all() and (batch.targets[scored] >= 0).all()
+    assert torch.equal(scored, batch.distance >= 1) and (batch.distance[~scored] == -1).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_batches_and_eval_sets_live_on_cuda_when_asked(name):
+    task = tasks.create_task(name)
+    batch = task.batch(256, tasks.train_generator(0, "cuda"), "cuda")
+    assert all(tensor.is_cuda for tensor in [batch.inputs, batch.targets, batch.distance, *batch.metadata.values()])
+    assert_solver_agrees(task, batch.to("cpu"))
+    assert batches_equal(task.eval_set("cuda").to("cpu"), task.eval_set("cpu"))
+
+
+def test_a_generator_on_another_device_than_the_batch_is_one_sentence():
+    with pytest.raises(ValueError, match="generator") as error:
+        tasks.create_task("passkey").batch(4, tasks.train_generator(0), "meta")
+    assert "\n" not in str(error.value)
+
+
+def test_passkey_training_distances_cover_every_distance_from_1_to_the_full_length():
+    task = tasks.create_task("passkey")
+    distance = draw(task, 4096, 0).metadata["distance"]
+    assert set(distance.tolist()) == set(range(1, task.seq_len))
+
+
+@pytest.mark.parametrize("sizes", [{}, {"seq_len": 9, "num_buckets": 8, "eval_size": 64},
+                                   {"seq_len": 100, "num_buckets": 7, "eval_size": 70}])
+def test_passkey_eval_fills_every_equal_width_distance_bucket_equally(sizes):
+    task = tasks.create_task("passkey", **sizes)
+    buckets, span = task.options.num_buckets, task.seq_len - 1
+    distance = task.eval_set("cpu").metadata["distance"].tolist()
+    edges = [1 + bucket * span / buckets for bucket in range(buckets + 1)]  # bucket b: edges[b] <= d < edges[b+1]
+    counts = [sum(edges[bucket] <= d < edges[bucket + 1] for d in distance) for bucket in range(buckets)]
+    assert counts == [task.eval_size // buckets] * buckets
+    assert task.eval_set("cpu").metadata["bucket"].tolist() == [
+        next(bucket for bucket in range(buckets) if edges[bucket] <= d < edges[bucket + 1]) for d in distance
+    ]
+    if span == buckets:  # one distance per bucket: the eval set reaches the full length
+        assert set(distance) == set(range(1, task.seq_len))
+
+
+@pytest.mark.parametrize("max_distance, count", [(127, 8), (1023, 8), (10, 4), (8, 8), (5, 8), (1, 1)])
+def test_distance_buckets_tile_1_to_max_distance_with_widths_differing_by_at_most_one(max_distance, count):
+    buckets = tasks.distance_buckets(max_distance, count)
+    assert len(buckets) == min(count, max_distance)
+    assert [d for lo, hi in buckets for d in range(lo, hi + 1)] == list(range(1, max_distance + 1))
+    widths = [hi - lo + 1 for lo, hi in buckets]
+    assert min(widths) >= 1 and max(widths) - min(widths) <= 1
+
+
+def test_passkey_eval_buckets_are_the_shared_distance_buckets():
+    task = tasks.create_task("passkey")
+    metadata = task.eval_set("cpu").metadata
+    buckets = tasks.distance_buckets(task.seq_len - 1, task.options.num_buckets)
+    for distance, bucket in zip(metadata["distance"].tolist(), metadata["bucket"].tolist(), strict=True):
+        assert buckets[bucket][0] <= distance <= buckets[bucket][1]
+
+
+def test_mqar_queries_come_after_the_prefix_at_even_offsets_and_mostly_soon():
+    task = tasks.create_task("mqar")
+    prefix = 2 * task.options.num_pairs
+    positions = (draw(task, 512, 0).targets != tasks.IGNORE).nonzero()[:, 1]
+    assert positions.min() >= prefix and ((positions - prefix) % 2 == 0).all()
+    uniform = tasks.create_task("mqar", gap_power=1.0)
+    uniform_positions = (draw(uniform, 512, 0).targets != tasks.IGNORE).nonzero()[:, 1]
+    assert positions.float().mean() < uniform_positions.float().mean()  # Zoology's power law favours small gaps
+
+
+def test_chance_vocabulary_and_answer_ids_follow_the_options():
+    passkey = tasks.create_task("passkey", num_keys=10, num_distractors=5)
+    assert (passkey.num_classes, passkey.vocab_size, passkey.chance_accuracy) == (10, 16, 0.1)
+    assert passkey.decode([0, 9, 10, 15]) == ["K0", "K9", "d0", "?"]
+    mqar = tasks.create_task("mqar", num_pairs=4, num_keys=6, num_values=5, num_filler=3)
+    assert (mqar.num_classes, mqar.vocab_size, mqar.chance_accuracy) == (5, 14, 0.25)
+    assert mqar.decode([0, 5, 11, 13]) == ["v0", "k0", "f0", "f2"]
+
+
+def test_profiles_give_defaults_and_explicit_options_override_them():
+    assert tasks.PROFILES == ("quick", "standard", "long")
+    lengths = {name: [tasks.create_task(name, profile=profile).seq_len for profile in tasks.PROFILES]
+               for name in tasks.list_tasks()}
+    assert lengths == {"passkey": [128, 1024, 4096], "mqar": [64, 512, 2048]}
+    task = tasks.create_task("mqar", profile="standard", seq_len=1024)
+    assert (task.seq_len, task.options.num_pairs, task.profile) == (1024, 64, "standard")
+    for name in tasks.list_tasks():
+        for profile in tasks.PROFILES:
+            task = tasks.create_task(name, profile=profile)
+            assert {"steps", "batch_size", "lr", "eval_every"} <= task.default_train.keys()
+            assert {"dim", "depth", "heads"} <= task.default_model.keys()
+            assert task.eval_size == task.options.eval_size >= 1
+
+
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_example_gives_decoded_input_labels_and_distances(name):
+    task = tasks.create_task(name, **SMALL[name])
+    batch = task.eval_set("cpu")
+    example = task.example(batch, 5)
+    answers = SOLVERS[name](task, batch.inputs[5].tolist())
+    labels = [answer for _, (answer, _) in sorted(answers.items())]
+    distances = [distance for _, (_, distance) in sorted(answers.items())]
+    assert example["input"] == task.decode(batch.inputs[5])
+    assert example["label"] == (labels[0] if len(labels) == 1 else labels)
+    assert example["metadata"]["distance"] == (distances[0] if len(distances) == 1 else distances)
+    assert task.label_text(batch, 5) == "; ".join(
+        f"{position}: {example['input'][position]} -> {task.decode([answer])[0]}"
+        for position, (answer, _) in sorted(answers.items())
+    )
+
+
+def test_describe_tasks_lists_every_task_profile_and_option():
+    text = tasks.describe_tasks()
+    for name in tasks.list_tasks():
+        assert f"{name}: " in text
+        assert all(f"{field.name}=" in text for field in dataclasses.fields(tasks.task_class(name).Options))
+    assert "profile standard: seq_len=1024" in text
+
+
+def test_registering_a_task_name_twice_is_an_error():
+    with pytest.raises(ValueError, match="'passkey' is already registered"):
+        tasks.register_task("passkey")(tasks.task_class("mqar"))
+
+
+def one_sentence(error):
+    message = str(error.value)
+    assert "\n" not in message and message.endswith(".")
+    return message
+
+
+def test_unknown_task_names_the_closest_match_and_the_list():
+    with pytest.raises(ValueError) as error:
+        tasks.create_task("paskey")
+    message = one_sentence(error)
+    assert "'paskey'" in message and "did you mean 'passkey'" in message and "mqar, passkey" in message
+
+
+def test_unknown_profile_names_it_and_the_profiles():
+    with pytest.raises(ValueError) as error:
+        tasks.create_task("mqar", profile="quik")
+    message = one_sentence(error)
+    assert "'quik'" in message and "did you mean 'quick'" in message and "quick, standard, long" in message
+
+
+def test_training_seeds_end_where_eval_seeds_begin():
+    assert tasks.MAX_TRAIN_SEED == tasks.EVAL_SEED_OFFSET == 2**31
+    assert all(tasks.MAX_TRAIN_SEED <= tasks.eval_seed(name) < 2**32 for name in tasks.list_tasks())
+    first = tasks.train_generator(tasks.MAX_TRAIN_SEED - 1).initial_seed()
+    assert first == tasks.MAX_TRAIN_SEED - 1
+
+
+@pytest.mark.parametrize("seed", [-1, 2**31, 2**40, 1.5, True])
+def test_training_seeds_outside_0_to_2_31_are_refused(seed):
+    with pytest.raises(ValueError) as error:
+        tasks.train_generator(seed)
+    assert repr(seed) in one_sentence(error)
+
+
+@pytest.mark.parametrize(
+    "name, profile, options, expected",
+    [
+        ("passkey", "quick", {"num_key": 8}, ["'num_key'", "did you mean 'num_keys'", "seq_len", "eval_size"]),
+        ("passkey", "quick", {"seq_len": 5}, ["'seq_len'", "5", ">= num_buckets + 1 = 9"]),
+        ("passkey", "quick", {"seq_len": "long"}, ["'seq_len'", "'long'", "an integer"]),
+        ("passkey", "quick", {"num_keys": 1}, ["'num_keys'", "1", ">= 2"]),
+        ("passkey", "quick", {"eval_size": 100}, ["'eval_size'", "100", "multiple of num_buckets = 8"]),
+        ("passkey", "long", {"num_buckets": 0}, ["'long'", "'num_buckets'", "0", ">= 1"]),
+        ("mqar", "quick", {"seq_len": 31}, ["'seq_len'", "31", ">= 4 * num_pairs = 32"]),
+        ("mqar", "standard", {"seq_len": 128}, ["'standard'", "'seq_len'", "128", ">= 4 * num_pairs = 256"]),
+        ("mqar", "quick", {"num_pairs": 12, "num_keys": 10}, ["'num_keys'", "10", ">= num_pairs = 12"]),
+        ("mqar", "quick", {"num_values": 7}, ["'num_values'", "7", ">= num_pairs = 8"]),
+        ("mqar", "quick", {"gap_power": 0}, ["'gap_power'", "0.0", "> 0"]),
+        ("mqar", "quick", {"num_filler": 2.0}, ["'num_filler'", "2.0", "an integer"]),
+    ],
+)
+def test_bad_options_get_one_sentence_naming_option_value_and_accepted(name, profile, options, expected):
+    with pytest.raises(variants.OptionError) as error:
+        tasks.create_task(name, profile=profile, **options)
+    message = one_sentence(error)
+    assert f"Task {name!r}" in message
+    for fragment in expected:
+        assert fragment in message, (fragment, message)

@@ -1,0 +1,115 @@
+"""The training loop and its run records: learning, determinism, resume, divergence."""
+
+import json
+
+import pytest
+import torch
+
+from experiments import config as configs
+from experiments.model import Transformer
+from experiments.records import RunRecord
+from experiments.train import learning_rate, train
+
+TINY = {
+    "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "eval_size": 64},
+    "model": {"dim": 32, "depth": 1, "heads": 2},
+    "train": {"steps": 40, "batch_size": 16, "lr": 3e-3, "warmup_steps": 5, "eval_every": 20,
+              "checkpoint_every": 10, "log_every": 5},
+}
+
+
+def tiny_config(variant="dense", **train_overrides):
+    overrides = {"variant": {}, "task": dict(TINY["task"]), "model": dict(TINY["model"]),
+                 "train": {**TINY["train"], **train_overrides}}
+    return configs.resolve(variant=variant, task="passkey", profile="quick", seed=3, device="cpu",
+                           overrides=overrides)
+
+
+def new_record(tmp_path, config, name="run"):
+    record = RunRecord.create(tmp_path, name)
+    record.write_config(config.to_dict())
+    return record
+
+
+def test_a_tiny_run_learns_passkey(tmp_path):
+    config = tiny_config(steps=150, eval_every=150, checkpoint_every=150)
+    summary = train(config, new_record(tmp_path, config), quiet=True)
+    assert summary["status"] == "completed" and summary["steps"] == 150
+    assert summary["eval_accuracy"] >= 0.9 > 3 * summary["chance_accuracy"], summary["eval_accuracy"]
+    assert sum(bucket["count"] for bucket in summary["accuracy_by_distance"]) == 64
+
+
+def test_run_records_hold_config_metrics_summary_and_a_safe_checkpoint(tmp_path):
+    config = tiny_config()
+    record = new_record(tmp_path, config)
+    summary = train(config, record, quiet=True)
+    assert configs.from_dict(json.loads((record.path / "config.json").read_text())) == config
+    saved = json.loads((record.path / "summary.json").read_text())
+    assert saved == json.loads(json.dumps(summary))
+    for key in ("run_id", "variant", "variant_options", "task", "profile", "seed", "status", "eval_accuracy",
+                "chance_accuracy", "accuracy_by_distance", "steps", "wall_seconds", "tokens_per_second",
+                "peak_memory_bytes", "device", "torch_version", "git_commit"):
+        assert key in saved, key
+    lines = [json.loads(line) for line in (record.path / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines if line["kind"] == "train"] == list(range(5, 41, 5))
+    assert [line["step"] for line in lines if line["kind"] == "eval"] == [20, 40]
+    state = torch.load(record.checkpoint_path, weights_only=True)
+    assert state["step"] == 40
+    assert not list(record.path.glob(".*.tmp"))  # atomic writes leave no temporary files behind
+
+
+def test_same_seed_same_numbers(tmp_path):
+    config = tiny_config()
+    first = train(config, new_record(tmp_path, config, "a"), quiet=True)
+    second = train(config, new_record(tmp_path, config, "b"), quiet=True)
+    assert first["eval_accuracy"] == second["eval_accuracy"] and first["eval_loss"] == second["eval_loss"]
+    metrics = [RunRecord(tmp_path / name).read_metrics() for name in ("a", "b")]
+    strip = [[{k: v for k, v in line.items() if k != "wall_seconds"} for line in lines] for lines in metrics]
+    assert strip[0] == strip[1]
+
+
+@pytest.mark.parametrize("stop_at", [10, 23])  # on a checkpoint boundary and between two
+def test_interrupted_then_resumed_equals_uninterrupted_bit_for_bit(tmp_path, stop_at):
+    config = tiny_config()
+    whole = train(config, new_record(tmp_path, config, "whole"), quiet=True)
+    record = new_record(tmp_path, config, "split")
+    interrupted = train(config, record, quiet=True, should_stop=lambda step: step == stop_at)
+    assert interrupted["status"] == "interrupted" and interrupted["steps"] == stop_at
+    assert record.read_summary()["status"] == "interrupted"
+    resumed = train(config, RunRecord.open(tmp_path, "split"), quiet=True)
+    assert resumed["status"] == "completed"
+    assert (resumed["eval_accuracy"], resumed["eval_loss"]) == (whole["eval_accuracy"], whole["eval_loss"])
+    assert resumed["accuracy_by_distance"] == whole["accuracy_by_distance"]
+
+    def without_times(name):
+        lines = RunRecord(tmp_path / name).read_metrics()
+        return [{key: value for key, value in line.items() if key != "wall_seconds"} for line in lines]
+
+    assert without_times("split") == without_times("whole")
+
+
+def test_a_non_finite_loss_ends_the_run_as_diverged_and_keeps_its_record(tmp_path, monkeypatch):
+    config = tiny_config()
+    calls = {"count": 0}
+    forward = Transformer.forward
+
+    def poisoned(self, tokens, return_weights=False):
+        calls["count"] += 1
+        logits = forward(self, tokens, return_weights)
+        return logits * float("nan") if calls["count"] == 13 else logits
+
+    monkeypatch.setattr(Transformer, "forward", poisoned)
+    record = new_record(tmp_path, config)
+    summary = train(config, record, quiet=True)
+    assert summary["status"] == "diverged" and "non-finite" in summary["error"]
+    assert summary["steps"] == 15  # noticed at the next check (logging every 5 steps), before a checkpoint
+    assert record.read_summary()["status"] == "diverged"
+    assert torch.load(record.checkpoint_path, weights_only=True)["step"] == 10  # the last good checkpoint
+
+
+def test_learning_rate_warms_up_then_decays_to_its_floor():
+    schedule = configs.TrainConfig(steps=100, lr=1.0, warmup_steps=10, min_lr_ratio=0.1)
+    rates = [learning_rate(step, schedule) for step in range(100)]
+    assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
+    assert all(later <= earlier for earlier, later in zip(rates[9:], rates[10:], strict=False))
+    assert learning_rate(100, schedule) == pytest.approx(0.1)
