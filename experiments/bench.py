@@ -67,8 +67,10 @@ def parse_spec(spec: str) -> tuple[str, dict]:
 
 def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, head_dim: int,
                device: torch.device) -> list[Contender]:
-    """The baselines, then every spec on every kernel it lists (or those asked for) that runs on `device`."""
-    chosen = [Contender("seeds-naive", "naive", seeds_naive), Contender("torch-sdpa", "direct", torch_sdpa)]
+    """The baselines (kernels `naive` and `direct`), then every spec on every kernel it lists, or only the
+    kernels asked for (`auto` among them)."""
+    baselines = [Contender("seeds-naive", "naive", seeds_naive), Contender("torch-sdpa", "direct", torch_sdpa)]
+    chosen = [baseline for baseline in baselines if kernel_names is None or baseline.kernel in kernel_names]
     for spec in specs:
         name, options = parse_spec(spec)
         probe = variants.create(name, num_heads=heads, head_dim=head_dim, **options)

@@ -243,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--variants", nargs="+", metavar="SPEC",
                        help="variant specs, name[:option=value...] (default: every variant, at settings worth "
                             "comparing)")
-    bench.add_argument("--kernels", nargs="+", help="only these kernels ('auto' included); default: all")
+    bench.add_argument("--kernels", nargs="+",
+                       help="only these kernels: auto, a kernel name, naive (the seeds' code), direct (torch sdpa); "
+                            "default: all")
     bench.add_argument("--lengths", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384],
                        help="sequence lengths; quadratic kernels stop where time or memory would run out")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")

@@ -26,7 +26,7 @@ class Local(Attention):
 
     @dataclass(frozen=True)
     class Options:
-        window: int = option(64, "a query at i sees keys j with |i - j| < window (causal: 0 <= i - j < window)",
+        window: int = option(16, "a query at i sees keys j with |i - j| < window (causal: 0 <= i - j < window)",
                              tag="w")
 
         def __post_init__(self) -> None:

@@ -24,7 +24,10 @@ efficient (gated convolution, recurrent) models; a dense 2-layer Transformer sol
 heads. Cost: num_pairs scored positions per sequence; generating a batch is O(batch * (seq_len +
 num_keys + num_values)).
 
-Calibration: <to be measured>
+Calibration (quick profile, seed 0, 2-core CPU, `attnlab run --variant dense,local --task mqar`):
+dense reaches eval accuracy 1.000 in every distance bucket in about 100 s; local with its default window
+of 16 reaches 1.000 up to distance 16, 0.994 on d17-24, 0.762 on d25-32, and 0.02-0.07 beyond
+(chance 0.125).
 """
 
 from __future__ import annotations

@@ -19,7 +19,10 @@ Purpose: can attention reach one token at any distance? Per-bucket accuracy show
 scored position per sequence, so each step is seq_len tokens of compute for one token of signal;
 generating a batch is O(batch * seq_len).
 
-Calibration: <to be measured>
+Calibration (quick profile, seed 0, 2-core CPU, `attnlab run --variant dense,local --task passkey`):
+dense reaches eval accuracy 1.000 in every distance bucket in about 60 s; local with its default window
+of 16 (2 causal layers, so a reach of 30 positions) reaches 1.000 on d1-16 and 0.938 on d17-32, and
+0.00-0.16 beyond (chance 0.0625).
 """
 
 from __future__ import annotations

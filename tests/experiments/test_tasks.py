@@ -77,7 +77,7 @@ def test_task_documents_options_example_cost_and_calibration(name):
     assert cls.Options.__dataclass_params__.frozen
     assert all(field.metadata["help"] for field in dataclasses.fields(cls.Options))
     module_doc = inspect.getmodule(cls).__doc__
-    assert "Calibration: <to be measured>" in module_doc and "Cost:" in module_doc and "Purpose:" in module_doc
+    assert "Calibration (quick profile" in module_doc and "Cost:" in module_doc and "Purpose:" in module_doc
     task = tasks.create_task(name, **WORKED[name])
     batch = task.eval_set("cpu")
     docstring = cls.__doc__.replace("| ", "")
