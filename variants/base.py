@@ -149,6 +149,8 @@ class Attention(nn.Module):
         seq_k), computed by the reference formula (for analysis on short sequences).
         """
         kernels.check_inputs(self, q, k, v, key_padding_mask)
+        q_pos, k_pos = torch.arange(q.shape[2], device=q.device), torch.arange(k.shape[2], device=k.device)
+        call = kernels.Call(self, *self.prepare(q, k), v, q_pos, k_pos, causal, key_padding_mask)
         if return_weights:
-            return kernels.run_reference(self, q, k, v, causal, key_padding_mask)
-        return kernels.choose(self, q.device).run(self, q, k, v, causal, key_padding_mask)
+            return kernels.attend_with_weights(call)
+        return kernels.choose(self, q.device).run(call)

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from variants.kernels import blocked, chunked, reference, sdpa
+from variants.kernels.call import Call
 from variants.options import closest
 
 if TYPE_CHECKING:
     from variants.base import Attention
 
-Run = Callable[..., torch.Tensor]  # (variant, q, k, v, causal, key_padding_mask) -> output
+Run = Callable[[Call], torch.Tensor]  # a prepared call -> output (B, H, seq_q, dim_v)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ KERNELS: dict[str, Kernel] = {
     )
 }
 
-run_reference = reference.run_with_weights
+attend_with_weights = reference.attend
 
 
 def check_backend(variant_name: str, supported: tuple[str, ...], backend: str) -> None:

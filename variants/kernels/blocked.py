@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from einops import rearrange
 
 from variants import layouts
-from variants.kernels.reference import positions
+from variants.kernels.call import Call
 
 if TYPE_CHECKING:
     from variants.base import Attention
@@ -81,27 +81,19 @@ def _pad(x: torch.Tensor, length: int) -> torch.Tensor:
     return F.pad(x, (0, 0, 0, length - x.shape[2]))
 
 
-def run(
-    variant: Attention,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    causal: bool,
-    key_padding_mask: torch.Tensor | None,
-) -> torch.Tensor:
+def run(call: Call) -> torch.Tensor:
+    variant, q, k, v = call.variant, call.q, call.k, call.v
     seq_q, seq_k = q.shape[2], k.shape[2]
-    q_pos, k_pos = positions(q, k)
-    q, k = variant.prepare(q, k)
     batch, heads = q.shape[:2]
     block = variant.pattern.block_size
-    plan = variant.plan(seq_q, seq_k, causal, q.device, max(block * block, CHUNK_ELEMENTS // (batch * heads)))
+    plan = variant.plan(seq_q, seq_k, call.causal, q.device, max(block * block, CHUNK_ELEMENTS // (batch * heads)))
     q_blocks = rearrange(_pad(q, plan.query_blocks * block), "b h (n s) d -> b h n s d", s=block)
     k_blocks = rearrange(_pad(k, plan.key_blocks * block), "b h (n s) d -> b h n s d", s=block)
     v_blocks = rearrange(_pad(v, plan.key_blocks * block), "b h (n s) d -> b h n s d", s=block)
     real_keys = None
-    if key_padding_mask is not None:  # (B, key_blocks, block), padding positions count as not real
-        real_keys = F.pad(key_padding_mask, (0, plan.key_blocks * block - seq_k)).view(batch, -1, block)
-    outputs = [_attend_blocks(variant, q_blocks, k_blocks, v_blocks, chunk, real_keys, causal)
+    if call.key_padding_mask is not None:  # (B, key_blocks, block), padding positions count as not real
+        real_keys = F.pad(call.key_padding_mask, (0, plan.key_blocks * block - seq_k)).view(batch, -1, block)
+    outputs = [_attend_blocks(variant, q_blocks, k_blocks, v_blocks, chunk, real_keys, call.causal)
                for chunk in plan.chunks]
     out = torch.cat(outputs, dim=2)[:, :, plan.inverse]  # (B, H, query_blocks, block, dim_v), in block order
     return rearrange(out, "b h n s d -> b h (n s) d")[:, :, :seq_q]

@@ -9,42 +9,30 @@ of computing each chunk's scores twice when training.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
 
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from variants.kernels.reference import attend, positions
-
-if TYPE_CHECKING:
-    from variants.base import Attention
+from variants.kernels.call import Call
+from variants.kernels.reference import attend
 
 CHUNK_ELEMENTS = 1 << 22  # 16 MiB of float32 per chunk
 
 
-def _attend_chunk(*args) -> torch.Tensor:
-    return attend(*args)[0]
+def _attend_chunk(call: Call) -> torch.Tensor:
+    return attend(call)[0]
 
 
-def run(
-    variant: Attention,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    causal: bool,
-    key_padding_mask: torch.Tensor | None,
-) -> torch.Tensor:
-    q_pos, k_pos = positions(q, k)
-    q, k = variant.prepare(q, k)
-    batch, heads, seq_q = q.shape[:3]
-    per_query = batch * heads * k.shape[2] * variant.pair_width
+def run(call: Call) -> torch.Tensor:
+    batch, heads, seq_q = call.q.shape[:3]
+    per_query = batch * heads * call.k.shape[2] * call.variant.pair_width
     chunk = max(1, CHUNK_ELEMENTS // max(1, per_query))
     outputs = []
     for start in range(0, seq_q, chunk):
-        args = (variant, q[:, :, start : start + chunk], k, v, q_pos[start : start + chunk], k_pos,
-                causal, key_padding_mask)
+        part = dataclasses.replace(call, q=call.q[:, :, start : start + chunk], q_pos=call.q_pos[start : start + chunk])
         if torch.is_grad_enabled():
-            outputs.append(checkpoint(_attend_chunk, *args, use_reentrant=False))
+            outputs.append(checkpoint(_attend_chunk, part, use_reentrant=False))
         else:
-            outputs.append(_attend_chunk(*args))
+            outputs.append(_attend_chunk(part))
     return torch.cat(outputs, dim=2)  # (B, H, seq_q, dim_v)

@@ -6,12 +6,9 @@ and the only kernel that returns the dense attention weights.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-if TYPE_CHECKING:
-    from variants.base import Attention
+from variants.kernels.call import Call
 
 
 def masked_softmax(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
@@ -25,46 +22,13 @@ def masked_softmax(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.
     return torch.softmax(logits, dim=-1).masked_fill(~has_key, 0.0)
 
 
-def attend(
-    variant: Attention,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    q_pos: torch.Tensor,
-    k_pos: torch.Tensor,
-    causal: bool,
-    key_padding_mask: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Output and weights for prepared q (at q_pos) against prepared k and v (at k_pos)."""
-    logits = variant.logits(q, k, q_pos, k_pos, causal)  # (B, H, len(q_pos), len(k_pos))
-    weights = masked_softmax(logits, variant.allowed(q_pos, k_pos, causal, key_padding_mask))
-    return torch.matmul(weights, v), weights  # (B, H, len(q_pos), dim_v)
+def attend(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
+    """Output (B, H, seq_q, dim_v) and weights (B, H, seq_q, seq_k): softmax of the logits, times v."""
+    variant = call.variant
+    logits = variant.logits(call.q, call.k, call.q_pos, call.k_pos, call.causal)  # (B, H, seq_q, seq_k)
+    weights = masked_softmax(logits, variant.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask))
+    return torch.matmul(weights, call.v), weights
 
 
-def positions(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Query and key positions, 0..seq-1 each."""
-    return torch.arange(q.shape[2], device=q.device), torch.arange(k.shape[2], device=k.device)
-
-
-def run_with_weights(
-    variant: Attention,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    causal: bool,
-    key_padding_mask: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    q_pos, k_pos = positions(q, k)
-    q, k = variant.prepare(q, k)
-    return attend(variant, q, k, v, q_pos, k_pos, causal, key_padding_mask)
-
-
-def run(
-    variant: Attention,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    causal: bool,
-    key_padding_mask: torch.Tensor | None,
-) -> torch.Tensor:
-    return run_with_weights(variant, q, k, v, causal, key_padding_mask)[0]
+def run(call: Call) -> torch.Tensor:
+    return attend(call)[0]
