@@ -98,10 +98,11 @@ def train(
         config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.seq_len,
         variant=config.variant, variant_options=config.variant_options, backend=config.backend,
     ).to(device)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "positions" not in n]
-    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "positions" not in n)]
+    # Weight decay on matrices only: not on biases, norms, scalars per head or position tables.
+    decays = {name: param.dim() >= 2 and "positions" not in name for name, param in model.named_parameters()}
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": train_cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        [{"params": [p for n, p in model.named_parameters() if decays[n]], "weight_decay": train_cfg.weight_decay},
+         {"params": [p for n, p in model.named_parameters() if not decays[n]], "weight_decay": 0.0}],
         lr=train_cfg.lr, betas=(0.9, 0.98),
     )
     generator = tasks.train_generator(config.seed, device)  # training data only; the eval set has its own seed
