@@ -28,6 +28,7 @@ import variants
 from experiments.config import parse_value
 from experiments.files import atomic_write_text
 from experiments.measure import peak_memory_bytes, seconds
+from variants.kernels import KERNELS
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
@@ -68,17 +69,21 @@ def parse_spec(spec: str) -> tuple[str, dict]:
 def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, head_dim: int,
                device: torch.device) -> list[Contender]:
     """The baselines (kernels `naive` and `direct`), then every spec on every kernel it lists, or only the
-    kernels asked for (`auto` among them)."""
+    kernels asked for. The kernel `auto` picks is timed once, labelled `auto=<kernel>`."""
     baselines = [Contender("seeds-naive", "naive", seeds_naive), Contender("torch-sdpa", "direct", torch_sdpa)]
     chosen = [baseline for baseline in baselines if kernel_names is None or baseline.kernel in kernel_names]
     for spec in specs:
         name, options = parse_spec(spec)
-        probe = variants.create(name, num_heads=heads, head_dim=head_dim, **options)
-        for kernel in ["auto", *probe.kernels]:
-            if kernel_names is not None and kernel not in kernel_names:
+        probe = variants.create(name, num_heads=heads, head_dim=head_dim, **options).to(device)
+        chosen_by_auto = probe.backend
+        for kernel in probe.kernels:
+            if not KERNELS[kernel].runs_on(device):
+                continue
+            label = f"auto={kernel}" if kernel == chosen_by_auto else kernel
+            if kernel_names is not None and kernel not in kernel_names and not (
+                    "auto" in kernel_names and kernel == chosen_by_auto):
                 continue
             module = variants.create(name, num_heads=heads, head_dim=head_dim, backend=kernel, **options).to(device)
-            label = f"auto={module.backend}" if kernel == "auto" else kernel
             chosen.append(Contender(module.describe(), label, _call(module)))
     return chosen
 

@@ -159,7 +159,8 @@ class Local(Layout):
 
     @property
     def block_size(self) -> int:
-        # Half the window: a causal query block then gathers about 1.5 windows of keys, not 2.
+        # Half the window: a causal query block then gathers about 1.5 windows of keys, not 2. At window
+        # 256 and n = 16384 on CPU, 128 measured faster than 64 or 32 (fewer, larger fused calls).
         return _power_of_two_at_most(self.window / 2, 16, 128)
 
     def block_map(self, query_blocks: int, key_blocks: int) -> torch.Tensor:
