@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "default: all")
     bench.add_argument("--lengths", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384],
                        help="sequence lengths; quadratic kernels stop where time or memory would run out")
-    bench.add_argument("--causal", choices=["yes", "no", "both"], default="both")
+    bench.add_argument("--causal", choices=["yes", "no", "both"], default="yes")
     bench.add_argument("--batch", type=int, default=1)
     bench.add_argument("--heads", type=int, default=4)
     bench.add_argument("--head-dim", type=int, default=64)
