@@ -253,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--heads", type=int, default=4)
     bench.add_argument("--head-dim", type=int, default=64)
     bench.add_argument("--repeats", type=int, default=3, help="timed rounds per length (median reported)")
-    bench.add_argument("--budget", type=float, default=10.0,
+    bench.add_argument("--budget", type=float, default=30.0,
                        help="skip a contender whose next call is predicted to take longer (seconds)")
     bench.add_argument("--device", choices=["cpu", "cuda"])
     bench.add_argument("--out", default="runs/bench")
