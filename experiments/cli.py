@@ -23,6 +23,7 @@ import variants
 from experiments import config as configs
 from experiments import tasks
 from experiments.records import RecordError, RunRecord, new_run_id
+from variants.kernels import KERNELS
 
 
 def _default_device() -> str:
@@ -151,6 +152,9 @@ def _sample(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     print("Variants (--variant NAME, options with --set variant.OPTION=VALUE):")
     print(variants.describe_variants())
+    print("\nKernels (--backend NAME; auto takes the first a variant lists that runs on the device):")
+    for kernel in KERNELS.values():
+        print(f"{kernel.name}: {kernel.summary}")
     print("\nTasks (--task NAME, options with --set task.OPTION=VALUE; default suite: "
           f"{','.join(tasks.DEFAULT_SUITE)}):")
     print(tasks.describe_tasks())

@@ -96,7 +96,6 @@ class Chunk:
 class Plan:
     """A layout cut into chunks for given lengths; chunk outputs concatenate in sorted-row order."""
 
-    block_size: int
     query_blocks: int
     key_blocks: int
     chunks: tuple[Chunk, ...]
@@ -142,7 +141,7 @@ def plan(
         start = stop
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(query_blocks)
-    return Plan(b, query_blocks, key_blocks, tuple(chunks), inverse.to(device))
+    return Plan(query_blocks, key_blocks, tuple(chunks), inverse.to(device))
 
 
 def _power_of_two_at_most(value: float, low: int, high: int) -> int:
