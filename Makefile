@@ -12,8 +12,15 @@ DEVICE ?=
 RUNS_DIR ?= runs
 RESUME ?=
 ARGS ?=
+TRIALS ?= 20
+STUDY ?=
+WORKERS ?=
+STORAGE ?=
+OUT ?= reports
+FILTER ?=
+NAME ?=
 
-.PHONY: setup test lint list experiment bench-variants bench-train
+.PHONY: setup test lint list experiment sweep report bench-variants bench-train gpu-check
 
 setup: $(STAMP)
 
@@ -39,8 +46,20 @@ else
 		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
 endif
 
+sweep: setup
+	$(BIN)/attnlab sweep --variant $(VARIANT) $(if $(TASK),--task $(TASK)) --seed $(SEED) --profile $(PROFILE) \
+		--trials $(TRIALS) $(if $(STUDY),--study $(STUDY)) $(if $(WORKERS),--workers $(WORKERS)) \
+		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
+
+report: setup
+	$(BIN)/attnlab report --runs-dir $(RUNS_DIR) --out $(OUT) $(if $(STUDY),--study $(STUDY)) \
+		$(if $(FILTER),--filter '$(FILTER)') $(if $(NAME),--name $(NAME))
+
 bench-variants: setup
 	$(BIN)/attnlab bench-variants $(ARGS)
 
 bench-train: setup
 	$(BIN)/attnlab bench-train $(ARGS)
+
+gpu-check: setup
+	$(BIN)/attnlab gpu-check $(ARGS)

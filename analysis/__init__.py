@@ -1,5 +1,17 @@
 """attnlab's analysis: run records -> pandas, saturation and complexity studies, figures and the report.
 
-Every result it reads comes from the run folders the experiments write (`runs/<run_id>/`) and the
-benchmark CSVs under `runs/bench/`.
+Every result it reads comes from the run folders the experiments write (`runs/<run_id>/`), the sweep
+studies beside them (`runs/sweeps/<study>.journal`) and the benchmark CSVs under `runs/bench/`.
+
+    >>> import analysis
+    >>> runs = analysis.load_runs("runs")                       # one row per run
+    >>> analysis.build_report("runs", "reports", filters="task=passkey")  # reports/task-passkey/index.html
+
+A report section is one function registered with `analysis.section` (see `analysis.sections`).
 """
+
+from analysis.report import build_report
+from analysis.runs import load_runs, parse_filters, select
+from analysis.sections import SECTIONS, section
+
+__all__ = ["SECTIONS", "build_report", "load_runs", "parse_filters", "section", "select"]

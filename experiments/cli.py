@@ -2,8 +2,10 @@
 
     attnlab run --variant dense,local --task passkey --profile quick --set variant.window=32
     attnlab resume <run_id>
+    attnlab sweep --variant local --task passkey --trials 30 --space variant.window=16:64
     attnlab sample passkey --count 5 --seed 0
     attnlab list
+    attnlab report --filter task=passkey
     attnlab bench-variants --variants local:window=256 --lengths 2048 16384
 """
 
@@ -64,14 +66,28 @@ def _results_table(summaries: list[dict]) -> str:
                    "eval_acc": summary["eval_accuracy"], "chance": summary["chance_accuracy"]}
             for bucket in summary["accuracy_by_distance"]:
                 row[f"d{bucket['lo']}-{bucket['hi']}"] = bucket["accuracy"]
+            row.update({split: accuracy for split, accuracy in summary.get("accuracy_by_split", {}).items()})
+            row.update({f"n={entry['length']}": entry["accuracy"] for entry in summary.get("accuracy_by_length", [])})
             tokens_per_second = summary["tokens_per_second"]
             row.update({"steps": summary["steps"], "wall_s": round(summary["wall_seconds"], 1),
                         "tokens/s": round(tokens_per_second) if tokens_per_second else None,
                         "run": summary["run_id"]})
             rows.append(row)
         table = pd.DataFrame(rows).to_string(index=False, float_format=lambda value: f"{value:.3f}", na_rep="-")
-        blocks.append(f"task {task} (accuracy at scored positions; dN-M = dependency distance N..M)\n{table}")
+        blocks.append(f"task {task} (accuracy at scored positions; dN-M = dependency distance N..M; "
+                      f"n=L = at eval length L; other columns: extra eval splits)\n{table}")
     return "\n\n".join(blocks)
+
+
+def start_record(runs_dir: Path, config: configs.RunConfig) -> RunRecord:
+    """A new run folder for `config`, named after the variant as it describes itself, the task and the
+    seed, holding the resolved config."""
+    described = variants.create(config.variant, num_heads=config.model.heads,
+                                head_dim=config.model.dim // config.model.heads,
+                                **config.variant_options).describe()
+    record = RunRecord.create(runs_dir, new_run_id(described, config.task, config.seed))
+    record.write_config(config.to_dict())
+    return record
 
 
 def _train_runs(pending: list[tuple[configs.RunConfig, RunRecord]], runs_dir: Path, quiet: bool) -> int:
@@ -112,14 +128,7 @@ def _run(args: argparse.Namespace) -> int:
                         backend=args.backend, overrides=configs.for_variant(overrides, name, names))
         for name in names for task in task_names
     ]
-    pending = []
-    for config in resolved:
-        described = variants.create(config.variant, num_heads=config.model.heads,
-                                    head_dim=config.model.dim // config.model.heads,
-                                    **config.variant_options).describe()
-        record = RunRecord.create(runs_dir, new_run_id(described, config.task, config.seed))
-        record.write_config(config.to_dict())
-        pending.append((config, record))
+    pending = [(config, start_record(runs_dir, config)) for config in resolved]
     return _train_runs(pending, runs_dir, args.quiet)
 
 
@@ -135,17 +144,65 @@ def _resume(args: argparse.Namespace) -> int:
     return _train_runs([(config, record)], runs_dir, args.quiet)
 
 
+def _sweep_worker_command(args: argparse.Namespace, plan) -> list[str]:
+    """The sweep `plan` (from these arguments) as the command of one worker process; the parent adds
+    --worker-index."""
+    command = [sys.executable, "-m", "experiments", "sweep", "--variant", plan.variant, "--task", plan.task,
+               "--profile", plan.profile, "--seed", str(plan.seed), "--trials", str(plan.trials),
+               "--study", plan.study_name, "--device", plan.device, "--backend", plan.backend,
+               "--pruner", plan.pruner, "--prune-after", str(plan.prune_after),
+               "--heartbeat-seconds", str(plan.heartbeat_seconds), "--runs-dir", str(plan.runs_dir), "--workers", "1"]
+    command += [item for assignment in args.set or [] for item in ("--set", assignment)]
+    command += [item for assignment in args.space or [] for item in ("--space", assignment)]
+    command += ["--space-file", args.space_file] if args.space_file else []
+    command += ["--storage", plan.storage_url] if plan.storage_url else []
+    return command + (["--quiet"] if args.quiet else [])
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from experiments import sweep
+
+    device = args.device or _default_device()
+    _check_device(device)
+    plan = sweep.prepare(
+        variant=args.variant, task=args.task, profile=args.profile, seed=args.seed, device=device,
+        backend=args.backend, sets=args.set or [], space_args=args.space or [], space_file=args.space_file,
+        study=args.study, storage=args.storage, runs_dir=Path(args.runs_dir), trials=args.trials,
+        pruner=args.pruner, prune_after=args.prune_after, heartbeat_seconds=args.heartbeat_seconds,
+    )
+    workers = args.workers
+    if workers is None:
+        workers = max(1, torch.cuda.device_count()) if device == "cuda" else 1
+    if workers < 1:
+        raise ValueError(f"--workers got {workers}; accepted: an integer >= 1.")
+    study = sweep.open_study(plan)
+    if args.worker_index is not None:
+        stop = StopFlag()
+        stop.install()
+        return sweep.work(plan, study, worker=args.worker_index, quiet=args.quiet, should_stop=stop)
+    print(f"sweep {plan.study_name}: {plan.trials} complete trials of {plan.variant} on {plan.task} "
+          f"({plan.profile}), {workers} worker{'s' if workers > 1 else ''}, storage {plan.storage_shown}; searching:")
+    print("\n".join(f"  {param.describe()}" for param in plan.space.params))
+    if workers == 1:
+        stop = StopFlag()
+        stop.install()
+        exit_code = sweep.work(plan, study, quiet=args.quiet, should_stop=stop)
+    else:
+        exit_code = sweep.run_workers(plan, study, _sweep_worker_command(args, plan), workers)
+    print(sweep.report(plan, study))
+    return exit_code
+
+
 def _sample(args: argparse.Namespace) -> int:
     overrides = configs.parse_sets(args.set or [])
     task = tasks.create_task(args.task, profile=args.profile, **overrides["task"])
     generator = torch.Generator().manual_seed(args.seed)
     batch = task.batch(args.count, generator, torch.device("cpu"))
+    written = task.save_images(batch, args.images, args.count) if args.images else []
     for index in range(args.count):
-        example = task.example(batch, index)
-        if args.format == "json":
-            print(json.dumps(example))
-        else:
-            print(f"{' '.join(example['input'])} -> {task.label_text(batch, index)}")
+        print(json.dumps(task.example(batch, index)) if args.format == "json" else task.text(batch, index))
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -160,6 +217,14 @@ def _list(args: argparse.Namespace) -> int:
     print(tasks.describe_tasks())
     print(f"\nProfiles (--profile NAME): {', '.join(tasks.PROFILES)}; quick for CPU minutes, standard for "
           "one GPU, long for LRA-scale lengths.")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from analysis import build_report
+
+    index = build_report(Path(args.runs_dir), Path(args.out), study=args.study, filters=args.filter, name=args.name)
+    print(f"wrote {index}")
     return 0
 
 
@@ -204,6 +269,12 @@ def _bench_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpu_check(args: argparse.Namespace) -> int:
+    from experiments import gpu_check
+
+    return gpu_check.run(Path(args.out), budget=args.seconds)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnlab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -238,8 +309,48 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--seed", type=int, default=0)
     sample.add_argument("--profile", default="quick")
     sample.add_argument("--format", choices=["text", "json"], default="text")
+    sample.add_argument("--images", metavar="DIR", help="also save the examples as PNG images (pathfinder)")
     sample.add_argument("--set", **sets)
     sample.set_defaults(func=_sample)
+
+    sweep = commands.add_parser(
+        "sweep", help="an Optuna hyperparameter sweep of one variant on one task; each trial is a run",
+        description="Search a variant's declared options and the training hyperparameters (lr, weight_decay, "
+                    "warmup_steps) with a seeded TPE sampler, pruning on the eval accuracy of each evaluation. "
+                    "Each trial is an ordinary run under the runs folder. Running the same command again "
+                    "continues the study until --trials trials are complete; at the end the best trial and the "
+                    "command that reruns it are printed.")
+    sweep.add_argument("--variant", default="dense", help="the variant to tune (default: dense)")
+    sweep.add_argument("--task", default=tasks.DEFAULT_SUITE[0], help=f"default: {tasks.DEFAULT_SUITE[0]}")
+    sweep.add_argument("--profile", default="quick", help=f"one of {', '.join(tasks.PROFILES)} (default: quick)")
+    sweep.add_argument("--seed", type=int, default=0, help="the runs' seed, and the sampler's (default: 0)")
+    sweep.add_argument("--trials", type=int, default=20,
+                       help="complete trials the study should hold in total (default: 20); pruned and failed "
+                            "trials do not count")
+    sweep.add_argument("--study", help="the study's name (default: VARIANT-TASK-PROFILE-sSEED)")
+    sweep.add_argument("--storage", metavar="URL",
+                       help="an Optuna RDB storage URL, e.g. postgresql://user@host/db, for workers on several "
+                            "machines (default: the embedded journal runs/sweeps/STUDY.journal)")
+    sweep.add_argument("--workers", type=int,
+                       help="worker processes on this machine, one study (default: one per GPU with cuda, else 1)")
+    sweep.add_argument("--space", action="append", metavar="SECTION.NAME=VALUE|LOW:HIGH|A,B",
+                       help="narrow or fix a searched name, e.g. variant.window=16:64, train.lr=1e-3 (repeatable)")
+    sweep.add_argument("--space-file", metavar="TOML",
+                       help="the same from a TOML file: [variant] window = [16, 64], [train] lr = 1e-3")
+    sweep.add_argument("--set", **sets)
+    sweep.add_argument("--pruner", default="median", help="median (default) or none")
+    sweep.add_argument("--prune-after", type=int, default=5,
+                       help="complete trials before the pruner may stop a trial (default: 5)")
+    sweep.add_argument("--heartbeat-seconds", type=int, default=60,
+                       help="heartbeat interval of a running trial; one silent for twice as long is failed and "
+                            "retried (default: 60)")
+    sweep.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
+    sweep.add_argument("--backend", default="auto", help="attention kernel (default: auto)")
+    sweep.add_argument("--runs-dir", **runs_dir)
+    sweep.add_argument("--quiet", **quiet)
+    sweep.add_argument("--worker-index", type=int, metavar="I",
+                       help="run as worker I of a sweep started with --workers: no summary at the end")
+    sweep.set_defaults(func=_sweep)
 
     commands.add_parser("list", help="list the variants, tasks and profiles").set_defaults(func=_list)
 
@@ -264,6 +375,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quiet", **quiet)
     bench.set_defaults(func=_bench_variants)
 
+    report = commands.add_parser("report", help="the analysis report of the runs: HTML, Markdown and CSV tables")
+    report.add_argument("--runs-dir", **runs_dir)
+    report.add_argument("--study", help="only this sweep study (RUNS_DIR/sweeps/STUDY.journal) in the sweep sections")
+    report.add_argument("--filter", metavar="COLUMN=VALUE[,COLUMN=VALUE]",
+                        help="only runs whose columns match, e.g. task=passkey,variant=local")
+    report.add_argument("--out", default="reports", help="the folder reports go into (default: reports)")
+    report.add_argument("--name", help="the report's folder name (default: the study, the filters, or all)")
+    report.set_defaults(func=_report)
+
     bench_train = commands.add_parser("bench-train", help="training throughput against a minimal PyTorch loop")
     bench_train.add_argument("--variant", default="dense")
     bench_train.add_argument("--task", default="passkey")
@@ -271,6 +391,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench_train.add_argument("--rounds", type=int, default=3)
     bench_train.add_argument("--device", choices=["cpu", "cuda"])
     bench_train.set_defaults(func=_bench_train)
+
+    gpu_check = commands.add_parser(
+        "gpu-check", help="on CUDA: the gpu tests (every kernel against the reference), then a bf16 timing table",
+        description="Runs the tests marked gpu, then times causal forward+backward per variant and kernel at 1K to "
+                    "32K tokens in bf16 and prints milliseconds and TFLOP/s on attended pairs beside dense flash "
+                    "SDPA. Without CUDA it says so and exits 0.")
+    gpu_check.add_argument("--out", default="runs/bench", help="folder of gpu_check.csv (default: runs/bench)")
+    gpu_check.add_argument("--seconds", type=float, default=300.0,
+                           help="time for the whole check; timing rows past it are skipped (default: 300)")
+    gpu_check.set_defaults(func=_gpu_check)
     return parser
 
 

@@ -45,6 +45,9 @@ class TrainConfig:
     eval_every: int = option(100, "evaluate every this many steps (and at the end)")
     checkpoint_every: int = option(100, "checkpoint every this many steps (and at the end)")
     log_every: int = option(10, "log training metrics every this many steps")
+    precision: Literal["auto", "float32", "bf16"] = option(
+        "auto", "bf16: autocast with float32 master weights (CPU autocast on CPU); auto: bf16 on cuda, else float32")
+    compile: bool = option(False, "torch.compile the model for the training steps")
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "checkpoint_every", "log_every"):
@@ -74,7 +77,10 @@ class RunConfig:
 
 
 def parse_value(text: str) -> Any:
-    """Command-line text to a value: true/false, none, integers, floats, otherwise the string itself."""
+    """Command-line text to a value: true/false, none, integers, floats, a comma-separated list of those
+    (`256,512` -> [256, 512]), otherwise the string itself."""
+    if "," in text:
+        return [parse_value(item.strip()) for item in text.split(",")]
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
@@ -86,6 +92,17 @@ def parse_value(text: str) -> Any:
         except ValueError:
             pass
     return text
+
+
+def format_value(value: Any) -> str:
+    """A config value as `--set` text that `parse_value` reads back to the same value (floats exactly)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return ",".join(format_value(item) for item in value)
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 def parse_sets(assignments: list[str]) -> dict[str, dict[str, Any]]:

@@ -24,7 +24,7 @@ import torch
 from experiments.files import atomic_write_bytes, atomic_write_text
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-STATUSES = ("running", "completed", "diverged", "failed", "interrupted")
+STATUSES = ("running", "completed", "diverged", "failed", "interrupted", "pruned")
 
 
 class RecordError(ValueError):

@@ -4,6 +4,11 @@ The same function serves a single run, a suite and (later) a sweep trial. Same s
 give the same numbers; a run resumed from its checkpoint ends with the metrics, bit for bit on CPU,
 of the same run uninterrupted, because the checkpoint holds everything the next step depends on:
 weights, optimiser moments, the data generator's state and the step.
+
+On a GPU the step runs under bf16 autocast with float32 master weights (`train.precision`, "auto" =
+bf16 on CUDA, float32 elsewhere; bf16 may be asked on CPU too, where CPU autocast runs it), optionally
+through `torch.compile` (`train.compile`), on data generated on the device, and without waiting for
+the device between logging intervals: nothing in the step reads a value back to the host.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ def learning_rate(step: int, train: TrainConfig) -> float:
 @torch.no_grad()
 def evaluate(model: Transformer, eval_set: tasks.Batch, batch_size: int,
              buckets: list[tuple[int, int]]) -> dict[str, Any]:
-    """Accuracy over the scored positions of the eval set, overall and per dependency-distance bucket."""
+    """Accuracy over the scored positions of the eval set, overall and per dependency-distance bucket
+    (no buckets: overall only)."""
     model.eval()
     correct, distance, losses = [], [], []
     for start in range(0, eval_set.inputs.shape[0], batch_size):
@@ -58,11 +64,36 @@ def evaluate(model: Transformer, eval_set: tasks.Batch, batch_size: int,
         count = int(inside.sum())
         accuracy = float(correct[inside].mean()) if count else None
         by_distance.append({"lo": lo, "hi": hi, "accuracy": accuracy, "count": count})
-    return {
-        "eval_accuracy": float(correct.mean()),
-        "eval_loss": float(torch.stack(losses).sum() / correct.numel()),
-        "accuracy_by_distance": by_distance,
-    }
+    result = {"eval_accuracy": float(correct.mean()), "eval_loss": float(torch.stack(losses).sum() / correct.numel())}
+    return {**result, "accuracy_by_distance": by_distance} if buckets else result
+
+
+def evaluate_all(model: Transformer, eval_set: tasks.Batch, extra_sets: dict[str, tasks.Batch], batch_size: int,
+                 buckets: list[tuple[int, int]]) -> dict[str, Any]:
+    """The eval set's accuracy (per distance bucket too), and each extra held-out set's under "splits"."""
+    result = evaluate(model, eval_set, batch_size, buckets)
+    if extra_sets:
+        result["splits"] = {name: evaluate(model, batch, batch_size, []) for name, batch in extra_sets.items()}
+    return result
+
+
+def scored_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the scored positions of (B, T, classes) logits and (B, T) targets.
+
+    On CUDA through ignore_index, which needs no host sync (selecting the scored positions would wait
+    for the device to count them); elsewhere on the selected positions, the numbers runs have always
+    had there. The two give the same gradient bit for bit and may differ in the loss's last bit."""
+    if logits.device.type == "cuda":
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=tasks.IGNORE)
+    scored = targets != tasks.IGNORE
+    return F.cross_entropy(logits[scored], targets[scored])
+
+
+def resolved_precision(train: TrainConfig, device: torch.device) -> str:
+    """"float32" or "bf16": what `train.precision` means on `device` ("auto": bf16 on CUDA only)."""
+    if train.precision == "auto":
+        return "bf16" if device.type == "cuda" else "float32"
+    return train.precision
 
 
 def git_commit() -> str | None:
@@ -86,8 +117,15 @@ def train(
     *,
     quiet: bool = False,
     should_stop: Callable[[int], bool] = lambda step: False,
+    should_prune: Callable[[int, float], bool] = lambda step, accuracy: False,
+    tags: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Train (or resume, when the record holds a checkpoint) and return the run's summary."""
+    """Train (or resume, when the record holds a checkpoint) and return the run's summary.
+
+    `should_stop(step)` is asked before every step (True: stop, status "interrupted", resumable);
+    `should_prune(step, eval_accuracy)` after every evaluation (True: stop, status "pruned", as a sweep's
+    pruner decides); `tags` (e.g. a sweep's study and trial number) are copied into the summary.
+    """
     device = torch.device(config.device)
     train_cfg = config.train
 
@@ -95,7 +133,7 @@ def train(
     torch.manual_seed(config.seed)
     task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
     model = Transformer(
-        config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.seq_len,
+        config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
         variant=config.variant, variant_options=config.variant_options, backend=config.backend,
     ).to(device)
     # Weight decay on matrices only: not on biases, norms, scalars per head or position tables.
@@ -107,7 +145,12 @@ def train(
     )
     generator = tasks.train_generator(config.seed, device)  # training data only; the eval set has its own seed
     eval_set = task.eval_set(device)  # a fixed held-out set from its own seed
+    extra_sets = task.extra_eval_sets(device)  # splits and other lengths, each scored separately
     described = model.blocks[0].attn.describe()
+    # bf16 autocast: matmuls and attention in bf16, reductions and the float32 master weights as they are.
+    precision = resolved_precision(train_cfg, device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    step_model = torch.compile(model) if train_cfg.compile else model  # shares the weights with `model`
 
     # Training metrics are summed on the device between logging intervals (no host sync per step):
     # loss, correct predictions and scored positions.
@@ -125,17 +168,27 @@ def train(
         wall_seconds, train_seconds = checkpoint["wall_seconds"], checkpoint["train_seconds"]
     last_eval = next((line for line in reversed(history) if line["kind"] == "eval"), None)
 
+    def extra_accuracy(name: str) -> float | None:  # an extra held-out set's accuracy at the last evaluation
+        return last_eval["splits"][name]["eval_accuracy"] if last_eval and "splits" in last_eval else None
+
     def summary(status: str, error: str | None = None) -> dict[str, Any]:
         tokens = step * train_cfg.batch_size * task.seq_len
         return {
             "run_id": record.run_id, "status": status, "error": error,
             "variant": config.variant, "variant_options": config.variant_options, "variant_name": described,
-            "backend": model.backend, "task": config.task, "task_options": config.task_options,
+            "backend": model.backend, "precision": precision, "compiled": train_cfg.compile,
+            "task": config.task, "task_options": config.task_options,
             "profile": config.profile, "seed": config.seed,
             "eval_accuracy": last_eval["eval_accuracy"] if last_eval else None,
             "eval_loss": last_eval["eval_loss"] if last_eval else None,
             "chance_accuracy": task.chance_accuracy,
             "accuracy_by_distance": last_eval["accuracy_by_distance"] if last_eval else [],
+            "accuracy_by_split": {split: extra_accuracy(split) for split in task.eval_splits},
+            "accuracy_by_length": [
+                {"length": task.seq_len, "accuracy": last_eval["eval_accuracy"] if last_eval else None},
+                *({"length": length, "accuracy": extra_accuracy(f"length={length}")} for length in task.eval_lengths),
+            ] if task.eval_lengths else [],
+            "tags": dict(tags or {}),
             "steps": step, "total_steps": train_cfg.steps, "wall_seconds": wall_seconds,
             "tokens_per_second": tokens / train_seconds if train_seconds else None,
             "peak_memory_bytes": peak_memory_bytes(device), "device": str(device),
@@ -169,9 +222,10 @@ def train(
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(step, train_cfg)
             batch = task.batch(train_cfg.batch_size, generator, device)
-            logits = model(batch.inputs)  # (B, T, classes)
+            with autocast:
+                logits = step_model(batch.inputs)  # (B, T, classes)
+                loss = scored_loss(logits, batch.targets)
             scored = batch.targets != tasks.IGNORE
-            loss = F.cross_entropy(logits[scored], batch.targets[scored])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(
@@ -181,7 +235,7 @@ def train(
             optimizer.step()
             step += 1
             window += torch.stack([loss.detach().double(),
-                                   (logits.detach()[scored].argmax(-1) == batch.targets[scored]).sum().double(),
+                                   ((logits.detach().argmax(-1) == batch.targets) & scored).sum().double(),
                                    scored.sum().double()])
             train_seconds += time.perf_counter() - step_started
             bar.update()
@@ -207,13 +261,17 @@ def train(
                 bar.set_postfix(loss=f"{line['loss']:.3f}", acc=f"{line['accuracy']:.3f}")
                 window.zero_()
             if evaluating:
-                last_eval = {"kind": "eval", "step": step, "wall_seconds": wall_seconds,
-                             **evaluate(model, eval_set, train_cfg.batch_size, task.report_buckets())}
+                with autocast:
+                    scores = evaluate_all(model, eval_set, extra_sets, train_cfg.batch_size, task.report_buckets())
+                last_eval = {"kind": "eval", "step": step, "wall_seconds": wall_seconds, **scores}
                 history.append(last_eval)
                 bar.set_postfix(loss=f"{history[-2]['loss']:.3f}" if logging else None,
                                 eval=f"{last_eval['eval_accuracy']:.3f}")
             if checkpointing:
                 save("running")
+            if evaluating and step < train_cfg.steps and should_prune(step, last_eval["eval_accuracy"]):
+                status = "pruned"
+                break
     except BaseException as error:
         bar.close()
         record.write_summary(summary("failed", f"{type(error).__name__}: {error}"))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from variants.base import Attention
+from variants.base import Attention, Range
 from variants.options import option, require
 from variants.registry import register
 
@@ -32,6 +32,7 @@ class Additive(Attention):
     """Bahdanau additive scoring per head, w^T tanh(W_q q + W_k k), computed in query chunks."""
 
     kernels = ("chunked", "reference")
+    search_space = {"hidden_dim": Range(8, "head_dim*4", log=True)}
 
     @dataclass(frozen=True)
     class Options:

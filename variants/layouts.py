@@ -5,6 +5,8 @@ map says which key blocks each query block may touch, and the rule refines that 
 (for example |i - j| < window). The pairs attended are those in an allowed block that the rule allows
 (and, when causal, j <= i). The blocked kernel gathers only the allowed key blocks; the reference and
 sdpa kernels expand the same layout into a dense mask with `dense`; drawing a layout uses `dense` too.
+The flex kernel reads it through `tiles`: the block map says which tiles of a fused kernel may hold
+attended pairs, the rule says which of those hold only attended pairs (no mask needed there).
 
 Block maps are built at block level, O((n / block_size)^2) booleans, never O(n^2).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -28,6 +31,9 @@ class Layout:
     """Base: subclasses set `block_size` and define `block_map` and `rule`."""
 
     block_size: int
+    # True when the block map is exactly the blocks holding a pair the rule allows, so that the rule alone
+    # decides each pair (the flex kernel's mask then skips the block map lookup).
+    rule_decides: ClassVar[bool] = False
 
     def block_map(self, query_blocks: int, key_blocks: int) -> torch.Tensor:
         """Bool (query_blocks, key_blocks): which key blocks each query block may touch (not causal)."""
@@ -59,28 +65,101 @@ def blocks_for(seq: int, block_size: int) -> int:
     return max(1, math.ceil(seq / block_size))
 
 
+def attended_blocks(layout: Layout, seq_q: int, seq_k: int, causal: bool) -> torch.Tensor:
+    """Bool (query_blocks, key_blocks): the block map, with causality when causal."""
+    query_blocks, key_blocks = blocks_for(seq_q, layout.block_size), blocks_for(seq_k, layout.block_size)
+    blocks = layout.block_map(query_blocks, key_blocks)
+    return blocks & causal_blocks(query_blocks, key_blocks) if causal else blocks
+
+
+def pairs(layout: Layout | None, blocks: torch.Tensor | None, i: torch.Tensor, j: torch.Tensor,
+          causal: bool) -> torch.Tensor:
+    """Bool, broadcast from query positions i and key positions j: whether the layout attends (i, j).
+
+    `blocks` is `attended_blocks` for the lengths at hand, or None to skip the block map (no layout, or a
+    layout whose rule decides). `dense`, `tiles` and the flex kernel's mask all call this one function."""
+    terms = [
+        blocks[i // layout.block_size, j // layout.block_size] if blocks is not None else None,
+        layout.rule(i, j) if layout is not None else None,
+        j <= i if causal else None,
+    ]
+    allowed = torch.ones_like(i == j)
+    for term in terms:
+        if term is not None:
+            allowed = allowed & term
+    return allowed
+
+
 def dense(layout: Layout, seq_q: int, seq_k: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
     """Bool (seq_q, seq_k): the pairs the layout attends, expanded to elements (O(seq_q * seq_k) booleans,
     built a slab of rows at a time so that the rule's integer intermediates stay small)."""
-    b = layout.block_size
-    query_blocks, key_blocks = blocks_for(seq_q, b), blocks_for(seq_k, b)
-    blocks = layout.block_map(query_blocks, key_blocks)
-    if causal:
-        blocks = blocks & causal_blocks(query_blocks, key_blocks)
-    blocks = blocks.to(device)
+    blocks = attended_blocks(layout, seq_q, seq_k, causal).to(device)
     allowed = torch.empty(seq_q, seq_k, dtype=torch.bool, device=device)
     j = torch.arange(seq_k, device=device)[None, :]
     rows = max(1, DENSE_SLAB // max(1, seq_k))
     for start in range(0, seq_q, rows):
         i = torch.arange(start, min(start + rows, seq_q), device=device)[:, None]
-        slab = blocks[i // b, j // b]
-        rule = layout.rule(i, j)
-        if rule is not None:
-            slab &= rule
-        if causal:
-            slab &= j <= i
-        allowed[start : start + rows] = slab
+        allowed[start : start + rows] = pairs(layout, blocks, i, j, causal)
     return allowed
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """A layout cut into square tiles of `size` positions, the blocks of a fused kernel (FlexAttention's
+    BlockMask): a tile is skipped, computed with the element mask (partial) or without it (full)."""
+
+    size: int
+    partial: torch.Tensor  # (query_tiles, key_tiles) bool: holds attended pairs, and unattended or padding ones
+    full: torch.Tensor  # (query_tiles, key_tiles) bool: every pair of the tile is attended
+    attended: int  # pairs attended in all (what a benchmark's FLOP count is based on)
+
+
+def _overlaps(tiles: int, blocks: int, size: int, block_size: int, device: torch.device) -> torch.Tensor:
+    """Float (tiles, blocks): 1 where tile T and layout block I share a position."""
+    first = torch.arange(blocks, device=device) * block_size
+    lo, hi = first // size, (first + block_size - 1) // size  # the tiles block I spans
+    t = torch.arange(tiles, device=device)[:, None]
+    return ((t >= lo) & (t <= hi)).float()
+
+
+def tiles(layout: Layout | None, seq_q: int, seq_k: int, causal: bool, size: int,
+          device: torch.device | str = "cpu") -> Tiles:
+    """Classify the size x size tiles of the (seq_q, seq_k) pairs; `layout` None attends every pair.
+
+    The block map (with causality) names the tiles that may hold attended pairs; `pairs` is then counted
+    on those tiles only, a slab of tiles at a time: O(candidate tiles * size^2) work and O(DENSE_SLAB)
+    memory, never O(seq_q * seq_k) unless the layout is dense. Positions beyond the lengths count as not
+    attended, as in `torch.nn.attention.flex_attention.create_block_mask`, so the last tiles of lengths
+    that are not multiples of `size` are partial.
+    """
+    device = torch.device(device)
+    query_tiles, key_tiles = blocks_for(seq_q, size), blocks_for(seq_k, size)
+    blocks = None
+    if layout is None:
+        candidates = torch.ones(query_tiles, key_tiles, dtype=torch.bool, device=device)
+        if causal:
+            candidates &= causal_blocks(query_tiles, key_tiles).to(device)
+    else:
+        b = layout.block_size
+        blocks = attended_blocks(layout, seq_q, seq_k, causal).to(device)
+        rows = _overlaps(query_tiles, blocks.shape[0], size, b, device)
+        columns = _overlaps(key_tiles, blocks.shape[1], size, b, device)
+        candidates = (rows @ blocks.float() @ columns.T) > 0  # a tile meets an allowed block
+    tile_rows, tile_columns = candidates.nonzero(as_tuple=True)
+    counts = torch.zeros(len(tile_rows), dtype=torch.long, device=device)
+    offsets = torch.arange(size, device=device)
+    per_slab = max(1, DENSE_SLAB // (size * size))
+    for start in range(0, len(tile_rows), per_slab):
+        i = (tile_rows[start : start + per_slab, None] * size + offsets)[:, :, None]  # (tiles, size, 1)
+        j = (tile_columns[start : start + per_slab, None] * size + offsets)[:, None, :]  # (tiles, 1, size)
+        inside = (i < seq_q) & (j < seq_k)
+        attended = pairs(layout, blocks, i.clamp(max=seq_q - 1), j.clamp(max=seq_k - 1), causal) & inside
+        counts[start : start + per_slab] = attended.sum(dim=(1, 2))
+    partial = torch.zeros(query_tiles, key_tiles, dtype=torch.bool, device=device)
+    full = torch.zeros_like(partial)
+    full[tile_rows, tile_columns] = counts == size * size
+    partial[tile_rows, tile_columns] = (counts > 0) & (counts < size * size)
+    return Tiles(size, partial, full, int(counts.sum()))
 
 
 @dataclass(frozen=True)
@@ -154,6 +233,8 @@ def _power_of_two_at_most(value: float, low: int, high: int) -> int:
 class Local(Layout):
     """|i - j| < window."""
 
+    rule_decides = True
+
     window: int
 
     @property
@@ -173,6 +254,8 @@ class Local(Layout):
 class Strided(Layout):
     """Child et al. 2019: |i - j| < stride, or i - j a multiple of stride."""
 
+    rule_decides = True
+
     stride: int
 
     @property
@@ -190,6 +273,8 @@ class Strided(Layout):
 @dataclass(frozen=True)
 class Fixed(Layout):
     """Child et al. 2019: j in i's stride group, or j among the last `summary` positions of a group."""
+
+    rule_decides = True
 
     stride: int
     summary: int
@@ -216,6 +301,8 @@ class Fixed(Layout):
 class Longformer(Layout):
     """Beltagy et al. 2020: |i - j| < window, plus the first `num_global` positions attend to and are
     attended by every position."""
+
+    rule_decides = True
 
     window: int
     num_global: int

@@ -37,6 +37,8 @@ def _accepted(annotation: Any) -> str:
         return f"None or {_accepted(inner)}"
     if typing.get_origin(annotation) is Literal:
         return "one of " + ", ".join(repr(choice) for choice in typing.get_args(annotation))
+    if typing.get_origin(annotation) is tuple:
+        return f"a comma-separated list of {_accepted(members[0]).removeprefix('an ').removeprefix('a ')}s"
     return {bool: "True or False", int: "an integer", float: "a number"}.get(annotation, str(annotation))
 
 
@@ -47,6 +49,13 @@ def _coerce(owner: str, name: str, annotation: Any, value: Any) -> Any:
         if value is None:
             return None
         (annotation,) = [member for member in members if member is not type(None)]
+    if typing.get_origin(annotation) is tuple:  # tuple[X, ...]: a list, a tuple or one bare value
+        (member, _) = typing.get_args(annotation)
+        items = value if isinstance(value, (list, tuple)) else [value]
+        try:
+            return tuple(_coerce(owner, name, member, item) for item in items)
+        except OptionError:
+            raise OptionError(f"{owner} option {name!r} got {value!r}; accepted: {_accepted(annotation)}.") from None
     if typing.get_origin(annotation) is Literal:
         ok = value in typing.get_args(annotation)
     elif annotation is bool:

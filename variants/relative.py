@@ -4,10 +4,12 @@
 
 - `shaw` (Shaw et al. 2018, "Self-Attention with Relative Position Representations"): learned key
   embeddings a_m for the clipped distance m = clip(j - i, -max_distance, max_distance), shared by the
-  heads; r(i, j) = q_i . a_m / sqrt(d). O(n^2 d) time and no fused kernel (r depends on q).
+  heads; r(i, j) = q_i . a_m / sqrt(d), the key term of the paper. O(n^2 d) time; the per-distance
+  products q_i . a_m, O(n * max_distance), are computed once per call and looked up per pair, which is
+  how FlexAttention runs it (no sdpa: r depends on q).
 - `t5` (Raffel et al. 2020): a learned scalar per head and bucket of j - i, buckets exact up to
   num_buckets/4 (bidirectional) or /2 (causal) and log-spaced up to max_distance, as T5's
-  `_relative_position_bucket`. O(n^2) bias, fused kernel.
+  `_relative_position_bucket`. Per pair on flex; an O(n^2) bias on sdpa.
 - `alibi` (Press et al. 2022, "Train Short, Test Long"): r(i, j) = -m_h |i - j| with the paper's
   geometric head slopes, and its interleaving rule for head counts that are not powers of two.
 - `rope` (Su et al. 2021, "RoFormer"): q and k rotated by position-dependent angles
@@ -21,10 +23,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from einops import rearrange
 from torch import nn
 
-from variants.base import Attention
+from variants.base import Attention, Choice, PairBias, Range, ScoreMod
 from variants.options import fill_choice_defaults, option, require
 from variants.registry import register
 
@@ -48,13 +49,14 @@ def alibi_slopes(num_heads: int) -> list[float]:
 
 
 def t5_bucket(relative: torch.Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int) -> torch.Tensor:
-    """T5's `_relative_position_bucket` for relative = key position - query position."""
-    buckets = torch.zeros_like(relative)
+    """T5's `_relative_position_bucket` for relative = key position - query position (elementwise, so that
+    FlexAttention can call it per pair)."""
     if bidirectional:
         num_buckets //= 2
-        buckets += (relative > 0).long() * num_buckets
+        buckets = (relative > 0).long() * num_buckets
         distance = relative.abs()
     else:
+        buckets = 0
         distance = (-relative).clamp(min=0)  # only the past has its own buckets
     max_exact = num_buckets // 2
     is_small = distance < max_exact
@@ -71,10 +73,22 @@ def t5_bucket(relative: torch.Tensor, *, bidirectional: bool, num_buckets: int, 
 class Relative(Attention):
     """Scaled dot product plus a relative position term: shaw, t5, alibi or rope."""
 
+    # The default kind's (alibi); each instance sets its kind's in __init__.
+    kernels = ("flex", "sdpa", "chunked", "reference")
+
+    # Each kind's own options, searched only when it is chosen; t5 keeps max_distance at its default
+    # (128), which exceeds num_buckets // 2 over the whole range.
+    search_space = {
+        "kind": Choice(("shaw", "t5", "alibi", "rope")),
+        "max_distance": Range(2, "seq_len", log=True, when=("kind", ("shaw",))),
+        "num_buckets": Range(4, 64, log=True, when=("kind", ("t5",))),
+        "rope_base": Range(100.0, 100000.0, log=True, when=("kind", ("rope",))),
+    }
+
     @dataclass(frozen=True)
     class Options:
         kind: Literal["shaw", "t5", "alibi", "rope"] = option(
-            "alibi", "which relative position scheme (shaw runs on chunked and reference only)", tag=""
+            "alibi", "which relative position scheme (shaw runs on flex, chunked and reference: no sdpa)", tag=""
         )
         num_buckets: int | None = option(None, "t5: number of buckets (default 32)", tag="b")
         max_distance: int | None = option(
@@ -96,8 +110,10 @@ class Relative(Attention):
     def __init__(self, options: Options, **kwargs) -> None:
         super().__init__(options, **kwargs)
         kind = options.kind
+        # Position terms per pair: flex on CUDA; sdpa takes the bias materialised; xformers takes neither.
+        # rope rotates q and k and then scores as dense does, on dense's kernels.
+        self.kernels = {"shaw": ("flex", "chunked", "reference"), "rope": Attention.kernels}.get(kind, self.kernels)
         if kind == "shaw":
-            self.kernels = ("chunked", "reference")  # the term depends on q: no fused kernel
             self.distance_embedding = nn.Parameter(  # (2 * max_distance + 1, head_dim), shared by heads
                 torch.randn(2 * options.max_distance + 1, self.head_dim) * 0.02
             )
@@ -123,22 +139,30 @@ class Relative(Attention):
         first, second = x[..., :half], x[..., half:]
         return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
 
-    def logit_bias(self, q_pos, k_pos, causal) -> torch.Tensor | None:
-        relative = k_pos[None, :] - q_pos[:, None]  # (seq_q, seq_k): j - i
+    def pair_bias(self, causal, device, dtype) -> PairBias | None:
         if self.options.kind == "alibi":
-            slopes = torch.tensor(self.slopes, dtype=torch.float64, device=relative.device)
-            return -slopes[:, None, None] * relative.abs()  # (H, seq_q, seq_k), cast to the logits' dtype by kernels
+            slopes = torch.tensor(self.slopes, dtype=dtype, device=device)  # (H,)
+            return lambda head, q_idx, kv_idx: -slopes[head] * (kv_idx - q_idx).abs()
         if self.options.kind == "t5":
-            bucket = t5_bucket(relative, bidirectional=not causal, num_buckets=self.options.num_buckets,
-                               max_distance=self.options.max_distance)
-            return rearrange(self.bucket_bias[bucket], "q k h -> h q k")
+            num_buckets, max_distance = self.options.num_buckets, self.options.max_distance
+
+            def t5_bias(head, q_idx, kv_idx):
+                bucket = t5_bucket(kv_idx - q_idx, bidirectional=not causal, num_buckets=num_buckets,
+                                   max_distance=max_distance)
+                return self.bucket_bias[bucket, head]
+
+            return t5_bias
         return None
 
-    def logits(self, q, k, q_pos, k_pos, causal) -> torch.Tensor:
-        logits = super().logits(q, k, q_pos, k_pos, causal)
+    def score_mod(self, q, k, q_pos, causal) -> ScoreMod | None:
         if self.options.kind != "shaw":
-            return logits
+            return super().score_mod(q, k, q_pos, causal)
         limit = self.options.max_distance
         per_distance = torch.matmul(q, self.distance_embedding.T) * self.logit_scale()  # (B, H, seq_q, 2*limit+1)
-        index = (k_pos[None, :] - q_pos[:, None]).clamp(-limit, limit) + limit  # (seq_q, seq_k)
-        return logits + per_distance.gather(-1, index.expand(*per_distance.shape[:2], *index.shape))
+        first = q_pos[0]  # q's first row sits at this position (the chunked kernel passes slices)
+
+        def key_term(score, batch, head, q_idx, kv_idx):
+            distance = (kv_idx - q_idx).clamp(-limit, limit) + limit
+            return score + per_distance[batch, head, q_idx - first, distance]
+
+        return key_term

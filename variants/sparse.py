@@ -14,7 +14,8 @@
   `num_random_blocks` blocks drawn for I from `seed`. O(n block_size (3 + globals + random)).
 
 With causal=True every pattern is intersected with j <= i. All run on the blocked kernel, which
-gathers only the allowed key blocks; `sdpa` applies the same layout as a dense mask.
+gathers only the allowed key blocks (CPU), and on flex, whose BlockMask skips the tiles of 128 the
+layout never touches (CUDA); `sdpa` applies the same layout as a dense mask.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from variants import layouts
-from variants.base import Attention
+from variants.base import Attention, Choice, Range
 from variants.options import fill_choice_defaults, option, require
 from variants.registry import register
 
@@ -38,9 +39,21 @@ PATTERN_DEFAULTS = {
 
 @register("sparse")
 class Sparse(Attention):
-    """Block-sparse patterns: strided, fixed, longformer or bigbird, on the block-sparse kernel."""
+    """Block-sparse patterns: strided, fixed, longformer or bigbird, on a block-sparse kernel."""
 
-    kernels = ("blocked", "sdpa", "reference")
+    kernels = ("flex", "blocked", "sdpa", "reference")
+    # Each pattern's own options, searched only when it is chosen. Strides start at 4 so that `fixed`'s
+    # summary (1 to 4) never exceeds its stride.
+    search_space = {
+        "pattern": Choice(("strided", "fixed", "longformer", "bigbird")),
+        "stride": Range(4, "seq_len", log=True, when=("pattern", ("strided", "fixed"))),
+        "summary": Range(1, 4, when=("pattern", ("fixed",))),
+        "window": Range(4, "seq_len", log=True, when=("pattern", ("longformer",))),
+        "num_global": Range(0, 4, when=("pattern", ("longformer",))),
+        "block_size": Range(2, "seq_len", log=True, when=("pattern", ("bigbird",))),
+        "num_global_blocks": Range(0, 2, when=("pattern", ("bigbird",))),
+        "num_random_blocks": Range(0, 3, when=("pattern", ("bigbird",))),
+    }
 
     @dataclass(frozen=True)
     class Options:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from variants.base import Attention
+from variants.base import Attention, Choice, Range
 from variants.options import option, require
 from variants.registry import register
 
@@ -25,6 +25,8 @@ from variants.registry import register
 @register("temperature")
 class Temperature(Attention):
     """Scaled dot product divided by a temperature, fixed or learned per head (in log space)."""
+
+    search_space = {"temperature": Range(0.1, 10.0, log=True), "learnable": Choice((False, True))}
 
     @dataclass(frozen=True)
     class Options:

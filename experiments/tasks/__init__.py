@@ -2,7 +2,7 @@
 
     >>> from experiments import tasks
     >>> tasks.list_tasks()
-    ['mqar', 'passkey']
+    ['flipflop', 'induction', 'listops', 'mqar', 'passkey', 'pathfinder', 'selective_copy']
     >>> task = tasks.create_task("passkey", profile="quick", num_keys=8)
     >>> batch = task.batch(32, tasks.train_generator(0), "cpu")
     >>> batch.inputs.shape, task.num_classes, task.chance_accuracy
@@ -23,9 +23,11 @@ from experiments.tasks.base import (
 from experiments.tasks.registry import create_task, describe_tasks, list_tasks, register_task, task_class
 
 # Importing a task module registers it.
-from experiments.tasks import mqar, passkey  # noqa: E402,F401  isort: skip
+from experiments.tasks import flipflop, induction, listops, mqar, passkey, pathfinder, selective_copy  # noqa: E402,F401  isort: skip
 
-DEFAULT_SUITE = ["passkey", "mqar"]  # what `attnlab run` trains when no task is named
+# What `attnlab run` trains when no task is named: every task whose quick profile is discriminative (dense
+# clearly above chance, and a local window of 16 measurably below dense; each task's docstring has the figures).
+DEFAULT_SUITE = ["passkey", "mqar", "selective_copy", "induction", "flipflop", "listops", "pathfinder"]
 
 __all__ = [
     "DEFAULT_SUITE",

@@ -5,6 +5,11 @@ the answer and `distance` how many positions back the evidence for it lies; ever
 IGNORE and `distance` is -1, so accuracy can be read per distance. A task numbers its answer tokens
 first, so a target is at once a token id and a class index: 0 <= target < num_classes <= vocab_size.
 
+Held-out sets: `eval_set` is the in-distribution eval set, scored at every evaluation. A task may add
+named splits drawn differently (`eval_splits`, e.g. flip-flop's sparse and dense instructions), and a task
+with an `eval_lengths` option is also evaluated at those sequence lengths (length generalisation); both
+come from `extra_eval_sets` and are reported separately, never mixed into the main accuracy.
+
 Seeds: training batches come from a generator the trainer seeds with the run seed, which must lie in
 [0, MAX_TRAIN_SEED = 2**31) (`train_generator` checks it). The eval set is drawn on the CPU from
 `eval_seed(name)` = EVAL_SEED_OFFSET + crc32(name) mod 2**31, which lies in [2**31, 2**32) and so is
@@ -13,9 +18,11 @@ never a training seed, then moved to the device: the same examples on every call
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -97,6 +104,7 @@ class Task:
     name: ClassVar[str]  # set by register_task
     Options: ClassVar[type]
     profiles: ClassVar[dict[str, Profile]]
+    eval_splits: ClassVar[tuple[str, ...]] = ()  # extra held-out splits, each drawn by `sample_split`
 
     vocabulary: list[str]  # readable name of each token id
     num_classes: int  # answers are token ids 0..num_classes-1
@@ -109,6 +117,21 @@ class Task:
         self.eval_size: int = options.eval_size
         self.default_train: dict[str, Any] = dict(self.profiles[profile].train)
         self.default_model: dict[str, Any] = dict(self.profiles[profile].model)
+
+    @property
+    def eval_lengths(self) -> tuple[int, ...]:
+        """The extra sequence lengths the task is evaluated at: its `eval_lengths` option, if it has one."""
+        return tuple(getattr(self.options, "eval_lengths", ()))
+
+    @property
+    def max_len(self) -> int:
+        """The longest sequence the model will see: seq_len or the longest eval length."""
+        return max((self.seq_len, *self.eval_lengths))
+
+    def at_length(self, length: int) -> Task:
+        """The same task with seq_len = `length` and every other option unchanged (the vocabulary too)."""
+        options = dataclasses.replace(self.options, seq_len=length, eval_lengths=())
+        return type(self)(options, self.profile)
 
     def report_buckets(self) -> list[tuple[int, int]]:
         """The dependency-distance buckets accuracy is reported in: the task's `num_buckets` option where
@@ -134,6 +157,10 @@ class Task:
         """The eval set's examples; by default drawn like training examples."""
         return self.sample(batch_size, generator, device)
 
+    def sample_split(self, split: str, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
+        """Examples of the extra eval split `split` (one of `eval_splits`)."""
+        raise NotImplementedError
+
     # ----------------------------------------------------------------------------------------------
     # What callers use.
 
@@ -149,8 +176,24 @@ class Task:
 
     def eval_set(self, device: torch.device | str) -> Batch:
         """The fixed held-out set: eval_size examples from `eval_seed(name)`, drawn on the CPU, moved to `device`."""
-        generator = torch.Generator().manual_seed(eval_seed(self.name))
-        return self.sample_eval(self.eval_size, generator, torch.device("cpu")).to(device)
+        return self.sample_eval(self.eval_size, self._eval_generator(self.name), torch.device("cpu")).to(device)
+
+    def extra_eval_sets(self, device: torch.device | str) -> dict[str, Batch]:
+        """The held-out sets scored beside `eval_set`: each split of `eval_splits` under its name, and
+        the eval set at each of `eval_lengths` under 'length=<n>'; each of eval_size examples, fixed."""
+        sets = {}
+        for split in self.eval_splits:
+            generator = self._eval_generator(f"{self.name}/{split}")
+            sets[split] = self.sample_split(split, self.eval_size, generator, torch.device("cpu")).to(device)
+        for length in self.eval_lengths:
+            task = self.at_length(length)
+            generator = self._eval_generator(f"{self.name}@{length}")
+            sets[f"length={length}"] = task.sample_eval(self.eval_size, generator, torch.device("cpu")).to(device)
+        return sets
+
+    @staticmethod
+    def _eval_generator(key: str) -> torch.Generator:
+        return torch.Generator().manual_seed(eval_seed(key))
 
     def decode(self, tokens: Sequence[int] | torch.Tensor) -> list[str]:
         """Readable names of token ids."""
@@ -172,6 +215,14 @@ class Task:
         answers = self.decode(batch.targets[index, positions])
         return "; ".join(f"{position}: {question} -> {answer}"
                          for position, question, answer in zip(positions, questions, answers, strict=True))
+
+    def save_images(self, batch: Batch, folder: str | Path, count: int) -> list[Path]:
+        """Write the first `count` examples of `batch` as PNG images in `folder` (tasks whose inputs are images)."""
+        raise ValueError(f"Task {self.name!r} has no images to save; accepted: an image task (pathfinder).")
+
+    def text(self, batch: Batch, index: int) -> str:
+        """Example `index` on one line, for `attnlab sample`: its decoded input, then its labels."""
+        return f"{' '.join(self.decode(batch.inputs[index]))} -> {self.label_text(batch, index)}"
 
     def example(self, batch: Batch, index: int) -> dict[str, Any]:
         """Example `index` as plain Python: decoded input, label(s) and metadata with the distance(s).

@@ -67,6 +67,7 @@ class MultiQueryRecall(Task):
         gap_power: float = option(0.01, "query gap g is drawn with weight (g + 1) ** (gap_power - 1) "
                                          "(Zoology's power_a); 1 is uniform")
         eval_size: int = option(256, "examples in the eval set")
+        eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:
             require(self.num_pairs >= 1, "num_pairs", self.num_pairs, "an integer >= 1")

@@ -58,6 +58,7 @@ class Passkey(Task):
         num_distractors: int = option(16, "size of the distractor vocabulary that fills the sequence")
         num_buckets: int = option(8, "equal-width distance buckets over 1..seq_len-1, filled evenly by the eval set")
         eval_size: int = option(256, "examples in the eval set, a multiple of num_buckets")
+        eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:
             require(self.num_keys >= 2, "num_keys", self.num_keys, "an integer >= 2")

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from experiments.tasks.base import PROFILES, Task
-from variants.options import build_options, closest, describe_options
+from variants.options import OptionError, build_options, closest, describe_options
 from variants.registry import Registry
 
 _REQUIRED_OPTIONS = ("seq_len", "eval_size")
@@ -40,8 +40,18 @@ def create_task(name: str, *, profile: str = "quick", **options: Any) -> Task:
         raise ValueError(f"Unknown profile {profile!r}{closest(str(profile), PROFILES)}; "
                          f"available: {', '.join(PROFILES)}.")
     values = {**cls.profiles[profile].options, **options}
-    resolved = build_options(cls.Options, f"Task {name!r} (profile {profile!r})", values)
-    return cls(resolved, profile)
+    owner = f"Task {name!r} (profile {profile!r})"
+    task = cls(build_options(cls.Options, owner, values), profile)
+    lengths = task.eval_lengths
+    if len(set(lengths)) != len(lengths):
+        raise OptionError(f"{owner} option 'eval_lengths' got {lengths!r}; accepted: distinct lengths.")
+    for length in lengths:
+        try:
+            task.at_length(length)
+        except OptionError as error:
+            raise OptionError(f"{owner} option 'eval_lengths' got {length!r}, at which the task cannot be drawn "
+                              f"({str(error).rstrip('.')}).") from None
+    return task
 
 
 def describe_tasks() -> str:

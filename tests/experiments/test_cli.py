@@ -145,3 +145,29 @@ def test_help_describes_the_commands():
 @pytest.fixture(autouse=True)
 def _no_ci_progress(monkeypatch):
     monkeypatch.setenv("CI", os.environ.get("CI", "true"))
+
+
+@pytest.mark.parametrize("text, value", [("256,512", [256, 512]), ("3e-4", 3e-4), ("true", True), ("none", None),
+                                         ("a, 2", ["a", 2]), ("local", "local")])
+def test_set_values_are_parsed_into_numbers_flags_and_lists(text, value):
+    from experiments import config as configs
+
+    assert configs.parse_value(text) == value
+
+
+def test_sample_saves_pathfinder_images_and_refuses_tasks_without_images(tmp_path):
+    done = attnlab("sample", "pathfinder", "--count", "2", "--images", str(tmp_path / "images"))
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 2
+    written = sorted(path.name for path in (tmp_path / "images").glob("*.png"))
+    assert len(written) == 2 and all(name.startswith("pathfinder_16x16_") for name in written)
+    refused = attnlab("sample", "passkey", "--images", str(tmp_path / "other"))
+    assert refused.returncode == 2 and "'passkey' has no images" in refused.stderr and not refused.stdout
+    assert not (tmp_path / "other").exists()
+
+
+def test_sample_prints_listops_in_lra_notation():
+    done = attnlab("sample", "listops", "--count", "3")
+    assert done.returncode == 0
+    for line in done.stdout.splitlines():
+        expression, answer = line.split(" -> ")
+        assert expression.startswith("[") and expression.endswith("]") and answer.isdigit() and "_" not in line

@@ -6,48 +6,20 @@ import inspect
 
 import pytest
 import torch
+from solvers import solver
 
 import variants
 from experiments import tasks
 
-# Small sizes so that the plain-Python solvers stay fast; the quick profile is checked as well.
-SMALL = {"passkey": {"seq_len": 33, "num_keys": 4, "num_distractors": 3, "num_buckets": 4, "eval_size": 64},
-         "mqar": {"seq_len": 40, "num_pairs": 5, "num_keys": 7, "num_values": 6, "num_filler": 2, "eval_size": 64}}
-# The task each docstring's worked example was drawn from (its eval set's first example).
-WORKED = {"passkey": {"seq_len": 12, "num_buckets": 1, "eval_size": 1},
-          "mqar": {"seq_len": 16, "num_pairs": 3, "num_filler": 2, "eval_size": 1}}
-
-
-def solve_passkey(task, tokens):
-    """{scored position: (answer, distance)}: the one answer-id token before the final query."""
-    keys = [position for position, token in enumerate(tokens) if token < task.num_classes]
-    assert len(keys) == 1, tokens
-    query = len(tokens) - 1
-    assert task.decode([tokens[query]]) == ["?"]
-    return {query: (tokens[keys[0]], query - keys[0])}
-
-
-def solve_mqar(task, tokens):
-    """{scored position: (answer, distance)}: each later return of a prefix key, answered by its value."""
-    prefix = 2 * task.options.num_pairs
-    value_position = {tokens[position]: position + 1 for position in range(0, prefix, 2)}
-    assert len(value_position) == task.options.num_pairs, "keys in the prefix repeat"
-    answers = {}
-    for position in range(prefix, len(tokens)):
-        if tokens[position] in value_position:
-            source = value_position.pop(tokens[position])
-            answers[position] = (tokens[source], position - source)
-    assert not value_position, "a key of the prefix is never queried"
-    return answers
-
-
-SOLVERS = {"passkey": solve_passkey, "mqar": solve_mqar}
+SOLVERS = {name: solver(name) for name in tasks.list_tasks()}  # a missing solver fails the test below
+SMALL = {name: module.SMALL for name, module in SOLVERS.items() if module}
+WORKED = {name: module.WORKED for name, module in SOLVERS.items() if module}
 
 
 def assert_solver_agrees(task, batch):
     """Targets and distances equal the solver's at its positions, and IGNORE / -1 everywhere else."""
     for index, tokens in enumerate(batch.inputs.tolist()):
-        answers = SOLVERS[task.name](task, tokens)
+        answers = SOLVERS[task.name].solve(task, tokens)
         targets, distances = batch.targets[index].tolist(), batch.distance[index].tolist()
         for position in range(task.seq_len):
             answer, distance = answers.get(position, (tasks.IGNORE, -1))
@@ -66,9 +38,10 @@ def draw(task, size, seed):
     return task.batch(size, tasks.train_generator(seed), "cpu")
 
 
-def test_every_registered_task_has_a_solver_small_sizes_and_a_worked_example_here():
-    assert tasks.list_tasks() == sorted(SOLVERS) == sorted(SMALL) == sorted(WORKED) == ["mqar", "passkey"]
-    assert tasks.list_tasks("p*") == ["passkey"]
+def test_every_registered_task_has_a_solver_small_sizes_and_a_worked_example():
+    assert [name for name, module in SOLVERS.items() if module is None] == []
+    assert all(callable(module.solve) and module.SMALL and module.WORKED for module in SOLVERS.values())
+    assert tasks.list_tasks("p*") == ["passkey", "pathfinder"]
 
 
 @pytest.mark.parametrize("name", tasks.list_tasks())
@@ -213,7 +186,9 @@ def test_profiles_give_defaults_and_explicit_options_override_them():
     assert tasks.PROFILES == ("quick", "standard", "long")
     lengths = {name: [tasks.create_task(name, profile=profile).seq_len for profile in tasks.PROFILES]
                for name in tasks.list_tasks()}
-    assert lengths == {"passkey": [128, 1024, 4096], "mqar": [64, 512, 2048]}
+    assert lengths["passkey"] == [128, 1024, 4096] and lengths["mqar"] == [64, 512, 2048]
+    for name, (quick, standard, long) in lengths.items():
+        assert quick < standard <= long and long >= 1024, name  # long is LRA-scale: 1K tokens and more
     task = tasks.create_task("mqar", profile="standard", seq_len=1024)
     assert (task.seq_len, task.options.num_pairs, task.profile) == (1024, 64, "standard")
     for name in tasks.list_tasks():
@@ -229,7 +204,7 @@ def test_example_gives_decoded_input_labels_and_distances(name):
     task = tasks.create_task(name, **SMALL[name])
     batch = task.eval_set("cpu")
     example = task.example(batch, 5)
-    answers = SOLVERS[name](task, batch.inputs[5].tolist())
+    answers = SOLVERS[name].solve(task, batch.inputs[5].tolist())
     labels = [answer for _, (answer, _) in sorted(answers.items())]
     distances = [distance for _, (_, distance) in sorted(answers.items())]
     assert example["input"] == task.decode(batch.inputs[5])
@@ -312,3 +287,26 @@ def test_bad_options_get_one_sentence_naming_option_value_and_accepted(name, pro
     assert f"Task {name!r}" in message
     for fragment in expected:
         assert fragment in message, (fragment, message)
+
+
+def test_eval_lengths_are_validated_at_each_length_in_one_sentence():
+    with pytest.raises(variants.OptionError) as error:
+        tasks.create_task("passkey", eval_lengths=(256, 5))
+    message = one_sentence(error)
+    assert "'eval_lengths' got 5" in message and ">= num_buckets + 1 = 9" in message
+    with pytest.raises(variants.OptionError) as error:
+        tasks.create_task("passkey", eval_lengths=(256, 256))
+    assert "distinct" in one_sentence(error)
+    with pytest.raises(variants.OptionError) as error:
+        tasks.create_task("passkey", eval_lengths=("long",))
+    message = one_sentence(error)
+    assert "'eval_lengths' got ('long',)" in message and "comma-separated list of integers" in message
+
+
+def test_a_task_at_another_length_keeps_its_vocabulary_and_draws_valid_examples():
+    task = tasks.create_task("mqar", eval_lengths=(96,))
+    longer = task.at_length(96)
+    assert (longer.seq_len, longer.vocabulary, longer.eval_lengths) == (96, task.vocabulary, ())
+    batch = task.extra_eval_sets("cpu")["length=96"]
+    assert batch.inputs.shape == (task.eval_size, 96)
+    assert_solver_agrees(longer, batch)

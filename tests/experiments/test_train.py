@@ -113,3 +113,59 @@ def test_learning_rate_warms_up_then_decays_to_its_floor():
     assert rates[0] == pytest.approx(0.1) and rates[9] == pytest.approx(1.0)
     assert all(later <= earlier for earlier, later in zip(rates[9:], rates[10:], strict=False))
     assert learning_rate(100, schedule) == pytest.approx(0.1)
+
+
+def test_eval_lengths_are_one_config_line_and_give_accuracy_by_length(tmp_path):
+    overrides = configs.parse_sets(["task.eval_lengths=16,24", *(f"train.{k}={v}" for k, v in TINY["train"].items())])
+    overrides["task"].update({k: v for k, v in TINY["task"].items()})
+    overrides["model"].update(TINY["model"])
+    config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=3, device="cpu",
+                             overrides=overrides)
+    assert config.task_options["eval_lengths"] == (16, 24)
+    record = new_record(tmp_path, config)
+    summary = train(config, record, quiet=True)
+    assert [entry["length"] for entry in summary["accuracy_by_length"]] == [12, 16, 24]
+    assert summary["accuracy_by_length"][0]["accuracy"] == summary["eval_accuracy"]
+    # Each length's accuracy is that of the task drawn at that length, scored by the saved model.
+    last_eval = [line for line in record.read_metrics() if line["kind"] == "eval"][-1]
+    assert set(last_eval["splits"]) == {"length=16", "length=24"}
+    assert all(0 <= entry["accuracy"] <= 1 for entry in summary["accuracy_by_length"])
+    assert configs.from_dict(json.loads((record.path / "config.json").read_text())) == config  # tuples survive JSON
+
+
+def test_length_evaluation_scores_the_task_drawn_at_that_length(tmp_path):
+    from experiments import tasks
+    from experiments.train import evaluate
+
+    config = tiny_config()
+    task = tasks.create_task("passkey", **{**TINY["task"], "eval_lengths": (20,)})
+    model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
+                        max_len=task.max_len, variant="dense", variant_options={})
+    longer = task.extra_eval_sets("cpu")["length=20"]
+    assert longer.inputs.shape == (64, 20) and task.max_len == 20
+    assert batches_equal_inputs(longer, task.at_length(20).sample_eval(
+        64, torch.Generator().manual_seed(tasks.eval_seed("passkey@20")), torch.device("cpu")))
+    assert evaluate(model, longer, 16, [])["eval_accuracy"] == evaluate(model, longer, 64, [])["eval_accuracy"]
+
+
+def batches_equal_inputs(first, second):
+    return torch.equal(first.inputs, second.inputs) and torch.equal(first.targets, second.targets)
+
+
+def test_a_pruned_run_stops_after_the_evaluation_that_pruned_it_and_keeps_its_record(tmp_path):
+    config = tiny_config()
+    record = new_record(tmp_path, config)
+    asked = []
+    summary = train(config, record, quiet=True, tags={"study": "s", "trial": 4},
+                    should_prune=lambda step, accuracy: asked.append((step, accuracy)) or step >= 20)
+    assert summary["status"] == "pruned" and summary["steps"] == 20
+    assert asked == [(20, summary["eval_accuracy"])]
+    saved = record.read_summary()
+    assert saved["status"] == "pruned" and saved["tags"] == {"study": "s", "trial": 4}
+    assert torch.load(record.checkpoint_path, weights_only=True)["step"] == 20
+
+
+def test_the_last_evaluation_is_never_pruned(tmp_path):
+    config = tiny_config()
+    summary = train(config, new_record(tmp_path, config), quiet=True, should_prune=lambda step, accuracy: step == 40)
+    assert summary["status"] == "completed" and summary["tags"] == {}

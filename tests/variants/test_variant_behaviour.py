@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from cases import HEAD_DIM, HEADS, case_id, random_inputs, variant_cases
+from cases import HEAD_DIM, HEADS, case_id, random_inputs, trains_on_cpu, variant_cases
 
 import variants
 
@@ -10,7 +10,9 @@ CASES = variant_cases()
 
 
 def kernels_of(name, options):
-    return variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options).kernels
+    """The kernels the variant lists that train on CPU."""
+    return [kernel for kernel in variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options).kernels
+            if trains_on_cpu(kernel)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

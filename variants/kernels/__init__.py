@@ -1,7 +1,10 @@
 """Kernels execute a variant's description; `choose` picks one for a module and a device.
 
-Each kernel states where it runs; each variant states which kernels can run it, fastest first
-(`Attention.kernels`). `auto` takes the first of those that runs on the device of the call.
+Each kernel states where it trains (forward and backward), where it also runs forward only, and what it
+needs (an optional package, a head_dim); each variant states which kernels can run it, fastest first
+(`Attention.kernels`). `auto` takes the first of those that trains on the device of the call and fits
+the module: so never flex on CPU (forward only there) and never xformers without the package or CUDA.
+A kernel forced by name runs wherever it runs at all, or says in one sentence why it cannot.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from variants.kernels import blocked, chunked, reference, sdpa
+from variants.kernels import blocked, chunked, flex, reference, sdpa, xformers
 from variants.kernels.call import Call
 from variants.options import closest
 
@@ -22,21 +25,52 @@ if TYPE_CHECKING:
 Run = Callable[[Call], torch.Tensor]  # a prepared call -> output (B, H, seq_q, dim_v)
 
 
+def _always() -> bool:
+    return True
+
+
+def _fits_any(variant: Attention, device: torch.device) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Kernel:
     name: str
     run: Run
     summary: str
-    devices: frozenset[str] | None = None  # device types it runs on; None for any
+    devices: frozenset[str] | None = None  # device types it trains on (forward and backward); None for any
+    forward_only_devices: frozenset[str] = frozenset()  # device types it also runs on, forward only
+    available: Callable[[], bool] = _always  # its optional package (and device) are present
+    requirement: str = ""  # what `available` checks, for the error when it is False
+    unfit: Callable[[Attention, torch.device], str | None] = _fits_any  # why a module cannot run here, or None
 
     def runs_on(self, device: torch.device) -> bool:
-        return self.devices is None or device.type in self.devices
+        """Whether it trains on `device` here: what `auto` and the benchmarks ask."""
+        return (self.devices is None or device.type in self.devices) and self.available()
+
+    def refusal(self, variant: Attention, device: torch.device) -> str | None:
+        """One sentence on why it cannot run `variant` on `device` even forward only, or None."""
+        if not self.available():
+            return f"Backend {self.name!r} is not available here: it needs {self.requirement}."
+        if self.devices is not None and device.type not in self.devices | self.forward_only_devices:
+            return (f"Backend {self.name!r} does not run on {device.type}; it runs on "
+                    f"{', '.join(sorted(self.devices | self.forward_only_devices))}. "
+                    "Use backend='auto' to pick one that does.")
+        return self.unfit(variant, device)
 
 
 KERNELS: dict[str, Kernel] = {
     kernel.name: kernel
     for kernel in (
-        Kernel("sdpa", sdpa.run, "torch scaled_dot_product_attention (fused, with masks and biases)"),
+        Kernel("sdpa", sdpa.run, "torch scaled_dot_product_attention (fused, with masks and biases; flash, "
+                                 "memory-efficient or cuDNN on CUDA where no mask or bias is needed)"),
+        Kernel("flex", flex.run, "FlexAttention: the variant's score_mod and a BlockMask from its layout, "
+                                 "compiled on CUDA (forward only on CPU, for checking)",
+               devices=frozenset({"cuda"}), forward_only_devices=frozenset({"cpu"}),
+               unfit=lambda variant, device: flex.unfit(variant.head_dim, device)),
+        Kernel("xformers", xformers.run, "xformers memory_efficient_attention: dense, causal and local windows "
+                                         "(optional gpu extra, CUDA)",
+               devices=frozenset({"cuda"}), available=xformers.available, requirement=xformers.REQUIREMENT),
         Kernel("blocked", blocked.run, "block-sparse: gathers only the key blocks a layout allows, O(n) for local"),
         Kernel("chunked", chunked.run, "query chunks, recomputed in backward: memory bounded for any score"),
         Kernel("reference", reference.run, "the seeds' formula, materialises seq_q x seq_k; the truth in tests"),
@@ -66,15 +100,14 @@ def choose(variant: Attention, device: torch.device) -> Kernel:
     """The kernel that runs `variant` on `device`: the forced one, or the first `auto` allows."""
     if variant.requested_backend != "auto":
         kernel = KERNELS[variant.requested_backend]
-        if not kernel.runs_on(device):
-            raise ValueError(
-                f"Backend {kernel.name!r} does not run on {device.type}; it runs on "
-                f"{', '.join(sorted(kernel.devices or ()))}. Use backend='auto' to pick one that does."
-            )
+        refusal = kernel.refusal(variant, device)
+        if refusal is not None:
+            raise ValueError(refusal)
         return kernel
     for name in variant.kernels:
-        if KERNELS[name].runs_on(device):
-            return KERNELS[name]
+        kernel = KERNELS[name]
+        if kernel.runs_on(device) and kernel.unfit(variant, device) is None:
+            return kernel
     raise ValueError(f"No kernel runs variant {variant.name!r} on {device.type}.")
 
 

@@ -52,17 +52,18 @@ def _attend_blocks(
     rows = chunk.query_blocks.shape[0]
     offsets = torch.arange(block, device=q_blocks.device)
     q = q_blocks[:, :, chunk.query_blocks]  # (B, H, rows, block, d)
-    k = k_blocks[:, :, chunk.key_blocks]  # (B, H, rows, width, block, d)
-    v = v_blocks[:, :, chunk.key_blocks]  # (B, H, rows, width, block, dim_v)
+    k = k_blocks[:, :, chunk.key_blocks].to(q.dtype)  # (B, H, rows, width, block, d)
+    v = v_blocks[:, :, chunk.key_blocks].to(q.dtype)  # (B, H, rows, width, block, dim_v)
     q_pos = chunk.query_blocks[:, None] * block + offsets  # (rows, block)
     k_pos = (chunk.key_blocks[:, :, None] * block + offsets).flatten(1)  # (rows, width * block)
     scale = variant.logit_scale()
     if isinstance(scale, torch.Tensor):
-        q, scale = q * scale[:, None], 1.0  # (heads, 1, 1, 1) per-head scale folded into q
+        q, scale = q * scale[:, None].to(q.dtype), 1.0  # (heads, 1, 1, 1) per-head scale folded into q
     allowed = chunk.allowed[None, None]  # (1, 1, rows, block, width * block)
     if real_keys is not None:
         allowed = allowed & real_keys[:, chunk.key_blocks].flatten(2)[:, None, :, None, :]
-    mask = allowed.expand(batch, heads, -1, -1, -1)
+    has_key = allowed.any(dim=-1, keepdim=True)  # rows without keys get every key, then a zero output (as sdpa.py)
+    mask = (allowed | ~has_key).expand(batch, heads, -1, -1, -1)
     bias = variant.logit_bias(q_pos, k_pos, causal)  # (H, rows, block, width * block) or None
     if bias is not None:
         mask = bias.to(q.dtype).masked_fill(~mask, float("-inf"))
@@ -73,7 +74,7 @@ def _attend_blocks(
         attn_mask=rearrange(mask, "b h r s k -> (b h r) 1 s k"),
         scale=scale,
     )
-    return rearrange(out, "(b h r) 1 s d -> b h r s d", b=batch, h=heads, r=rows)
+    return rearrange(out, "(b h r) 1 s d -> b h r s d", b=batch, h=heads, r=rows) * has_key
 
 
 def _pad(x: torch.Tensor, length: int) -> torch.Tensor:
@@ -88,8 +89,11 @@ def run(call: Call) -> torch.Tensor:
     block = variant.pattern.block_size
     plan = variant.plan(seq_q, seq_k, call.causal, q.device, max(block * block, CHUNK_ELEMENTS // (batch * heads)))
     q_blocks = rearrange(_pad(q, plan.query_blocks * block), "b h (n s) d -> b h n s d", s=block)
-    k_blocks = rearrange(_pad(k, plan.key_blocks * block), "b h (n s) d -> b h n s d", s=block)
-    v_blocks = rearrange(_pad(v, plan.key_blocks * block), "b h (n s) d -> b h n s d", s=block)
+    # Key and value blocks are gathered by several query blocks, which sum their gradients: in bf16 or fp16
+    # they are gathered from float32 copies, so that sum is taken in float32, as a fused kernel takes it.
+    gather_dtype = torch.float32 if q.dtype in (torch.bfloat16, torch.float16) else q.dtype
+    k_blocks = rearrange(_pad(k, plan.key_blocks * block), "b h (n s) d -> b h n s d", s=block).to(gather_dtype)
+    v_blocks = rearrange(_pad(v, plan.key_blocks * block), "b h (n s) d -> b h n s d", s=block).to(gather_dtype)
     real_keys = None
     if call.key_padding_mask is not None:  # (B, key_blocks, block), padding positions count as not real
         real_keys = F.pad(call.key_padding_mask, (0, plan.key_blocks * block - seq_k)).view(batch, -1, block)

@@ -1,0 +1,132 @@
+"""`make report`: every run on disk -> one report that answers "which variant handles which dependency,
+at what cost".
+
+    build_report("runs", "reports", filters="task=passkey,variant=local")   # -> reports/<name>/index.html
+
+writes `reports/<name>/`:
+
+    index.html   self-contained page (figures beside it), every section in `analysis.sections.SECTIONS`
+    report.md    the same tables and figures, for a README or a paper draft
+    figures/     one PNG per figure
+    tables/      one CSV per table and per figure (the data it draws)
+
+The folder is written aside and swapped in at the end, so a report is never half old and half new.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from analysis import figures
+from analysis import sections as registry
+from analysis.context import Context, read_bench
+from analysis.render import Figure, Section, Table, to_html, to_markdown
+from analysis.runs import load_runs, parse_filters, select
+from analysis.sweeps import load_studies, select_studies
+
+REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def default_name(study: str | None, filters: Mapping[str, list[str]]) -> str:
+    """The study's name, or the filters as a name ('task-passkey_variant-local'), or 'all'."""
+    if study:
+        return study
+    if not filters:
+        return "all"
+    name = "_".join(f"{column}-{'+'.join(values)}" for column, values in filters.items())
+    return re.sub(r"[^A-Za-z0-9._+-]", "-", name).strip("-.")[:100] or "filtered"
+
+
+def _swap_in(built: Path, target: Path) -> None:
+    """Replace `target` (a report folder, or nothing) by `built`."""
+    if target.exists():
+        if not (target / "index.html").is_file():
+            raise ValueError(f"Report folder {str(target)!r} exists and is not a report (no index.html); accepted: "
+                             "a new name (NAME=) or an output folder (OUT=) without that folder.")
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+        os.replace(built, target)
+        shutil.rmtree(old)
+    else:
+        os.replace(built, target)
+
+
+def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study: str | None = None,
+                 filters: str | Mapping[str, list[str]] | None = None, name: str | None = None,
+                 bench_dir: str | Path | None = None) -> Path:
+    """Build the report of the runs under `runs_dir` into `out_dir/<name>/` and return its index.html.
+
+    study: only this sweep study (its journal `runs_dir/sweeps/<study>.journal`) in the sweeps sections,
+        and of the sweep trials only its own; ordinary runs are all shown (narrow them with filters).
+        Filters on variant, task, profile or seed also select the studies whose definition matches.
+    filters: "column=value,column=value" over `load_runs` columns (a column named twice accepts either value),
+        or that parsed as a mapping; an unknown column is a ValueError naming the known ones.
+    name: the report folder's name (default: the study, the filters, or "all").
+    bench_dir: where `make bench-variants` CSVs are (default: `runs_dir/bench`).
+    """
+    runs_dir, out_dir = Path(runs_dir), Path(out_dir)
+    runs = load_runs(runs_dir)
+    columns = list(runs.columns)
+    if isinstance(filters, Mapping):
+        parsed = parse_filters(",".join(f"{column}={value}" for column, values in filters.items()
+                                        for value in values), columns)
+    else:
+        parsed = parse_filters(filters, columns)
+    studies, unreadable_journals = load_studies(runs_dir, study)
+    selected = select(runs, parsed)
+    if study is not None:
+        selected = selected[selected["study"].isna() | (selected["study"] == study)]
+    name = name or default_name(study, parsed)
+    if not REPORT_NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"Report name {name!r} is not a plain name; accepted: letters, digits, '.', '_' and '-', "
+                         "starting with a letter or digit, without '..'.")
+    bench, bench_files, unreadable_bench = read_bench(Path(bench_dir) if bench_dir else runs_dir / "bench")
+    context = Context(runs_dir=runs_dir, runs=selected,
+                      skipped=[*runs.attrs["skipped"], *unreadable_journals, *unreadable_bench],
+                      studies=select_studies(studies, parsed), bench=bench, bench_files=bench_files, filters=parsed)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{name}.building-", dir=out_dir))
+    try:
+        (building / "figures").mkdir()
+        (building / "tables").mkdir()
+        sections = []
+        with figures.style():
+            for builder in registry.SECTIONS:
+                blocks = builder.build(context)
+                for block in blocks:
+                    _write_block(block, building)
+                sections.append(Section(builder.key, builder.title, blocks))
+        filter_text = ", ".join(f"{column}={' or '.join(values)}" for column, values in parsed.items()) or "none"
+        meta = [f"Built {time.strftime('%Y-%m-%d %H:%M:%S')} from {runs_dir}: {len(selected)} of {len(runs)} runs "
+                f"selected; unreadable records skipped: {len(context.skipped)}; filters: {filter_text}; "
+                f"study: {study or 'all'}."]
+        title = f"attnlab report: {name}"
+        (building / "index.html").write_text(to_html(title, meta, sections), encoding="utf-8")
+        (building / "report.md").write_text(to_markdown(title, meta, sections), encoding="utf-8")
+        os.chmod(building, 0o755)  # mkdtemp makes it private; a report is for sharing
+        _swap_in(building, out_dir / name)
+    finally:
+        if building.exists():
+            shutil.rmtree(building)
+    return out_dir / name / "index.html"
+
+
+def _write_block(block: object, folder: Path) -> None:
+    """A figure's PNG and CSV, a table's CSV; two blocks of one name are a bug in a section builder."""
+    if not isinstance(block, (Figure, Table)):
+        return
+    csv = folder / "tables" / f"{block.name}.csv"
+    if csv.exists():
+        raise RuntimeError(f"two report blocks are named {block.name!r}")
+    if isinstance(block, Figure):
+        block.figure.savefig(folder / "figures" / f"{block.name}.png", dpi=figures.DPI)
+        block.data.to_csv(csv, index=False)
+    else:
+        (block.data if block.data is not None else block.frame).to_csv(csv, index=False)

@@ -1,0 +1,162 @@
+"""Run folders -> one pandas row per run: the only way the report reads runs, and public for notebooks.
+
+    >>> from analysis import load_runs
+    >>> runs = load_runs("runs")
+    >>> runs.groupby(["task", "variant_name"])["eval_accuracy"].agg(["mean", "std", "count"])
+    >>> runs.attrs["skipped"]          # [{"run": "<folder>", "reason": "..."}] for unreadable records
+
+Columns: `run_id` and `path`; the config flattened (`variant`, `task`, `profile`, `seed`, `device`,
+`backend`, then every option as `variant.<option>`, `task.<option>`, `model.<field>`, `train.<field>`);
+the summary's `status`, `error`, `variant_name` (the variant as it describes itself, e.g. `local_w16`),
+`kernel` (the kernel it ran on), `eval_accuracy`, `eval_loss`, `chance_accuracy`, `steps`,
+`total_steps`, `wall_seconds`, `tokens_per_second`, `peak_memory_bytes`, `device_name`,
+`torch_version`, `git_commit`, the sweep tags `study` and `trial` (None outside sweeps), and the
+per-evaluation lists `accuracy_by_distance`, `accuracy_by_length` and the dict `accuracy_by_split`.
+List-valued options are tuples, so every config column can be grouped on.
+
+A run folder is any folder directly inside the runs folder holding one of the files a run writes.
+A record that cannot be read (invalid JSON, a missing config or summary, fields of the wrong kind) is
+not a row: it is listed in `attrs["skipped"]` with its reason, and the report shows that list.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from experiments.config import parse_value
+from experiments.records import RecordError, RunRecord
+from variants.options import closest
+
+RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "checkpoint.pt")
+CONFIG_SECTIONS = {"variant_options": "variant", "task_options": "task", "model": "model", "train": "train"}
+CONFIG_FIELDS = ("variant", "task", "profile", "seed", "device", "backend")
+SUMMARY_FIELDS = ("status", "error", "variant_name", "eval_accuracy", "eval_loss", "chance_accuracy", "steps",
+                  "total_steps", "wall_seconds", "tokens_per_second", "peak_memory_bytes", "device_name",
+                  "torch_version", "git_commit")
+LIST_FIELDS = ("accuracy_by_distance", "accuracy_by_length")
+BASE_COLUMNS = ("run_id", "path", *CONFIG_FIELDS, *SUMMARY_FIELDS, "kernel", "study", "trial", *LIST_FIELDS,
+                "accuracy_by_split")
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_hashable(item) for item in value)
+    if isinstance(value, dict):
+        return tuple(sorted((key, _hashable(item)) for key, item in value.items()))
+    return value
+
+
+def _check(condition: bool, reason: str) -> None:
+    if not condition:
+        raise RecordError(reason)
+
+
+def _number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _row(record: RunRecord) -> dict[str, Any]:
+    """One run's row; RecordError names what makes the record unusable."""
+    _check((record.path / "config.json").is_file(), "no config.json: the run folder was never completed")
+    _check((record.path / "summary.json").is_file(), "no summary.json: the run never started")
+    config, summary = record.read_config(), record.read_summary()
+    _check(isinstance(config, dict), "config.json does not hold a JSON object")
+    _check(isinstance(summary, dict), "summary.json does not hold a JSON object")
+    for name in ("variant", "task", "profile"):
+        _check(isinstance(config.get(name), str), f"config.json field {name!r} is not a string")
+    _check(isinstance(config.get("seed"), int), "config.json field 'seed' is not an integer")
+    _check(isinstance(summary.get("status"), str), "summary.json field 'status' is not a string")
+    for name in ("eval_accuracy", "chance_accuracy", "wall_seconds", "steps", "peak_memory_bytes"):
+        _check(_number_or_none(summary.get(name)), f"summary.json field {name!r} is not a number")
+    for name in LIST_FIELDS:
+        entries = summary.get(name, [])
+        _check(isinstance(entries, list) and all(isinstance(entry, dict) for entry in entries),
+               f"summary.json field {name!r} is not a list of objects")
+    _check(isinstance(summary.get("accuracy_by_split", {}), dict),
+           "summary.json field 'accuracy_by_split' is not an object")
+    tags = summary.get("tags") or {}
+    _check(isinstance(tags, dict), "summary.json field 'tags' is not an object")
+
+    row: dict[str, Any] = {"run_id": record.run_id, "path": str(record.path)}
+    row.update({name: _hashable(config.get(name)) for name in CONFIG_FIELDS})
+    for section, prefix in CONFIG_SECTIONS.items():
+        values = config.get(section, {})
+        _check(isinstance(values, dict), f"config.json field {section!r} is not an object")
+        row.update({f"{prefix}.{name}": _hashable(value) for name, value in values.items()})
+    row.update({name: summary.get(name) for name in SUMMARY_FIELDS})
+    row["variant_name"] = str(summary.get("variant_name") or config["variant"])
+    row["kernel"] = summary.get("backend")
+    row["study"], row["trial"] = tags.get("study"), tags.get("trial")
+    row.update({name: summary.get(name, []) for name in LIST_FIELDS})
+    row["accuracy_by_split"] = summary.get("accuracy_by_split", {})
+    return row
+
+
+def run_folders(runs_dir: Path) -> list[Path]:
+    """The folders directly inside `runs_dir` that hold a file a run writes, sorted by name."""
+    return sorted(path for path in runs_dir.iterdir()
+                  if path.is_dir() and any((path / name).exists() for name in RUN_FILES))
+
+
+def load_runs(runs_dir: str | Path) -> pd.DataFrame:
+    """One row per readable run under `runs_dir` (see the module docstring); unreadable records are
+    listed in `attrs["skipped"]`. A runs folder that does not exist is a ValueError."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        raise ValueError(f"Runs folder {str(runs_dir)!r} does not exist; accepted: a folder that `attnlab run` "
+                         "wrote runs into (RUNS_DIR=, default runs).")
+    rows, skipped = [], []
+    for path in run_folders(runs_dir):
+        try:
+            rows.append(_row(RunRecord(path)))
+        except RecordError as error:
+            skipped.append({"run": path.name, "reason": str(error)})
+    frame = pd.DataFrame(rows)
+    for column in BASE_COLUMNS:  # an empty folder still has the columns, so filters and groupings work
+        if column not in frame:
+            frame[column] = pd.Series(dtype=object)
+    frame.attrs["runs_dir"] = str(runs_dir)
+    frame.attrs["skipped"] = skipped
+    return frame
+
+
+def parse_filters(text: str | None, columns: list[str]) -> dict[str, list[str]]:
+    """"task=passkey,variant=local" -> {"task": ["passkey"], "variant": ["local"]}; a column named twice
+    accepts either value. A column that runs do not have is a ValueError naming the known ones."""
+    filters: dict[str, list[str]] = {}
+    for pair in (text or "").split(","):
+        if not pair.strip():
+            continue
+        column, sep, value = (part.strip() for part in pair.partition("="))
+        if not sep or not column:
+            raise ValueError(f"Filter {pair.strip()!r} is not column=value; accepted: comma-separated pairs such as "
+                             "task=passkey,variant=local.")
+        if column not in columns:
+            known = ", ".join(name for name in columns if name not in ("path", *LIST_FIELDS, "accuracy_by_split"))
+            raise ValueError(f"Filter column {column!r} is not a run column{closest(column, columns)}; accepted: "
+                             f"{known}.")
+        filters.setdefault(column, []).append(value)
+    return filters
+
+
+def matches(cell: Any, texts: list[str]) -> bool:
+    """Whether a cell equals one of the filter's values, read as the command line reads values
+    (so seed=0, train.lr=1e-3 and model.causal=true match numbers and booleans)."""
+    for text in texts:
+        wanted = parse_value(text)
+        if isinstance(wanted, list):
+            wanted = tuple(wanted)
+        if cell == wanted or str(cell) == text:
+            return True
+    return False
+
+
+def select(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataFrame:
+    """The runs whose every filtered column matches one of its values."""
+    keep = pd.Series(True, index=runs.index)
+    for column, texts in filters.items():
+        keep &= runs[column].map(lambda cell, texts=texts: matches(cell, texts)).astype(bool)
+    return runs[keep]

@@ -1,0 +1,315 @@
+"""ListOps: the value of a nested expression of MIN, MAX, MED and SM over digits, read at a final query.
+
+The ListOps task of Nangia & Bowman 2018 ("ListOps: A Diagnostic Dataset for Latent Tree Learning") as
+Long Range Arena builds it (Tay et al. 2021, "Long Range Arena: A Benchmark for Efficient Transformers";
+generator `lra_benchmarks/data/listops.py`), in LRA's notation: `[MAX 2 9 [MIN 4 7 ] 0 ]` is 9.
+Operators, each over 2..max_args arguments that are digits or expressions:
+    MIN, MAX  the smallest, the largest argument;
+    MED       the median exactly as LRA computes it, `int(np.median(args))`: the middle argument for an odd
+              count; for an even count the mean of the two middle arguments truncated, which for digits is
+              floor((a + b) / 2): `[MED 3 4 ]` is 3, `[MED 2 9 ]` is 5, `[MED 1 2 3 4 ]` is 2;
+    SM        the sum of the arguments mod 10.
+The answer is the expression's value, a digit: 10 classes.
+
+Trees grow as in LRA's `generate_tree`: a node is an operator with probability operator_probability
+(LRA's VALUE_P = 0.25, despite its name the chance of an operator), else a digit drawn uniformly; an
+operator draws its argument count uniformly from 2..max_args and itself uniformly from the four; nodes at
+nesting max_depth + 1 are always digits, so operators nest at most max_depth deep (LRA's max_depth = 10
+counts its root as depth 1 and makes depth-10 nodes digits: our max_depth = 9). As in LRA, trees are drawn
+until one's token count lies in the window [min_length, seq_len - 1] (LRA keeps 500 < length < 2000,
+i.e. min_length = 501, seq_len = 2000). Two shortcuts leave that distribution unchanged: the root is always
+an operator (a bare digit is 1 token, never in a window of min_length >= 4), and a tree is abandoned as soon
+as its tokens plus its pending nodes pass seq_len - 1. One difference: LRA removes duplicate trees from its
+fixed data set; here every batch is drawn afresh. Trees grow level by level, every node of a level of the
+whole batch at once, so a batch costs O(max_depth) tensor operations; so do their serialisation and values.
+
+Layout, left padded: `_ ... _ <expression> =`. The query `=` at position seq_len - 1 is the one scored
+position, its target the value; the expression fills the `length` positions just before it.
+Token ids: digits 0..9 (the answers: num_classes = 10, the digit d is id d), then `[MIN` `[MAX` `[MED` `[SM`
+(10-13), `]` (14), the padding `_` (15) and the query `=` (16); vocab_size = 17.
+distance: query position - position of the expression's first token = length, the expression's tokens.
+Metadata: `length` (tokens of the expression) and `depth` (operator nesting: 1 for `[SM 3 4 ]`).
+Distance buckets cover min_length..seq_len-1, the lengths the window allows.
+chance_accuracy: the label distribution is skewed (MIN leans to 0, MAX to 9), so chance is the frequency
+of the most common answer in the eval set, the accuracy of always guessing it; it is measured (drawing the
+eval set once more) when first read.
+
+Purpose: hierarchical structure over the whole sequence: the answer depends on every token, through the
+brackets, so a variant must combine information from all distances, not retrieve one token. The LRA
+leaderboard's local attention scores 15.8%, the full Transformer 36.4%. Cost: one scored position per
+sequence; generating a batch is O(batch * seq_len) work in O(max_depth) tensor operations, with about
+1 / acceptance times as many candidate trees grown (about 3 for LRA's window).
+
+Profiles: quick, seq_len 64 (lengths 16-63), LRA's growth but max_depth 2; standard, seq_len 1000 (lengths
+100-999), LRA's growth (max_depth 9, max_args 10); long, LRA's window: seq_len 2000 (lengths 501-1999),
+LRA's growth, eval set of 2000 like LRA's test split. Both larger profiles train LRA's budget, 5000 steps of
+32 (LRA reads a pooled token of a bidirectional encoder; here a causal model answers at the query).
+
+Calibration (quick profile, seed 0, 2-core CPU, `attnlab run --variant dense,local --task listops`):
+after 1500 steps dense reaches eval accuracy 0.494 (0.53 on lengths 16-21, 0.41-0.61 on each bucket up to
+45); local with its default window of 16 (2 causal layers, a reach of 30 positions) reaches 0.363: 0.46 on
+lengths 16-21, 0.40 on 22-27, then 0.17-0.23 on 28-51, about chance. Chance is 0.178 (the eval set's most
+common answer; uniform guessing would score 0.1). Only 19 of the 512 eval expressions pass 45 tokens, so
+the last buckets are noise. Each run took about 660 s on one busy core (a machine load of about 10): the
+compute of mqar's quick profile, 1500 steps of 64 sequences of 64 tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+from experiments.tasks.base import IGNORE, REPORT_BUCKETS, Batch, Profile, Task, distance_buckets
+from experiments.tasks.registry import register_task
+from variants.options import option, require
+
+_QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
+_LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4}
+
+DIGITS = 10
+OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")  # ids 10..13, LRA's order
+CLOSE, PAD, QUERY = 14, 15, 16
+_MAX_POOL = 8192  # candidate trees grown at once, bounding memory when few are accepted
+
+
+def longest_expression(max_depth: int, max_args: int) -> int:
+    """Tokens of the largest tree: every operator takes max_args arguments, nested max_depth deep."""
+    length = 1  # a digit
+    for _ in range(max_depth):
+        length = 2 + max_args * length
+    return length
+
+
+@dataclass
+class _Level:
+    """The nodes at one nesting level of a set of trees, siblings adjacent and in argument order."""
+
+    tree: torch.Tensor  # (nodes,) the tree (candidate, later batch row) each node belongs to
+    token: torch.Tensor  # (nodes,) a digit 0-9 or an operator 10-13
+    args: torch.Tensor  # (nodes,) arguments of an operator (its children on the next level), 0 for a digit
+
+    def select(self, keep: torch.Tensor, row: torch.Tensor) -> _Level:
+        """The nodes of the trees where `keep` (candidates,) holds, their trees renumbered by `row`."""
+        mine = keep[self.tree]  # (nodes,)
+        return _Level(row[self.tree[mine]], self.token[mine], self.args[mine])
+
+
+@register_task("listops")
+class ListOps(Task):
+    """Evaluate a nested expression of MIN, MAX, MED (LRA's, truncated) and SM (sum mod 10) over digits.
+
+    Worked example: the eval set of
+    `create_task("listops", seq_len=24, min_length=12, max_depth=2, max_args=5, eval_size=1)`.
+
+        input:    _ _ _ _ _ _ _ _ [MED [MIN 3 4 9 3 9 ] [SM 1 8 ] 3 0 ] =
+        label:    3 (id 3) at position 23, the `=`: MED of 3 9 3 0 is (3 + 3) // 2; every other position IGNORE
+        distance: 23 - 8 = 15, the expression's length (metadata: length 15, depth 2)
+        task.label_text(batch, 0) == "23: = -> 3"
+    """
+
+    @dataclass(frozen=True)
+    class Options:
+        seq_len: int = option(64, "tokens per example: left padding, the expression, the query `=`; expressions "
+                                  "have at most seq_len - 1 tokens")
+        min_length: int = option(16, "fewest tokens of an expression (LRA: 501, keeping 500 < length < 2000)")
+        max_depth: int = option(2, "deepest operator nesting (LRA's max_depth = 10 is 9 here: its root is depth 1 "
+                                   "and its depth-10 nodes are digits)")
+        max_args: int = option(10, "most arguments of an operator, drawn uniformly from 2 (LRA: 10)")
+        operator_probability: float = option(0.25, "chance that a non-root node within max_depth is an operator "
+                                                    "rather than a digit (LRA's VALUE_P: 0.25)")
+        eval_size: int = option(512, "examples in the eval set")
+        eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths, which admit "
+                                                   "longer expressions (length generalisation)")
+
+        def __post_init__(self) -> None:
+            require(self.max_depth >= 1, "max_depth", self.max_depth, "an integer >= 1")
+            require(self.max_args >= 2, "max_args", self.max_args, "an integer >= 2")
+            require(0 <= self.operator_probability <= 1, "operator_probability", self.operator_probability,
+                    "a number from 0 to 1")
+            nesting = self.max_depth if self.operator_probability > 0 else 1  # 0: only the root is an operator
+            longest = longest_expression(nesting, self.max_args)
+            require(4 <= self.min_length <= longest, "min_length", self.min_length,
+                    f"an integer from 4 (an operator over two digits) to {longest}, the longest expression "
+                    f"max_depth = {self.max_depth}, max_args = {self.max_args} and operator_probability = "
+                    f"{self.operator_probability} allow")
+            require(self.seq_len >= self.min_length + 1, "seq_len", self.seq_len,
+                    f"an integer >= min_length + 1 = {self.min_length + 1}, room for the expression and the query")
+            require(self.eval_size >= 1, "eval_size", self.eval_size, "an integer >= 1")
+
+    profiles = {
+        "quick": Profile(options={}, model=_QUICK_MODEL,
+                         train={"steps": 1500, "batch_size": 64, "lr": 1e-3, "eval_every": 100}),
+        "standard": Profile(options={"seq_len": 1000, "min_length": 100, "max_depth": 9, "max_args": 10,
+                                     "eval_size": 1024},
+                            model=_LARGER_MODEL,
+                            train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
+        "long": Profile(options={"seq_len": 2000, "min_length": 501, "max_depth": 9, "max_args": 10,
+                                 "eval_size": 2000},
+                        model=_LARGER_MODEL,
+                        train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
+    }
+
+    def __init__(self, options: Options, profile: str) -> None:
+        super().__init__(options, profile)
+        self.vocabulary = [str(digit) for digit in range(DIGITS)] + list(OPERATORS) + ["]", "_", "="]
+        self.num_classes = DIGITS
+
+    @cached_property
+    def chance_accuracy(self) -> float:
+        """The frequency of the most common answer in the eval set: the accuracy of always guessing it."""
+        answers = self.eval_set("cpu").targets[:, -1]  # (eval_size,)
+        return torch.bincount(answers, minlength=DIGITS).max().item() / self.eval_size
+
+    def text(self, batch: Batch, index: int) -> str:
+        """The expression in LRA's notation and its value, e.g. '[MAX 2 9 [MIN 4 7 ] 0 ] -> 9'."""
+        tokens = batch.inputs[index]
+        expression = tokens[(tokens != PAD) & (tokens != QUERY)]
+        return f"{' '.join(self.decode(expression))} -> {batch.targets[index, -1].item()}"
+
+    def report_buckets(self) -> list[tuple[int, int]]:
+        """Equal-width buckets over the lengths the window allows, min_length..seq_len-1 (distance = length)."""
+        shift = self.options.min_length - 1
+        return [(lo + shift, hi + shift) for lo, hi in distance_buckets(self.seq_len - 1 - shift, REPORT_BUCKETS)]
+
+    def sample(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
+        levels = self._draw_trees(batch_size, generator, device)
+        return self._serialise(levels, batch_size)
+
+    # ----------------------------------------------------------------------------------------------
+    # Growing trees: candidates level by level, kept when their length falls in the window.
+
+    def _draw_trees(self, batch_size: int, generator: torch.Generator, device: torch.device) -> list[_Level]:
+        """The levels of `batch_size` trees in the length window, trees numbered 0..batch_size-1 in the
+        order they were grown: candidates are drawn in rounds until enough are accepted."""
+        rounds: list[list[_Level]] = []
+        accepted, grown = 0, 0
+        while accepted < batch_size:
+            remaining = batch_size - accepted
+            rate = (accepted + 1) / (grown + 4)  # acceptance so far (a guess of 1/4 at first) sizes the next pool
+            pool = min(_MAX_POOL, math.ceil(1.2 * remaining / rate) + 8)
+            levels, keep = self._grow(pool, generator, device)
+            grown += pool
+            row = accepted + keep.cumsum(0) - 1  # (pool,) the batch row of each kept candidate
+            keep &= row < batch_size
+            accepted += int(keep.sum())
+            rounds.append([level.select(keep, row) for level in levels])
+            if grown >= 64 * _MAX_POOL and accepted == 0:
+                raise RuntimeError(f"Task 'listops' grew {grown} trees and none had {self.options.min_length} to "
+                                   f"{self.seq_len - 1} tokens; accepted: options whose window holds more trees "
+                                   f"(a lower min_length, or a larger operator_probability, max_depth or max_args).")
+        depth = max(len(levels) for levels in rounds)
+        merged = [_Level(*(torch.cat([getattr(levels[index], name) for levels in rounds if index < len(levels)])
+                           for name in ("tree", "token", "args")))
+                  for index in range(depth)]
+        return [level for level in merged if level.tree.shape[0]]  # levels only refused trees reached go
+
+    def _grow(self, pool: int, generator: torch.Generator, device: torch.device) -> tuple[list[_Level], torch.Tensor]:
+        """`pool` candidate trees grown as LRA's generator grows them, and which lie in the length window.
+
+        A candidate is abandoned (and refused) once its tokens so far plus one per pending node pass
+        seq_len - 1: it could only grow longer.
+        """
+        options, longest = self.options, self.seq_len - 1
+        tree = torch.arange(pool, device=device)  # (nodes,) the roots
+        committed = torch.zeros(pool, dtype=torch.long, device=device)  # (pool,) tokens of decided nodes
+        alive = torch.ones(pool, dtype=torch.bool, device=device)  # (pool,)
+        levels = []
+        for depth in range(1, options.max_depth + 2):
+            nodes = tree.shape[0]
+            if depth == 1:
+                operator = torch.ones(nodes, dtype=torch.bool, device=device)  # the root: see the module docstring
+            elif depth <= options.max_depth:
+                chance = torch.rand(nodes, generator=generator, device=device)  # (nodes,)
+                operator = chance < options.operator_probability
+            else:
+                operator = torch.zeros(nodes, dtype=torch.bool, device=device)
+            digit = torch.randint(DIGITS, (nodes,), generator=generator, device=device)
+            kind = DIGITS + torch.randint(len(OPERATORS), (nodes,), generator=generator, device=device)
+            count = torch.randint(2, options.max_args + 1, (nodes,), generator=generator, device=device)
+            token = torch.where(operator, kind, digit)  # (nodes,)
+            args = torch.where(operator, count, 0)  # (nodes,)
+            committed.scatter_add_(0, tree, 1 + operator.long())  # an operator brings its `]`
+            pending = torch.zeros_like(committed).scatter_add_(0, tree, args)  # (pool,) children, >= 1 token each
+            alive &= committed + pending <= longest
+            args = torch.where(alive[tree], args, 0)  # an abandoned tree grows no further
+            levels.append(_Level(tree, token, args))
+            tree = tree.repeat_interleave(args)  # (children,) in parent order, then argument order
+            if tree.shape[0] == 0:
+                break
+        return levels, alive & (committed >= options.min_length)
+
+    # ----------------------------------------------------------------------------------------------
+    # From levels to tokens, values and metadata.
+
+    def _serialise(self, levels: list[_Level], batch_size: int) -> Batch:
+        """The left-padded token rows of the trees in `levels`, their values at the query, and metadata."""
+        device = levels[0].tree.device
+        # parent[d] (nodes of level d + 1,): the index of each node's parent on level d; first[d]: the index
+        # on level d + 1 of each node's first child.
+        parent = [torch.arange(level.tree.shape[0], device=device).repeat_interleave(level.args) for level in levels]
+        first = [level.args.cumsum(0) - level.args for level in levels]
+
+        # Bottom-up: each node's token count and value.
+        size, value = [None] * len(levels), [None] * len(levels)
+        for depth in reversed(range(len(levels))):
+            level = levels[depth]
+            operator = level.token >= DIGITS  # (nodes,)
+            size[depth] = 1 + operator.long()
+            value[depth] = level.token
+            if depth + 1 < len(levels):
+                size[depth].scatter_add_(0, parent[depth], size[depth + 1])
+                value[depth] = self._evaluate(level, parent[depth], value[depth + 1])
+
+        # Top-down: each node's offset from the expression's first token, preorder.
+        start = [torch.zeros_like(levels[0].tree)]
+        for depth in range(1, len(levels)):
+            before = size[depth].cumsum(0) - size[depth]  # (nodes,) tokens of all earlier nodes on this level
+            among_siblings = before - before[first[depth - 1][parent[depth - 1]]]
+            start.append(start[depth - 1][parent[depth - 1]] + 1 + among_siblings)
+
+        length = size[0]  # (batch,) the roots are rows 0..batch_size-1 in order (see _draw_trees)
+        seq_len = self.seq_len
+        inputs = torch.full((batch_size, seq_len), PAD, dtype=torch.long, device=device)  # (batch, seq)
+        flat = inputs.view(-1)
+        rows = torch.arange(batch_size, device=device)
+        offset = rows * seq_len + seq_len - 1 - length  # (batch,) flat index of each row's first expression token
+        depth_of_tree = torch.zeros(batch_size, dtype=torch.long, device=device)
+        for depth, level in enumerate(levels):
+            position = offset[level.tree] + start[depth]  # (nodes,) flat index of each node's first token
+            flat[position] = level.token
+            operator = level.token >= DIGITS
+            flat[position[operator] + size[depth][operator] - 1] = CLOSE
+            depth_of_tree.scatter_reduce_(0, level.tree, operator.long() * (depth + 1), reduce="amax")
+        inputs[:, -1] = QUERY
+        targets = torch.full_like(inputs, IGNORE)  # (batch, seq)
+        targets[:, -1] = value[0]
+        distance = torch.full_like(inputs, -1)  # (batch, seq)
+        distance[:, -1] = length
+        return Batch(inputs, targets, distance, {"length": length, "depth": depth_of_tree})
+
+    @staticmethod
+    def _evaluate(level: _Level, parent: torch.Tensor, arguments: torch.Tensor) -> torch.Tensor:
+        """(nodes,) the value of each node of `level`, given its children's values `arguments` (children,):
+        all four operators are read off how often each digit occurs among an operator's arguments."""
+        operator = level.args > 0  # (nodes,) the nodes with children
+        rank = operator.cumsum(0) - 1  # (nodes,) each operator's index among the level's operators
+        operators = int(rank[-1]) + 1
+        counts = torch.zeros(operators * DIGITS, dtype=torch.long, device=arguments.device)
+        counts.scatter_add_(0, rank[parent] * DIGITS + arguments, torch.ones_like(arguments))
+        counts = counts.view(operators, DIGITS)  # (operators, 10)
+        below = counts.cumsum(1)  # (operators, 10): arguments <= each digit
+
+        def smallest(order: torch.Tensor) -> torch.Tensor:  # (operators,) the argument at 0-based `order`, ascending
+            return (below <= order[:, None]).sum(1)
+
+        count = level.args[operator]  # (operators,)
+        # int(np.median): the mean of the middle two arguments (one argument for an odd count), truncated.
+        median = (smallest((count - 1) // 2) + smallest(count // 2)) // 2
+        total = (counts * torch.arange(DIGITS, device=counts.device)).sum(1)  # (operators,)
+        by_operator = torch.stack([smallest(torch.zeros_like(count)), smallest(count - 1), median, total % 10])
+        value = level.token.clone()  # (nodes,) digits are their own value
+        value[operator] = by_operator.gather(0, (level.token[operator] - DIGITS)[None])[0]
+        return value

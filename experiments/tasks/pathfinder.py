@@ -1,0 +1,377 @@
+"""Pathfinder: are the two marker dots of a grey-scale image joined by one dashed curve?
+
+The Pathfinder task of Linsley et al. 2018 ("Learning long-range spatial dependencies with horizontal
+gated recurrent units") as Long Range Arena uses it (Tay et al. 2021, "Long Range Arena: A Benchmark for
+Efficient Transformers": Pathfinder at 32x32, Path-X at 128x128), regenerated here with torch. An image
+of image_size x image_size pixels (seq_len = image_size**2 + 1) holds two marker dots and dashed curved
+paths; label 1 ("same") when the markers lie on one path, 0 ("different") when on two. The image is
+flattened row by row into grey-level tokens, followed by a query token `?` where the label is scored.
+
+Paths: a path is a curve of path_length points (drawn uniformly from min_path_length..max_path_length)
+one unit apart, whose heading turns by at most max_turn degrees from one step to the next, rounded to
+pixels with floor(x + 0.5); its dashes leave every dash_period-th point dark, from a random phase, but
+never its two end points. Every image holds paths C1 and C2, as long as each other. C1 starts at one
+marker. Positive: the other marker sits at C1's end and C2 lies elsewhere. Negative: C2 starts at the
+other marker, which sits where C1's end would be after one of the 8 symmetries of the pixel grid about
+C1's start (a turn by a multiple of 90 degrees or a mirror image). Both ways are drawn for every example
+and only geometries valid both ways are kept, so the two classes light exactly as many pixels and put
+their markers exactly as far apart: neither predicts the label (a test fits a logistic regression on
+the two). num_distractors more paths keep clear of both (one that finds no room after a few shapes is
+left out of both ways alike: rare at the profiles' sizes). Pixels of two different paths always lie at
+least 3 apart on some axis (Chebyshev distance >= 3), and so do the two markers.
+
+Connectivity (what the label means): lit pixels at most FLOOD_RADIUS = 2 apart on both axes are
+neighbours (a 5x5 neighbourhood). That bridges a dash's one-point gap and never joins two paths, so a
+flood fill over lit pixels from one marker reaches the other exactly when the label is "same".
+
+Token ids: 0 "different", 1 "same" (the answers: num_classes = 2, chance_accuracy = 0.5), then the
+grey levels g0..g<grey_levels-1> (ids 2..grey_levels+1): g0 background, g1..g<grey_levels-2> path
+pixels (drawn uniformly per pixel, so they carry no path identity), g<grey_levels-1> the two markers;
+then `?`; vocab_size = grey_levels + 3. Every batch is exactly half positive (an odd batch has one more
+of a class drawn at random), and so is the eval set (eval_size is even).
+
+Distances: only the final `?` is scored; its distance is seq_len - 1 minus the row-major position of the
+marker pixel that comes first in row-major order (the first marker). Metadata: `distance` (the same),
+`path_length` (points of each marker's path, C1 and C2 alike: for positives the path between the
+markers, for negatives each marker's own path; a path of n points spans at most n - 1 pixels).
+`save_images(task, batch, folder, count)` writes the first `count` examples as PNG files.
+
+Profiles: quick, 16x16 (seq_len 257): paths of 4-5 points (markers 3-4 pixels apart), no distractors,
+max_turn 20, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 300 steps of 32 at lr 1e-3 (a
+small, local version a CPU can learn). standard, 32x32 (1,025 tokens, LRA's Pathfinder): paths of 10-20
+points, 4 distractors, max_turn 30, 8 grey levels; dim 128, depth 4; 5,000 steps of 32 at lr 5e-4.
+long, 128x128 (16,385 tokens, LRA's Path-X): paths of 48-96 points, 10 distractors, max_turn 30, 8 grey
+levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
+
+Purpose: can attention follow a curve across the image? The evidence is spread along a path, not held
+in one token, and a pixel's neighbours above and below lie image_size tokens apart in the sequence.
+Cost: one scored position per sequence of image_size**2 + 1 tokens; drawing a batch is O(batch *
+(num_distractors + 2) * image_size**2 log image_size) (one FFT correlation per path places it clear of
+the others): about 1 s for the 1,000 examples of the standard eval set on one core, about 6 s for the 200
+of the long one.
+
+Calibration (quick profile, seed 0, 2-core CPU, `attnlab run --variant dense,local --task pathfinder`):
+dense reaches eval accuracy 0.736 after its 300 steps (0.728 at step 200), about 155 s on one busy core;
+1.000 on distances 1-32, 0.68-0.84 beyond. local with its default window of 16 (2 causal layers, a reach
+of 30 positions: less than two image rows) stays near chance at 0.526 (chance 0.500). Harder quick
+settings stayed at chance within this budget: one distractor with paths of 4-6 points (0.505 at step 200),
+or paths of 4-6 points at lr 2e-3 (0.500 at step 200).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from experiments.tasks.base import IGNORE, Batch, Profile, Task
+from experiments.tasks.registry import register_task
+from variants.options import option, require
+
+FLOOD_RADIUS = 2  # pixels within this Chebyshev distance are neighbours: a one-point dash gap is bridged
+SEPARATION = FLOOD_RADIUS + 1  # the least Chebyshev distance between pixels of two different paths
+NEGATIVE_TRIES = 32  # (grid symmetry, shape) pairs tried at once for the negative world's second path
+DISTRACTOR_TRIES = 8  # shapes tried for each distractor before it is left out
+MAX_ROUNDS = 50  # redraw rounds for examples whose paths touch or leave the image before giving up
+
+_QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
+_LARGER_MODEL = {"dim": 128, "depth": 4, "heads": 4}
+
+
+def _pixels(points: torch.Tensor) -> torch.Tensor:
+    """Round float (row, column) points to pixels; floor(x + 0.5), so points one unit apart land on pixels
+    at most one apart on each axis (round-half-to-even could put them two apart)."""
+    return torch.floor(points + 0.5).long()
+
+
+@register_task("pathfinder")
+class Pathfinder(Task):
+    """Say whether the two marker pixels of a flattened image lie on one dashed path ("same") or two.
+
+    Worked example: the eval set of
+    `create_task("pathfinder", seq_len=26, min_path_length=4, max_path_length=4, eval_size=2)`, a 5x5 image
+    (g2 marks a marker, g1 a path pixel; pixels as (row, column)). One path runs down column 0 from the
+    marker at (0, 0) through (1, 0) and a dark dash point at (2, 0) to the marker at (3, 0); the other runs
+    down column 3, its dash point (2, 3) dark. Radius-2 neighbours join (0, 0), (1, 0) and (3, 0), so the
+    label is "same".
+
+        image:    g2 g0 g0 g1 g0
+                  g1 g0 g0 g1 g0
+                  g0 g0 g0 g0 g0
+                  g2 g0 g0 g1 g0
+                  g0 g0 g0 g0 g0
+        input:    g2 g0 g0 g1 g0 | g1 g0 g0 g1 g0 | g0 g0 g0 g0 g0 | g2 g0 g0 g1 g0 | g0 g0 g0 g0 g0 | ?
+        label:    same (id 1) at position 25, the `?`; every other position IGNORE
+        distance: 25 - 0 = 25 (back to the first marker pixel); metadata path_length 4
+        task.label_text(batch, 0) == "25: ? -> same"
+    """
+
+    @dataclass(frozen=True)
+    class Options:
+        seq_len: int = option(257, "tokens per example: a square image flattened row by row, then the query; "
+                                   "a square + 1 (257 = 16x16 + 1)")
+        min_path_length: int = option(4, "fewest points of a path, markers included (a path of n points spans "
+                                          "at most n - 1 pixels)")
+        max_path_length: int = option(5, "most points of a path, markers included")
+        num_distractors: int = option(0, "paths besides the two that every image holds (C1 and C2)")
+        max_turn: float = option(20.0, "largest change of heading, in degrees, from one step of a path to the next")
+        dash_period: int = option(4, "every dash_period-th point of a path is left dark (the dashes)")
+        grey_levels: int = option(3, "quantised grey levels: 0 background, 1..grey_levels-2 paths, the top one "
+                                     "the markers")
+        eval_size: int = option(1000, "examples in the eval set, half of them positive (an even number)")
+
+        def __post_init__(self) -> None:
+            side = math.isqrt(max(self.seq_len - 1, 0))
+            require(self.seq_len >= 26 and side * side == self.seq_len - 1, "seq_len", self.seq_len,
+                    "a square + 1 of at least 5 * 5 + 1 = 26 (the image's pixels, then the query), e.g. 1025 "
+                    "for 32x32")
+            require(self.min_path_length >= 4, "min_path_length", self.min_path_length,
+                    "an integer >= 4, so that a path can hold two markers 3 pixels apart")
+            require(self.max_path_length >= self.min_path_length, "max_path_length", self.max_path_length,
+                    f"an integer >= min_path_length = {self.min_path_length}")
+            require(self.num_distractors >= 0, "num_distractors", self.num_distractors, "an integer >= 0")
+            require(0 <= self.max_turn <= 180, "max_turn", self.max_turn, "a number of degrees from 0 to 180")
+            require(self.dash_period >= 2, "dash_period", self.dash_period, "an integer >= 2")
+            require(self.grey_levels >= 3, "grey_levels", self.grey_levels, "an integer >= 3")
+            require(self.eval_size >= 2 and self.eval_size % 2 == 0, "eval_size", self.eval_size,
+                    "a positive even number")
+
+    profiles = {
+        # 16x16: short paths (markers 3-4 pixels apart), no distractors, so that dense learns it on a CPU.
+        "quick": Profile(options={}, model=_QUICK_MODEL,
+                         train={"steps": 300, "batch_size": 32, "lr": 1e-3, "eval_every": 100}),
+        # 32x32, LRA's Pathfinder size: longer, curvier paths among 4 distractors, 8 grey levels.
+        "standard": Profile(options={"seq_len": 1025, "min_path_length": 10, "max_path_length": 20,
+                                     "num_distractors": 4, "max_turn": 30.0, "grey_levels": 8},
+                            model=_LARGER_MODEL,
+                            train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
+        # 128x128, LRA's Path-X size (16,385 tokens): paths of 48-96 points among 10 distractors.
+        "long": Profile(options={"seq_len": 16385, "min_path_length": 48, "max_path_length": 96,
+                                 "num_distractors": 10, "max_turn": 30.0, "grey_levels": 8, "eval_size": 200},
+                        model=_LARGER_MODEL,
+                        train={"steps": 5000, "batch_size": 8, "lr": 5e-4, "eval_every": 500}),
+    }
+
+    def __init__(self, options: Options, profile: str) -> None:
+        super().__init__(options, profile)
+        self.image_size = math.isqrt(options.seq_len - 1)
+        self.vocabulary = ["different", "same", *(f"g{level}" for level in range(options.grey_levels)), "?"]
+        self.num_classes = 2
+        self.chance_accuracy = 0.5
+
+    # ----------------------------------------------------------------------------------------------
+    # Geometry: every path is a curve of unit steps whose heading turns by at most max_turn per step,
+    # drawn relative to its first point and rounded to pixels; a world is the set of paths one image shows.
+
+    def _curves(self, shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
+        """Curves of max_path_length points from (0, 0) in a uniform random direction, unit steps whose
+        heading turns by at most max_turn each: (*shape, points, 2) float (row, column)."""
+        options = self.options
+        steps = options.max_path_length - 1
+        heading = 2 * math.pi * torch.rand((*shape, 1), generator=generator, device=device)
+        turns = (2 * torch.rand((*shape, steps), generator=generator, device=device) - 1)
+        turns[..., 0] = 0  # the first step goes along `heading`
+        headings = heading + math.radians(options.max_turn) * turns.cumsum(-1)  # (*shape, steps)
+        moves = torch.stack([torch.sin(headings), torch.cos(headings)], -1)  # (*shape, steps, 2)
+        return torch.cat([torch.zeros_like(moves[..., :1, :]), moves.cumsum(-2)], -2)  # (*shape, points, 2)
+
+    def _near(self, occupied: torch.Tensor) -> torch.Tensor:
+        """(n, S, S) float: 1 within FLOOD_RADIUS (Chebyshev) of an occupied pixel of `occupied` (n, S, S)."""
+        size, reach = self.image_size, FLOOD_RADIUS
+        # A square max filter as a pass along columns then along rows, each the max of shifted copies
+        # (faster than max_pool2d on the CPU).
+        padded = F.pad(occupied, (0, 0, reach, reach))  # (n, S + 2r, S)
+        rows = torch.stack([padded[:, shift : shift + size] for shift in range(2 * reach + 1)]).amax(0)
+        padded = F.pad(rows, (reach, reach))  # (n, S, S + 2r)
+        return torch.stack([padded[:, :, shift : shift + size] for shift in range(2 * reach + 1)]).amax(0)
+
+    def _paint(self, points: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+        """(n, S, S) float: 1 at the present points (n, points, 2) that lie inside the image."""
+        size = self.image_size
+        inside = present & ((points >= 0) & (points < size)).all(-1)  # (n, points)
+        flat = torch.where(inside, points[..., 0] * size + points[..., 1], size * size)  # (n, points)
+        canvas = torch.zeros(points.shape[0], size * size + 1, device=points.device).scatter_(1, flat, 1.0)
+        return canvas[:, :-1].view(-1, size, size)
+
+    def _place(self, curve: torch.Tensor, present: torch.Tensor, blocked: torch.Tensor,
+               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Translate each curve (n, points, 2) to a uniformly drawn place where all its present points lie
+        inside the image and on no pixel of `blocked` (n, S, S); returns the points and whether a place exists.
+
+        The number of blocked pixels a curve would cover, for every translation at once, is the cross-
+        correlation of `blocked` with the curve's pixels, computed with FFTs; a translation that keeps the
+        curve inside never wraps around, so the circular correlation is exact there.
+        """
+        size = self.image_size
+        big = self.options.max_path_length  # farther than any point, so absent points never set the bounding box
+        low = torch.where(present[..., None], curve, big).amin(1)  # (n, 2)
+        high = torch.where(present[..., None], curve, -big).amax(1)  # (n, 2)
+        extent = high - low  # (n, 2)
+        shape = self._paint(curve - low[:, None, :], present)  # (n, S, S) the curve moved to the top-left corner
+        covered = torch.fft.irfft2(torch.fft.rfft2(blocked) * torch.fft.rfft2(shape).conj(), s=(size, size))
+        index = torch.arange(size, device=curve.device)
+        allowed = ((covered < 0.5) & (index[None, :, None] <= size - 1 - extent[:, 0, None, None])
+                   & (index[None, None, :] <= size - 1 - extent[:, 1, None, None]))  # (n, S, S) top-left corners
+        scores = torch.where(allowed, torch.rand(allowed.shape, generator=generator, device=curve.device), -1.0)
+        corner = scores.flatten(1).argmax(1)  # (n,)
+        corner = torch.stack([corner // size, corner % size], 1)  # (n, 2)
+        return curve - low[:, None, :] + corner[:, None, :], allowed.flatten(1).any(1)
+
+    def _draw_worlds(self, count: int, generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+        """One geometry per example, drawn both ways: `valid` (count,) says whether it fits both ways.
+
+        Both worlds share path C1, whose start holds one marker, path C2's shape and the distractors.
+        The negative world starts C2 at the other marker, which sits where C1's end would be were C1
+        turned about its start (of NEGATIVE_TRIES angles and C2 shapes, a fitting pair at random); the
+        positive world puts the other marker at C1's end and the same C2 shape anywhere clear of C1.
+        """
+        options, size = self.options, self.image_size
+        paths = 2 + options.num_distractors
+        lengths = torch.randint(options.min_path_length, options.max_path_length + 1, (count, paths),
+                                generator=generator, device=device)  # (count, paths): C1, C2, distractors
+        lengths[:, 1] = lengths[:, 0]  # C2 as long as C1: a marker's path is as long in either class
+        present = torch.arange(options.max_path_length, device=device) < lengths[..., None]  # (count, paths, pts)
+        rows = torch.arange(count, device=device)
+
+        # C1, anywhere in the image.
+        shape = _pixels(self._curves((count,), generator, device))  # (count, points, 2) from (0, 0)
+        empty = torch.zeros(count, size, size, device=device)
+        first, valid = self._place(shape, present[:, 0], empty, generator)  # (count, points, 2), (count,)
+        start, end = first[:, 0], first[rows, lengths[:, 0] - 1]  # (count, 2) each
+        # A negative's markers, on two paths, are SEPARATION apart or more; so are a positive's, or the
+        # distance between the markers would tell the classes apart when it is short.
+        valid &= (end - start).abs().amax(-1) >= SEPARATION
+        near_first = self._near(self._paint(first, present[:, 0]))  # (count, S, S)
+
+        # The negative world's C2 starts where C1's end would be after one of the 8 symmetries of the
+        # pixel grid about C1's start (turns by multiples of 90 degrees, mirror images), so its markers lie
+        # exactly as far apart as the positive world's, on each axis too.
+        swap = torch.randint(2, (count, NEGATIVE_TRIES, 1), generator=generator, device=device).bool()
+        signs = 2 * torch.randint(2, (count, NEGATIVE_TRIES, 2), generator=generator, device=device) - 1
+        offset = (end - start)[:, None, :]  # (count, 1, 2)
+        anchors = start[:, None, :] + signs * torch.where(swap, offset.flip(-1), offset)  # (count, tries, 2)
+        shapes = _pixels(self._curves((count, NEGATIVE_TRIES), generator, device))  # (count, tries, points, 2)
+        candidates = shapes + anchors[:, :, None, :]  # (count, tries, points, 2)
+        inside = ((candidates >= 0) & (candidates < size)).all(-1)  # (count, tries, points)
+        flat = (candidates[..., 0] * size + candidates[..., 1]).clamp(0, size * size - 1).flatten(1)
+        clear = (near_first.flatten(1).gather(1, flat) < 0.5).view(inside.shape)  # (count, tries, points)
+        fits = ((inside & clear) | ~present[:, 1, None, :]).all(-1)  # (count, tries)
+        scores = torch.where(fits, torch.rand(fits.shape, generator=generator, device=device), -1.0)
+        pick = scores.argmax(1)  # (count,) a fitting try at random
+        valid &= fits.any(1)
+        anchor, anchored = anchors[rows, pick], candidates[rows, pick]  # (count, 2), (count, points, 2)
+
+        # The positive world's C2: the same shape, anywhere clear of C1.
+        free, placed = self._place(shapes[rows, pick], present[:, 1], near_first, generator)
+        valid &= placed
+
+        # Distractors keep clear of C1, of C2 in both of its places and of one another; one with no room
+        # after DISTRACTOR_TRIES shapes is left out of both worlds alike.
+        occupied = (self._paint(first, present[:, 0]) + self._paint(free, present[:, 1])
+                    + self._paint(anchored, present[:, 1])).clamp(max=1)  # (count, S, S)
+        distractors = []
+        for slot in range(2, paths):
+            blocked = self._near(occupied)  # (count, S, S)
+            points = torch.zeros_like(first)  # (count, points, 2)
+            placed = torch.zeros(count, dtype=torch.bool, device=device)
+            for _ in range(DISTRACTOR_TRIES):
+                retry = (~placed).nonzero()[:, 0]  # the examples still without room for this distractor
+                if len(retry) == 0:
+                    break
+                shape = _pixels(self._curves((len(retry),), generator, device))  # (retry, points, 2)
+                points[retry], placed[retry] = self._place(shape, present[retry, slot], blocked[retry], generator)
+            present[:, slot] &= placed[:, None]
+            occupied = (occupied + self._paint(points, present[:, slot])).clamp(max=1)
+            distractors.append(points)
+        shared = torch.stack(distractors, 1) if distractors else first.new_zeros(count, 0, *first.shape[1:])
+        return {
+            "positive": torch.cat([first[:, None], free[:, None], shared], 1),  # (count, paths, points, 2)
+            "negative": torch.cat([first[:, None], anchored[:, None], shared], 1),
+            "present": present, "valid": valid, "lengths": lengths,
+            "positive_markers": torch.stack([start, end], 1), "negative_markers": torch.stack([start, anchor], 1),
+        }
+
+    def save_images(self, batch: Batch, folder: str | Path, count: int) -> list[Path]:
+        """The first `count` examples of `batch` as PNG files in `folder`: see `save_images` below."""
+        return save_images(self, batch, folder, count)
+
+    def sample(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
+        options, size = self.options, self.image_size
+        cells = size * size
+        order = torch.randperm(batch_size, generator=generator, device=device)
+        offset = torch.randint(2, (1,), generator=generator, device=device)
+        label = (order + offset) % 2  # (batch,) exactly half positive (an odd batch: one more of a random class)
+        # Rejection sampling, vectorised: each round draws a geometry for every example still without a
+        # valid one and keeps the valid ones.
+        chosen: dict[str, torch.Tensor] = {}
+        pending = torch.arange(batch_size, device=device)
+        for _ in range(MAX_ROUNDS):
+            worlds = self._draw_worlds(len(pending), generator, device)
+            accepted = worlds.pop("valid")  # (pending,)
+            for name, values in worlds.items():
+                if name not in chosen:
+                    chosen[name] = torch.zeros((batch_size, *values.shape[1:]), dtype=values.dtype, device=device)
+                chosen[name][pending[accepted]] = values[accepted]
+            pending = pending[~accepted]
+            if len(pending) == 0:
+                break
+        else:
+            raise ValueError(f"Pathfinder could not place {2 + options.num_distractors} paths of up to "
+                             f"{options.max_path_length} points {SEPARATION} pixels apart in a {size}x{size} image; "
+                             f"accepted: fewer or shorter paths, or a larger image.")
+        positive = label.bool()
+        points = torch.where(positive[:, None, None, None], chosen["positive"], chosen["negative"])
+        present = chosen["present"]
+        # Dashes: each path leaves every dash_period-th point dark, from a random phase, but for its ends.
+        phase = torch.randint(options.dash_period, present.shape[:2], generator=generator, device=device)
+        index = torch.arange(options.max_path_length, device=device)  # (points,)
+        ends = (index == 0) | (index == chosen["lengths"][..., None] - 1)  # (batch, paths, points)
+        # A path's two end points stay lit, so a marker never relights a dark point and both classes light
+        # as many pixels.
+        lit_point = present & (ends | ((index + phase[..., None]) % options.dash_period != options.dash_period - 1))
+        flat = torch.where(lit_point, points[..., 0] * size + points[..., 1], cells).flatten(1)  # (batch, paths*pts)
+        lit = torch.zeros(batch_size, cells + 1, dtype=torch.bool, device=device).scatter_(1, flat, True)[:, :cells]
+        levels = torch.randint(1, options.grey_levels - 1, (batch_size, cells), generator=generator, device=device)
+        image = torch.where(lit, levels, 0)  # (batch, cells)
+        markers = torch.where(positive[:, None, None], chosen["positive_markers"], chosen["negative_markers"])
+        markers = markers[..., 0] * size + markers[..., 1]  # (batch, 2) flat positions
+        image.scatter_(1, markers, options.grey_levels - 1)
+        query = self.vocab_size - 1
+        inputs = torch.cat([image + self.num_classes, torch.full((batch_size, 1), query, device=device)], 1)
+        targets = torch.full_like(inputs, IGNORE)
+        targets[:, -1] = label
+        first = markers.amin(1)  # (batch,)
+        distance = torch.full_like(inputs, -1)
+        distance[:, -1] = self.seq_len - 1 - first
+        path_length = chosen["lengths"][:, 0].clone()  # (batch,) C1's, which C2 shares
+        return Batch(inputs, targets, distance, {"distance": distance[:, -1].clone(), "path_length": path_length})
+
+
+def save_images(task: Pathfinder, batch: Batch, folder: str | Path, count: int) -> list[Path]:
+    """Write the first `count` examples of `batch` (at most all of them) as grey-scale PNG files in `folder`.
+
+    Each pixel becomes a square of 512 // image_size pixels (nearest neighbour, at least 1), so every
+    size comes out about 512 pixels wide; grey level g is drawn at brightness g / (grey_levels - 1), so
+    the markers are white. Files are named `pathfinder_<size>x<size>_<index>_<label>.png`, label "same"
+    or "different". Returns the paths written, in example order.
+    """
+    from matplotlib import image as mpimg  # imported here, as drawing batches needs no plotting
+
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"count got {count!r}; accepted: an integer >= 1.")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    size = task.image_size
+    scale = max(1, 512 // size)
+    written = []
+    for index in range(min(count, batch.inputs.shape[0])):
+        levels = (batch.inputs[index, :-1] - task.num_classes).view(size, size).double().cpu()  # (S, S)
+        picture = (levels / (task.options.grey_levels - 1)).repeat_interleave(scale, 0).repeat_interleave(scale, 1)
+        label = task.vocabulary[int(batch.targets[index, -1])]
+        path = folder / f"{task.name}_{size}x{size}_{index:03d}_{label}.png"
+        mpimg.imsave(path, picture.numpy(), cmap="gray", vmin=0.0, vmax=1.0)
+        written.append(path)
+    return written

@@ -1,0 +1,85 @@
+"""The report as a reader sees it: opened in headless Chromium (Debian's chromium and chromium-driver).
+
+Skipped outside CI when Chromium is absent; under CI (env CI set) a missing browser is a failure.
+"""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import EVIL_ERROR, EVIL_NAME
+
+from analysis import sections as registry
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
+
+
+def _executables() -> tuple[str, str]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    missing = [name for name, path in (("chromium", chromium), ("chromedriver", driver)) if path is None]
+    if missing:
+        message = f"{' and '.join(missing)} not installed (apt-get install chromium chromium-driver)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return chromium, driver
+
+
+@pytest.fixture
+def browser():
+    chromium, driver_path = _executables()
+    if os.environ.get("CI"):
+        from selenium import webdriver
+    else:
+        webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="report-browser-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1280,1000"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(driver_path))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_the_report_opens_in_chromium_with_every_section_and_image_and_no_console_error(report, browser, tmp_path):
+    browser.get(report.as_uri())
+    assert browser.execute_script("return document.readyState") == "complete"
+
+    headings = browser.execute_script(
+        "return Array.from(document.querySelectorAll('section > h2'), heading => heading.textContent)")
+    assert headings == [builder.title for builder in registry.SECTIONS]
+
+    images = browser.execute_script(
+        "return Array.from(document.images, i => ({src: i.getAttribute('src'), complete: i.complete,"
+        " width: i.naturalWidth, height: i.naturalHeight}))")
+    assert len(images) >= 8
+    broken = [image["src"] for image in images if not image["complete"] or image["width"] == 0]
+    assert broken == []
+    assert all(image["width"] >= 380 and image["height"] >= 200 for image in images), images  # readable sizes
+
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == []
+
+    # Strings from runs are text on the page: no script ran, no element was injected.
+    text = browser.execute_script("return document.body.innerText")
+    assert EVIL_NAME in text and EVIL_ERROR in text
+    assert browser.execute_script("return document.querySelectorAll('script').length") == 0
+    assert browser.execute_script("return document.querySelectorAll('img[onerror]').length") == 0
+
+    height = min(browser.execute_script("return document.documentElement.scrollHeight"), 16000)
+    browser.set_window_size(1280, height)
+    screenshot = tmp_path / "report.png"
+    assert browser.save_screenshot(str(screenshot))
+    assert screenshot.stat().st_size > 50_000
+    assert Path(screenshot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,253 @@
+import json
+import math
+import re
+import shlex
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+from conftest import CORRUPT_RUN, EVIL_ERROR, EVIL_NAME, EVIL_RUN, STUDY
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+
+import analysis
+from analysis import build_report
+from analysis import sections as registry
+from analysis.render import Text
+from experiments import config as configs
+
+
+def _table(report, name):
+    return pd.read_csv(report.parent / "tables" / f"{name}.csv", keep_default_na=False, na_values=[""])
+
+
+def _ordinary_summaries(runs_dir):
+    summaries = []
+    for path in sorted(runs_dir.glob("*/summary.json")):
+        try:
+            summary = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            continue
+        if not summary["tags"]:
+            summaries.append(summary)
+    return summaries
+
+
+def test_the_report_has_every_section_in_html_and_markdown_with_a_file_for_every_figure_and_table(report):
+    page = report.read_text()
+    markdown = (report.parent / "report.md").read_text()
+    for builder in registry.SECTIONS:
+        assert f'<section id="{builder.key}"><h2>{builder.title}</h2>' in page
+        assert f"\n## {builder.title}\n" in markdown
+    images = re.findall(r'<img src="([^"]+)"', page)
+    links = re.findall(r'<a href="([^"#][^"]*)"', page)
+    assert len(images) >= 8  # distance, curves, two attention pictures, layouts, cost, sweep history, importance
+    for relative in images + links:
+        assert (report.parent / relative).is_file(), relative
+    for name in re.findall(r"\]\(((?:figures|tables)/[^)]+)\)", markdown):
+        assert (report.parent / name).is_file(), name
+    assert sorted(path.name for path in (report.parent / "figures").iterdir()) == sorted(
+        relative.removeprefix("figures/") for relative in images)
+
+
+def test_the_results_table_is_computed_from_the_run_records(report, runs_dir):
+    expected = {}
+    for summary in _ordinary_summaries(runs_dir):
+        cell = expected.setdefault((summary["task"], summary["variant_name"]), {"accuracy": [], "failed": 0})
+        if summary["status"] == "completed":
+            cell["accuracy"].append(summary["eval_accuracy"])
+        cell["failed"] += summary["status"] == "failed"
+    results = _table(report, "results")
+    assert len(results) == len(expected) == 3
+    for row in results.itertuples():
+        cell = expected[(row.task, row.variant)]
+        assert row.seeds == len(cell["accuracy"])
+        assert row.failed == cell["failed"]
+        if cell["accuracy"]:
+            assert row.accuracy_mean == pytest.approx(np.mean(cell["accuracy"]))
+            assert row.accuracy_std == pytest.approx(np.std(cell["accuracy"], ddof=1))
+            shown = f"{np.mean(cell['accuracy']):.3f} ± {np.std(cell['accuracy'], ddof=1):.3f} (n=2)"
+            assert shown in report.read_text()
+            assert shown in (report.parent / "report.md").read_text()
+        assert row.chance == pytest.approx(0.25)
+
+
+def test_the_average_column_is_recomputed_from_the_cells(report):
+    results = _table(report, "results")
+    by_task = _table(report, "results-by-task").set_index("variant")
+    for row in results.itertuples():
+        assert by_task.loc[row.label, row.task] == pytest.approx(row.accuracy_mean, nan_ok=True)
+    for _, row in by_task.iterrows():
+        cells = [row[task] for task in results["task"].unique() if not math.isnan(row[task])]
+        if cells:
+            assert row["average"] == pytest.approx(np.mean(cells))
+            assert row["tasks_averaged"] == len(cells)
+    assert by_task.loc["chance", "average"] == pytest.approx(0.25)
+
+
+def test_a_failed_run_is_counted_and_listed_never_dropped(report):
+    results = _table(report, "results")
+    evil = results[results["variant"] == EVIL_NAME]
+    assert list(evil["failed"]) == [1] and list(evil["seeds"]) == [0]
+    unfinished = _table(report, "unfinished-runs")
+    assert list(unfinished["run_id"]) == [EVIL_RUN] and list(unfinished["error"]) == [EVIL_ERROR]
+
+
+def test_strings_from_runs_are_shown_as_text_in_html_and_markdown(report):
+    page = report.read_text()
+    markdown = (report.parent / "report.md").read_text()
+    for raw in (EVIL_NAME, EVIL_ERROR):
+        assert raw not in page and raw not in markdown
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markdown
+    assert "<script" not in page.lower()
+
+
+def test_a_corrupt_record_is_listed_as_skipped_with_its_reason(report):
+    skipped = _table(report, "skipped-records")
+    assert list(skipped["run"]) == [CORRUPT_RUN]
+    assert "cannot be read as JSON" in skipped["reason"].iloc[0]
+    assert CORRUPT_RUN in report.read_text()
+
+
+def test_accuracy_by_distance_averages_the_seeds_and_marks_the_local_reach(report, runs_dir):
+    distance = _table(report, "distance-00-passkey")
+    expected = {}
+    for summary in _ordinary_summaries(runs_dir):
+        if summary["status"] == "completed":
+            for bucket in summary["accuracy_by_distance"]:
+                expected.setdefault((summary["variant_name"], bucket["lo"]), []).append(bucket["accuracy"])
+    assert len(distance) == len(expected) == 8  # 2 variants x 4 buckets
+    for row in distance.itertuples():
+        assert row.accuracy_mean == pytest.approx(np.mean(expected[(row.variant_name, row.lo)]))
+        assert row.seeds == 2
+    reach = _table(report, "reach-00-passkey")
+    # one causal layer with |i - j| < 4: the last position sees 3 tokens back, and no farther
+    assert reach.to_dict("records") == [{"task": "passkey", "variant_name": "local_w4", "depth": 1, "seq_len": 12,
+                                         "reach": 3}]
+
+
+def test_learning_curves_average_the_metrics_streams(report, runs_dir):
+    curves = _table(report, "curves-00-passkey")
+    losses = {}
+    for path in runs_dir.glob("*/metrics.jsonl"):
+        summary = json.loads((path.parent / "summary.json").read_text())
+        if summary["tags"] or summary["status"] != "completed":
+            continue
+        for line in map(json.loads, path.read_text().splitlines()):
+            if line["kind"] == "train":
+                losses.setdefault((summary["variant_name"], line["step"]), []).append(line["loss"])
+    train = curves[(curves["kind"] == "train") & (curves["variant_name"] != EVIL_NAME)]
+    assert len(train) == len(losses) == 8  # 2 variants x steps 5, 10, 15, 20
+    for row in train.itertuples():
+        assert row.loss_mean == pytest.approx(np.mean(losses[(row.variant_name, row.step)]))
+
+
+def test_attention_pictures_are_softmax_weights_of_one_checkpoint_per_variant(report):
+    pictures = sorted(path.name for path in (report.parent / "tables").glob("attention-*.csv"))
+    assert pictures == ["attention-00-passkey-dense.csv", "attention-01-passkey-local_w4.csv"]
+    for name in pictures:
+        weights = pd.read_csv(report.parent / "tables" / name)
+        assert weights["query"].nunique() == 12 and set(weights["head"]) == {0, 1}
+        rows = weights.groupby(["layer", "head", "query"])["weight"].sum()
+        assert np.allclose(rows, 1.0, atol=1e-3)
+        assert (weights.loc[weights["key"] > weights["query"], "weight"] == 0).all()  # causal
+    local = pd.read_csv(report.parent / "tables" / pictures[1])
+    assert (local.loc[local["query"] - local["key"] >= 4, "weight"] == 0).all()
+    layouts = _table(report, "layouts")
+    assert set(layouts["variant_name"]) == {"local_w4"}
+    assert len(layouts) == 4 * 12 - (1 + 2 + 3)  # causal |i - j| < 4 on 12 positions
+    assert ((layouts["query"] - layouts["key"]).between(0, 3)).all()
+
+
+def test_the_cost_section_fits_the_exponent_of_each_line_from_the_benchmark_csv(report, runs_dir):
+    (csv,) = (runs_dir / "bench").glob("variants-*.csv")
+    bench = pd.read_csv(csv)
+    exponents = _table(report, "cost-exponents")
+    assert len(exponents) == bench.groupby(["variant", "kernel"]).ngroups == 2
+    for row in exponents.itertuples():
+        line = bench[(bench["variant"] == row.variant) & (bench["kernel"] == row.kernel)]
+        assert row.time_exponent == pytest.approx(np.polyfit(np.log(line["seq_len"]), np.log(line["ms"]), 1)[0])
+        assert row.memory_exponent == pytest.approx(
+            np.polyfit(np.log(line["seq_len"]), np.log(line["peak_mib"]), 1)[0])
+
+
+def test_the_sweep_section_lists_the_trials_best_settings_and_importances(report, runs_dir):
+    storage = JournalStorage(JournalFileBackend(str(runs_dir / "sweeps" / f"{STUDY}.journal")))
+    study = optuna.load_study(study_name=STUDY, storage=storage)
+    trials = _table(report, f"sweep-00-{STUDY}-trials")
+    assert list(trials["state"]) == ["complete", "complete", "pruned"]
+    assert list(trials["run_id"]) == [trial.user_attrs["run_id"] for trial in study.trials]
+    assert list(trials["run status"]) == ["completed", "completed", "pruned"]
+    best = _table(report, "best-sweep-settings").iloc[0]
+    assert (best["study"], best["best trial"]) == (STUDY, study.best_trial.number)
+    assert best["best eval accuracy"] == pytest.approx(study.best_value)
+    history = _table(report, f"sweep-00-{STUDY}-history")
+    assert len(history) == sum(len(trial.intermediate_values) for trial in study.trials)
+    importance = _table(report, f"sweep-00-{STUDY}-importance")
+    assert set(importance["param"]) == {"variant.window", "train.lr"}
+    assert importance["importance"].sum() == pytest.approx(1.0)
+
+
+def test_each_runs_provenance_command_reproduces_its_config(report, runs_dir):
+    provenance = _table(report, "provenance")
+    assert set(provenance["run"]) == {path.name for path in runs_dir.iterdir() if path.name not in
+                                      ("bench", "sweeps", CORRUPT_RUN)}
+    for row in provenance.itertuples():
+        words = shlex.split(row.command)
+        assert words[:2] == ["make", "experiment"]
+        variables = dict(word.split("=", 1) for word in words[2:])
+        arguments = shlex.split(variables.get("ARGS", ""))
+        sets = [arguments[index + 1] for index, word in enumerate(arguments) if word == "--set"]
+        rebuilt = configs.resolve(variant=variables["VARIANT"], task=variables["TASK"], profile=variables["PROFILE"],
+                                  seed=int(variables["SEED"]), device=variables["DEVICE"],
+                                  overrides=configs.parse_sets(sets))
+        saved = json.loads((runs_dir / row.run / "config.json").read_text())
+        assert json.loads(configs.to_json(rebuilt)) == saved, row.run
+    environment = dict(_table(report, "environment").itertuples(index=False))
+    assert {"torch", "optuna", "pandas", "attnlab git commit"} <= set(environment)
+
+
+def test_an_empty_runs_folder_gives_a_report_that_says_so_in_every_section(tmp_path):
+    (tmp_path / "runs").mkdir()
+    page = build_report(tmp_path / "runs", tmp_path / "reports").read_text()
+    assert f"No runs in {tmp_path / 'runs'}" in page
+    for builder in registry.SECTIONS:
+        assert f"<h2>{builder.title}</h2>" in page
+    assert "<img" not in page
+
+
+def test_a_missing_runs_folder_or_unknown_study_or_filter_column_is_a_one_sentence_error(tmp_path, runs_dir):
+    with pytest.raises(ValueError, match=r"^Runs folder '.*missing' does not exist; accepted: "):
+        build_report(tmp_path / "missing", tmp_path / "reports")
+    with pytest.raises(ValueError, match=rf"^Study 'nope' has no journal in .*; accepted: {STUDY}\.$"):
+        build_report(runs_dir, tmp_path / "reports", study="nope")
+    with pytest.raises(ValueError, match=r"^Filter column 'varaint' is not a run column \(did you mean 'variant'"):
+        build_report(runs_dir, tmp_path / "reports", filters="varaint=local")
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
+
+
+def test_a_folder_that_is_not_a_report_is_never_replaced(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "reports" / "all").mkdir(parents=True)
+    (tmp_path / "reports" / "all" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"^Report folder '.*all' exists and is not a report"):
+        build_report(tmp_path / "runs", tmp_path / "reports")
+    assert (tmp_path / "reports" / "all" / "notes.txt").read_text() == "mine"
+    assert [path.name for path in (tmp_path / "reports").iterdir()] == ["all"]
+
+
+def test_a_new_section_is_one_registered_function(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "SECTIONS", list(registry.SECTIONS))
+
+    @analysis.section("saturation", "Softmax saturation")
+    def saturation(context):
+        return [Text(f"{len(context.runs)} runs <checked>")]
+
+    with pytest.raises(ValueError, match=r"^Report section 'saturation' is already registered"):
+        analysis.section("saturation", "Again")(saturation)
+    (tmp_path / "runs").mkdir()
+    page = build_report(tmp_path / "runs", tmp_path / "reports", name="with-saturation").read_text()
+    assert '<section id="saturation"><h2>Softmax saturation</h2><p>0 runs &lt;checked&gt;</p></section>' in page

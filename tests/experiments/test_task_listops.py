@@ -1,0 +1,231 @@
+"""ListOps: labels are the recursive value of the expression (LRA's truncated MED, SM mod 10), expressions
+fill the length window left padded before the query, depth metadata is the bracket nesting, trees grow as
+LRA's generator grows them, chance is the eval set's majority answer, and option errors are one sentence."""
+
+import math
+
+import pytest
+import torch
+from solvers import listops as solver
+
+import variants
+from experiments import tasks
+
+OPERATORS = ["[MIN", "[MAX", "[MED", "[SM"]
+FLAT = {"seq_len": 13, "min_length": 4, "max_depth": 1, "max_args": 10}  # every expression: [OP d ... d ]
+UNBOUNDED = {"seq_len": 123, "min_length": 4, "max_depth": 2, "max_args": 10}  # the window refuses no tree
+
+
+def draw(task, size, seed=0):
+    return task.batch(size, tasks.train_generator(seed), "cpu")
+
+
+def expression(task, batch, index):
+    """The decoded expression of example `index`, without the padding and the query."""
+    return [name for name in task.decode(batch.inputs[index, :-1]) if name != "_"]
+
+
+def parse(names, position=0):
+    """(tree, position after it): a digit as an int, an operator as (name, [argument trees])."""
+    if names[position].isdigit():
+        return int(names[position]), position + 1
+    name, arguments, position = names[position], [], position + 1
+    while names[position] != "]":
+        argument, position = parse(names, position)
+        arguments.append(argument)
+    return (name, arguments), position + 1
+
+
+def nesting(names):
+    """The deepest count of open brackets around any token."""
+    depth = deepest = 0
+    for name in names:
+        depth += name in OPERATORS
+        depth -= name == "]"
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def assert_binomial(count, trials, probability):
+    """`count` successes in `trials` lies within 5 standard deviations of a Binomial(trials, probability)."""
+    spread = 5 * math.sqrt(trials * probability * (1 - probability)) + 1
+    assert abs(count - trials * probability) <= spread, (count, trials, probability)
+
+
+def assert_solver_agrees(task, batch):
+    for index, tokens in enumerate(batch.inputs.tolist()):
+        ((position, (answer, distance)),) = solver.solve(task, tokens).items()
+        assert position == task.seq_len - 1
+        assert batch.targets[index].tolist() == [tasks.IGNORE] * position + [answer], index
+        assert batch.distance[index].tolist() == [-1] * position + [distance], index
+
+
+@pytest.mark.parametrize("profile, size", [("quick", 512), ("standard", 8), ("long", 4)])
+def test_every_label_is_the_recursive_value_of_its_expression_at_every_profile(profile, size):
+    task = tasks.create_task("listops", profile=profile)
+    assert_solver_agrees(task, draw(task, size))
+
+
+def test_labels_stay_right_when_a_narrow_window_needs_many_rounds_of_candidate_trees():
+    task = tasks.create_task("listops", seq_len=30, min_length=28, max_depth=3, max_args=4)
+    batch = draw(task, 64)
+    assert (batch.metadata["length"] >= 28).all()
+    assert_solver_agrees(task, batch)
+    assert torch.equal(batch.inputs, draw(task, 64).inputs)
+
+
+@pytest.mark.parametrize("options", [{}, {"profile": "standard"}, {"seq_len": 20, "min_length": 10, "max_depth": 3}])
+def test_expressions_fill_the_length_window_just_before_the_query_with_padding_on_the_left(options):
+    task = tasks.create_task("listops", **options)
+    batch = draw(task, 256 if task.seq_len < 100 else 16)
+    length = batch.metadata["length"]
+    assert (length >= task.options.min_length).all() and (length <= task.seq_len - 1).all()
+    for index in range(batch.inputs.shape[0]):
+        names = task.decode(batch.inputs[index])
+        start = task.seq_len - 1 - length[index].item()
+        assert names[:start] == ["_"] * start and "_" not in names[start:] and names[-1] == "="
+        assert batch.distance[index, -1].item() == length[index].item()
+
+
+def test_lengths_reach_both_ends_of_the_window():
+    task = tasks.create_task("listops", seq_len=20, min_length=10, max_depth=3, max_args=4)
+    assert set(draw(task, 2048).metadata["length"].tolist()) == set(range(10, 20))
+
+
+def test_depth_metadata_is_the_deepest_bracket_nesting_and_every_depth_occurs():
+    task = tasks.create_task("listops", **solver.SMALL)
+    batch = draw(task, 1024)
+    depths = [nesting(expression(task, batch, index)) for index in range(1024)]
+    assert batch.metadata["depth"].tolist() == depths
+    assert set(depths) == {1, 2, 3}  # SMALL's max_depth, and no deeper
+
+
+def test_the_standard_profile_nests_no_deeper_than_lra():
+    task = tasks.create_task("listops", profile="standard")
+    batch = draw(task, 8)
+    depths = [nesting(expression(task, batch, index)) for index in range(8)]
+    assert batch.metadata["depth"].tolist() == depths and max(depths) <= 9
+
+
+def test_med_is_lras_int_median_truncating_the_mean_of_the_middle_two():
+    task = tasks.create_task("listops", **FLAT)
+    batch = draw(task, 2048)
+    halves = 0
+    for index in range(2048):
+        (name, arguments), _ = parse(expression(task, batch, index))
+        if name != "[MED":
+            continue
+        ordered, count = sorted(arguments), len(arguments)
+        middle = ordered[(count - 1) // 2] + ordered[count // 2]
+        assert batch.targets[index, -1].item() == middle // 2, arguments
+        halves += count % 2 == 0 and middle % 2 == 1  # an even count whose median x.5 is truncated
+    assert halves >= 50
+
+
+def test_sm_is_the_sum_mod_10_and_min_max_are_the_extremes():
+    task = tasks.create_task("listops", **FLAT)
+    batch = draw(task, 2048)
+    wrapped = 0
+    for index in range(2048):
+        (name, arguments), _ = parse(expression(task, batch, index))
+        expected = {"[SM": sum(arguments) % 10, "[MIN": min(arguments), "[MAX": max(arguments)}.get(name)
+        if expected is not None:
+            assert batch.targets[index, -1].item() == expected, (name, arguments)
+        wrapped += name == "[SM" and sum(arguments) >= 10
+    assert wrapped >= 100
+
+
+def test_without_a_binding_window_trees_grow_as_lras_generator():
+    task = tasks.create_task("listops", **UNBOUNDED)
+    batch = draw(task, 2048)
+    roots, children, counts = [], [], []
+    for index in range(2048):
+        root, _ = parse(expression(task, batch, index))
+        roots.append(root[0])
+        children.extend(root[1])
+        counts.extend(len(arguments) for _, arguments in [root, *(c for c in root[1] if isinstance(c, tuple))])
+    inner = [child for child in children if isinstance(child, tuple)]
+    assert_binomial(len(inner), len(children), 0.25)  # LRA's VALUE_P: the chance of an operator
+    for name in OPERATORS:
+        assert_binomial(roots.count(name), len(roots), 1 / 4)
+    for count in range(2, 11):
+        assert_binomial(counts.count(count), len(counts), 1 / 9)
+    digits = [argument for _, arguments in inner for argument in arguments]
+    assert all(isinstance(digit, int) for digit in digits)  # max_depth 2: operators nest no deeper
+    for digit in range(10):
+        assert_binomial(digits.count(digit), len(digits), 1 / 10)
+
+
+def test_operator_probability_zero_leaves_one_operator_over_digits():
+    task = tasks.create_task("listops", **{**UNBOUNDED, "operator_probability": 0.0})
+    assert (draw(task, 256).metadata["depth"] == 1).all()
+
+
+def test_a_window_almost_no_tree_reaches_is_one_sentence_not_an_endless_loop():
+    task = tasks.create_task("listops", seq_len=27, min_length=26, max_args=4, operator_probability=1e-9)
+    with pytest.raises(RuntimeError) as error:
+        draw(task, 1)
+    message = str(error.value)
+    assert "\n" not in message and "26 to 26 tokens" in message and "min_length" in message
+
+
+def test_chance_is_the_eval_sets_majority_answer_which_beats_uniform_guessing():
+    task = tasks.create_task("listops")
+    answers = task.eval_set("cpu").targets[:, -1].tolist()
+    majority = max(answers.count(digit) for digit in range(10))
+    assert task.chance_accuracy == majority / task.eval_size
+    assert task.chance_accuracy > 0.1  # the skew: MIN leans to 0, MAX to 9
+
+
+def test_digits_are_the_answer_ids_and_the_vocabulary_is_lras_notation():
+    task = tasks.create_task("listops")
+    assert (task.num_classes, task.vocab_size) == (10, 17)
+    assert task.decode(range(17)) == [str(digit) for digit in range(10)] + OPERATORS + ["]", "_", "="]
+
+
+def test_distance_buckets_cover_the_lengths_of_the_window():
+    task = tasks.create_task("listops")
+    buckets = task.report_buckets()
+    assert buckets[0][0] == task.options.min_length and buckets[-1][1] == task.seq_len - 1
+    assert [d for lo, hi in buckets for d in range(lo, hi + 1)] == list(range(task.options.min_length, task.seq_len))
+
+
+def test_a_longer_eval_length_admits_longer_expressions():
+    task = tasks.create_task("listops", max_depth=3, max_args=10, eval_lengths=(128,))
+    longer = task.extra_eval_sets("cpu")["length=128"]
+    assert longer.inputs.shape == (task.eval_size, 128)
+    assert longer.metadata["length"].max() >= task.seq_len
+    assert_solver_agrees(task.at_length(128), longer)
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"min_length": 3}, ["'min_length'", "3", "from 4", "to 122"]),
+        ({"max_depth": 1, "min_length": 13}, ["'min_length'", "13", "to 12", "max_depth = 1", "max_args = 10"]),
+        ({"operator_probability": 0.0, "min_length": 13}, ["'min_length'", "to 12", "operator_probability = 0.0"]),
+        ({"seq_len": 16}, ["'seq_len'", "16", ">= min_length + 1 = 17"]),
+        ({"max_args": 1}, ["'max_args'", "1", ">= 2"]),
+        ({"max_depth": 0}, ["'max_depth'", "0", ">= 1"]),
+        ({"operator_probability": 1.5}, ["'operator_probability'", "1.5", "from 0 to 1"]),
+        ({"eval_size": 0}, ["'eval_size'", "0", ">= 1"]),
+        ({"eval_lengths": (16,)}, ["'eval_lengths'", "16", ">= min_length + 1 = 17"]),
+    ],
+)
+def test_bad_options_get_one_sentence_naming_option_value_and_accepted(options, expected):
+    with pytest.raises(variants.OptionError) as error:
+        tasks.create_task("listops", **options)
+    message = str(error.value)
+    assert "\n" not in message and message.endswith(".") and "Task 'listops'" in message
+    for fragment in expected:
+        assert fragment in message, (fragment, message)
+
+
+def test_sample_lines_show_the_expression_in_lra_notation_and_its_value():
+    task = tasks.create_task("listops")
+    batch = draw(task, 16, seed=5)
+    for index in range(16):
+        line = task.text(batch, index)
+        shown, answer = line.split(" -> ")
+        assert shown.split() == expression(task, batch, index) and shown.split()[0] in OPERATORS
+        assert int(answer) == solver.evaluate(shown.split(), 0)[0]

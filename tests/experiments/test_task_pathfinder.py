@@ -1,0 +1,236 @@
+"""Pathfinder: labels a flood fill agrees with, balanced classes, no label in the pixel count or the
+marker distance, dashed paths kept apart, images a reader can look at, and one-sentence errors."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from matplotlib import image as mpimg
+from solvers import pathfinder as solver
+
+import variants
+from experiments import tasks
+from experiments.tasks.pathfinder import FLOOD_RADIUS, save_images
+
+
+@pytest.fixture(scope="module")
+def eval_sets():
+    """The 1,000-example eval sets at the quick (16x16) and standard (32x32) sizes, built once, with the
+    CPU seconds each took to build."""
+    sets = {}
+    for profile in ("quick", "standard"):
+        task = tasks.create_task("pathfinder", profile=profile, eval_size=1000)
+        started = time.process_time()
+        batch = task.eval_set("cpu")
+        sets[profile] = (task, batch, time.process_time() - started)
+    return sets
+
+
+def labels(batch):
+    return batch.targets[:, -1]
+
+
+def components(pixels, radius):
+    """The flood-fill components of the lit pixels (level > 0) with neighbours at most `radius` apart."""
+    lit = {(row, column) for row, line in enumerate(pixels) for column, level in enumerate(line) if level > 0}
+    found = []
+    while lit:
+        component = solver.reachable(pixels, lit.pop(), radius)
+        lit -= component
+        found.append(component)
+    return found
+
+
+def marker_rows_and_columns(task, batch):
+    """(examples, 2) each: the row and column of the two marker pixels, in row-major order."""
+    image = batch.inputs[:, :-1] - task.num_classes  # (batch, pixels) grey levels
+    marker = (image == task.options.grey_levels - 1).nonzero()[:, 1].view(-1, 2)  # (batch, 2) flat, row-major
+    return marker // task.image_size, marker % task.image_size
+
+
+def features(task, batch):
+    """(examples, 2) float64: the number of lit pixels and the distance between the two markers."""
+    lit = (batch.inputs[:, :-1] - task.num_classes > 0).sum(1).double()  # (batch,)
+    rows, columns = marker_rows_and_columns(task, batch)
+    apart = torch.hypot((rows[:, 0] - rows[:, 1]).double(), (columns[:, 0] - columns[:, 1]).double())
+    return torch.stack([lit, apart], 1)
+
+
+def logistic_regression_accuracy(train_x, train_y, test_x, test_y):
+    """Fit a logistic regression (standardised features and a bias, Newton's method) on one set and
+    return its accuracy on another."""
+    mean, std = train_x.mean(0), train_x.std(0).clamp(min=1e-9)
+
+    def design(x):  # (examples, features + 1) standardised features and a constant
+        return torch.cat([(x - mean) / std, torch.ones(len(x), 1, dtype=x.dtype)], 1)
+
+    train_x, test_x, target = design(train_x), design(test_x), train_y.double()
+    weights = torch.zeros(train_x.shape[1], dtype=torch.float64)
+    for _ in range(30):
+        probability = torch.sigmoid(train_x @ weights)  # (examples,)
+        gradient = train_x.T @ (probability - target)
+        hessian = train_x.T @ (train_x * (probability * (1 - probability))[:, None])
+        weights -= torch.linalg.solve(hessian + 1e-6 * torch.eye(len(weights), dtype=torch.float64), gradient)
+    return ((test_x @ weights > 0).long() == test_y).double().mean().item()
+
+
+def test_vocabulary_numbers_the_answers_first_then_grey_levels_then_the_query():
+    task = tasks.create_task("pathfinder", grey_levels=4)
+    assert task.vocabulary == ["different", "same", "g0", "g1", "g2", "g3", "?"]
+    assert (task.num_classes, task.chance_accuracy, task.image_size, task.seq_len) == (2, 0.5, 16, 257)
+    assert [tasks.create_task("pathfinder", profile=profile).image_size for profile in tasks.PROFILES] == [16, 32, 128]
+
+
+@pytest.mark.parametrize("batch_size", [64, 2, 1001])
+def test_every_training_batch_is_half_positive_and_an_odd_one_off_by_one_half(batch_size):
+    task = tasks.create_task("pathfinder")
+    for seed in range(3):
+        positives = int(labels(task.batch(batch_size, tasks.train_generator(seed), "cpu")).sum())
+        assert abs(positives - batch_size / 2) <= 0.5, (seed, positives)
+
+
+def test_the_eval_set_is_exactly_half_positive(eval_sets):
+    for task, batch, _ in eval_sets.values():
+        assert int(labels(batch).sum()) == task.eval_size // 2
+
+
+@pytest.mark.parametrize("profile", ["quick", "standard"])
+def test_a_flood_fill_from_one_marker_agrees_with_the_label_on_every_eval_example(eval_sets, profile):
+    task, batch, _ = eval_sets[profile]
+    assert batch.inputs.shape == (1000, task.seq_len)
+    for index, tokens in enumerate(batch.inputs.tolist()):
+        ((position, (answer, distance)),) = solver.solve(task, tokens).items()
+        assert (position, answer, distance) == (task.seq_len - 1, labels(batch)[index].item(),
+                                                batch.distance[index, -1].item()), index
+
+
+@pytest.mark.parametrize("profile", ["quick", "standard"])
+def test_lit_pixel_count_and_marker_distance_predict_the_label_no_better_than_chance(eval_sets, profile):
+    task, held_out, _ = eval_sets[profile]
+    training = task.batch(1000, tasks.train_generator(0), "cpu")
+    accuracy = logistic_regression_accuracy(features(task, training), labels(training),
+                                            features(task, held_out), labels(held_out))
+    assert abs(accuracy - 0.5) <= 0.05, accuracy
+
+
+def test_the_logistic_regression_finds_a_label_where_there_is_one(eval_sets):
+    task, held_out, _ = eval_sets["quick"]
+    x = features(task, held_out)
+    leaky = x + torch.stack([3.0 * labels(held_out), torch.zeros(len(x))], 1)  # positives light 3 more pixels
+    assert logistic_regression_accuracy(leaky[:500], labels(held_out)[:500], leaky[500:], labels(held_out)[500:]) > 0.6
+
+
+@pytest.mark.parametrize("profile", ["quick", "standard"])
+def test_paths_keep_apart_so_each_image_has_one_component_per_path(eval_sets, profile):
+    task, batch, _ = eval_sets[profile]
+    paths = 2 + task.options.num_distractors
+    counts = [len(components(solver.image(task, tokens), FLOOD_RADIUS)) for tokens in batch.inputs[:300].tolist()]
+    assert max(counts) == paths  # no two paths merge; a path never breaks at a dash
+    assert sum(count == paths for count in counts) >= 0.95 * len(counts)  # a distractor is seldom left out
+
+
+@pytest.mark.parametrize("profile, least", [("quick", 0.5), ("standard", 0.9)])
+def test_paths_are_dashed_so_that_touching_pixels_often_do_not_join_the_markers(eval_sets, profile, least):
+    task, batch, _ = eval_sets[profile]
+    positives = [tokens for tokens, label in zip(batch.inputs.tolist(), labels(batch).tolist(), strict=True) if label]
+    broken = 0
+    for tokens in positives[:200]:
+        pixels = solver.image(task, tokens)
+        first, second = solver.markers(task, pixels)
+        assert second in solver.reachable(pixels, first, FLOOD_RADIUS)
+        broken += second not in solver.reachable(pixels, first, 1)  # 8-connectivity stops at a dash's gap
+    assert broken >= least * 200  # quick's paths of 4-5 points hold at most one dark point, never at an end
+
+
+def test_path_length_bounds_the_path_of_each_marker(eval_sets):
+    task, batch, _ = eval_sets["standard"]
+    options = task.options
+    path_length = batch.metadata["path_length"]
+    assert options.min_path_length <= path_length.min() and path_length.max() <= options.max_path_length
+    assert len(set(path_length.tolist())) == options.max_path_length - options.min_path_length + 1
+    for tokens, length in zip(batch.inputs[:300].tolist(), path_length[:300].tolist(), strict=True):
+        pixels = solver.image(task, tokens)
+        for marker in solver.markers(task, pixels):
+            path = solver.reachable(pixels, marker)
+            span = max(max(abs(row - marker[0]), abs(column - marker[1])) for row, column in path)
+            assert len(path) <= length and span <= length - 1  # n points one unit apart span n - 1 pixels
+
+
+@pytest.mark.parametrize("profile", ["quick", "standard"])
+def test_markers_lie_at_least_3_pixels_apart_and_as_far_in_both_classes(eval_sets, profile):
+    task, batch, _ = eval_sets[profile]
+    apart = features(task, batch)[:, 1]
+    positive = labels(batch) == 1
+    assert abs(apart[positive].mean() - apart[~positive].mean()) < 0.05 * apart.mean()
+    rows, columns = marker_rows_and_columns(task, batch)
+    assert (torch.maximum((rows[:, 0] - rows[:, 1]).abs(), (columns[:, 0] - columns[:, 1]).abs()) >= 3).all()
+
+
+def test_the_eval_sets_of_1000_build_in_seconds(eval_sets):
+    for _, _, seconds in eval_sets.values():
+        assert seconds < 10 * torch.get_num_threads()  # CPU seconds, so a busy machine does not fail it
+
+
+def test_save_images_writes_nearest_neighbour_upscaled_greyscale_pngs(tmp_path, eval_sets):
+    task, batch, _ = eval_sets["quick"]
+    written = save_images(task, batch, tmp_path / "images", 3)
+    assert [path.parent for path in written] == [tmp_path / "images"] * 3
+    scale = 512 // task.image_size
+    for index, path in enumerate(written):
+        assert path.suffix == ".png" and task.vocabulary[labels(batch)[index]] in path.name
+        picture = mpimg.imread(path)[..., 0]  # (height, width) red channel of the grey RGBA
+        levels = (batch.inputs[index, :-1] - task.num_classes).view(task.image_size, task.image_size).numpy()
+        expected = np.kron(levels / (task.options.grey_levels - 1), np.ones((scale, scale)))
+        assert picture.shape == expected.shape and np.allclose(picture, expected, atol=1 / 255)
+
+
+def test_the_sample_images_in_the_fixtures_are_what_the_readme_command_draws(tmp_path):
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "pathfinder"
+    drawn = []
+    for profile in ("quick", "standard"):
+        task = tasks.create_task("pathfinder", profile=profile)
+        drawn += save_images(task, task.batch(3, tasks.train_generator(0), "cpu"), tmp_path, 3)
+    assert sorted(path.name for path in drawn) == sorted(path.name for path in fixtures.glob("*.png"))
+    for path in drawn:
+        assert np.array_equal(mpimg.imread(path), mpimg.imread(fixtures / path.name)), path.name
+
+
+def test_save_images_stops_at_the_batch_size_and_refuses_a_count_below_1(tmp_path):
+    task = tasks.create_task("pathfinder")
+    batch = task.batch(2, tasks.train_generator(0), "cpu")
+    assert len(save_images(task, batch, tmp_path, 5)) == 2
+    with pytest.raises(ValueError, match="count got 0; accepted: an integer >= 1."):
+        save_images(task, batch, tmp_path, 0)
+
+
+def test_options_no_image_can_hold_are_one_sentence():
+    task = tasks.create_task("pathfinder", seq_len=50, min_path_length=12, max_path_length=14, num_distractors=0)
+    with pytest.raises(ValueError) as error:
+        task.batch(4, tasks.train_generator(0), "cpu")
+    message = str(error.value)
+    assert "\n" not in message and message.endswith(".") and "7x7" in message and "14" in message
+
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"seq_len": 256}, ["'seq_len'", "256", "a square + 1", "1025"]),
+        ({"seq_len": 17}, ["'seq_len'", "17", "at least"]),
+        ({"min_path_length": 3}, ["'min_path_length'", "3", ">= 4"]),
+        ({"min_path_length": 9, "max_path_length": 8}, ["'max_path_length'", "8", ">= min_path_length = 9"]),
+        ({"num_distractors": -1}, ["'num_distractors'", "-1", ">= 0"]),
+        ({"max_turn": 200}, ["'max_turn'", "200.0", "0 to 180"]),
+        ({"dash_period": 1}, ["'dash_period'", "1", ">= 2"]),
+        ({"grey_levels": 2}, ["'grey_levels'", "2", ">= 3"]),
+        ({"eval_size": 999}, ["'eval_size'", "999", "even"]),
+    ],
+)
+def test_bad_options_get_one_sentence_naming_option_value_and_accepted(options, expected):
+    with pytest.raises(variants.OptionError) as error:
+        tasks.create_task("pathfinder", **options)
+    message = str(error.value)
+    assert "\n" not in message and message.endswith(".") and "Task 'pathfinder'" in message
+    for fragment in expected:
+        assert fragment in message, (fragment, message)
