@@ -327,6 +327,11 @@ def _params(trial: FrozenTrial) -> str:
     return " ".join(f"{name}={_short(value)}" for name, value in trial.params.items())
 
 
+def trial_seed(seed: int, number: int) -> int:
+    """The sampler seed of trial `number` of a sweep seeded with `seed`."""
+    return zlib.crc32(f"{seed}/{number}".encode())
+
+
 class Objective:
     """One trial: its values, its run (new, or the run of the trial it retries), train, and the verdict."""
 
@@ -354,6 +359,11 @@ class Objective:
         if len(ahead) >= self.sweep.trials:  # another worker passed the check in work() at the same instant
             trial.set_user_attr("status", "surplus")
             raise TrialSurplus(f"trials {[other.number for other in ahead]} already fill the target")
+        # Each trial draws from a seed of its own, the sweep's seed and the trial's number: no two trials of
+        # concurrent workers draw alike, and a study run again draws what it drew before.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ExperimentalWarning)
+            trial.study.sampler = optuna.samplers.TPESampler(seed=trial_seed(self.sweep.seed, trial.number))
         config = self.sweep.config(self.sweep.space.suggest(trial))
         record = self.record(trial, config)
         trial.set_user_attr("run_id", record.run_id)
@@ -398,10 +408,6 @@ def work(sweep: Sweep, study: optuna.Study, *, worker: int | None = None, quiet:
     more diverged trials than the target: 1."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
-        # Seeded by the sweep's seed, the study's progress and the worker, so a resumed sweep or a second
-        # worker does not draw again what another drew.
-        start = f"{sweep.seed}/{len(study.get_trials(deepcopy=False))}/{worker or 0}/{_machine()}"
-        study.sampler = optuna.samplers.TPESampler(seed=zlib.crc32(start.encode()))
         objective = Objective(sweep, quiet=quiet, should_stop=should_stop)
         callbacks = [announce("" if worker is None else f"[worker {worker}] ")]
         poll = max(0.5, min(5.0, sweep.heartbeat_seconds / 2))

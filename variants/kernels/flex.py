@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import warnings
-
 from typing import TYPE_CHECKING
 
 import torch
