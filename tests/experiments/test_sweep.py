@@ -133,8 +133,8 @@ def test_a_killed_sweep_resumes_to_exactly_the_requested_complete_trials(tmp_pat
     assert make_args["VARIANT"] == "local" and make_args["TASK"] == "passkey" and make_args["SEED"] == "1"
     again = tmp_path / "again"
     finish(attnlab("run", "--variant", "local", "--task", "passkey", "--profile", make_args["PROFILE"],
-                   "--seed", make_args["SEED"], "--device", make_args["DEVICE"], *shlex.split(make_args["ARGS"]), "--runs-dir", str(again),
-                   "--quiet"))
+                   "--seed", make_args["SEED"], "--device", make_args["DEVICE"], *shlex.split(make_args["ARGS"]),
+                   "--runs-dir", str(again), "--quiet"))
     (run,) = again.iterdir()
     assert json.loads((run / "summary.json").read_text())["eval_accuracy"] == best.value
 
