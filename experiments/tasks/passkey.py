@@ -20,9 +20,9 @@ scored position per sequence, so each step is seq_len tokens of compute for one 
 generating a batch is O(batch * seq_len).
 
 Calibration (quick profile, seed 0, 2-core CPU, `attnlab run --variant dense,local --task passkey`):
-dense reaches eval accuracy 1.000 in every distance bucket in about 70 s; local with its default window
-of 16 (2 causal layers, so a reach of 30 positions) reaches 1.000 on d1-16 and 0.938 on d17-32, and
-0.00-0.16 beyond (chance 0.0625).
+dense reaches eval accuracy 1.000 in every distance bucket in about 70 s; local with its default window of 16
+(2 causal layers, so a reach of 30 positions) reaches 1.000 on d1-16 and 0.938 on d17-32, and 0.00-0.16 beyond
+(chance 0.0625).
 """
 
 from __future__ import annotations

@@ -51,11 +51,11 @@ the others): about 1 s for the 1,000 examples of the standard eval set on one co
 of the long one.
 
 Calibration (quick profile, seed 0, 2-core CPU, `attnlab run --variant dense,local --task pathfinder`):
-dense reaches eval accuracy 0.736 after its 300 steps (0.728 at step 200), in 76 s;
-1.000 on distances 1-32, 0.68-0.84 beyond. local with its default window of 16 (2 causal layers, a reach
-of 30 positions: less than two image rows) stays near chance at 0.526 (chance 0.500). Harder quick
-settings stayed at chance within this budget: one distractor with paths of 4-6 points (0.505 at step 200),
-or paths of 4-6 points at lr 2e-3 (0.500 at step 200).
+dense reaches eval accuracy 0.736 after its 300 steps (0.728 at step 200), in 76 s; 1.000 on distances 1-32,
+0.68-0.84 beyond. local with its default window of 16 (2 causal layers, a reach of 30 positions: less than two
+image rows) stays near chance at 0.526 (chance 0.500). Harder quick settings stayed at chance within this
+budget: one distractor with paths of 4-6 points (0.505 at step 200), or paths of 4-6 points at lr 2e-3 (0.500
+at step 200).
 """
 
 from __future__ import annotations
