@@ -284,9 +284,7 @@ def distance(context: Context) -> list[Block]:
         blocks.append(Text("No completed run reports accuracy by dependency distance."))
     frame = pd.DataFrame(rows)
     for index, (task, task_frame) in enumerate(frame.groupby("task", sort=True) if rows else []):
-        aggregated = (task_frame.groupby(["variant_name", "setting", "label", "lo", "hi"], as_index=False)
-                      .agg(accuracy_mean=("accuracy", "mean"), accuracy_std=("accuracy", "std"),
-                           seeds=("accuracy", "size")))
+        aggregated = _over_seeds(task_frame, ["variant_name", "setting", "label", "lo", "hi"])
         aggregated["distance"] = (aggregated["lo"] + aggregated["hi"]) / 2
         fig, axes = figures.figure()
         ax = axes[0, 0]
@@ -325,6 +323,12 @@ def distance(context: Context) -> list[Block]:
     return blocks
 
 
+def _over_seeds(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Accuracy per group of `keys`: mean, sample standard deviation and count over the runs (seeds)."""
+    return (frame.groupby(keys, as_index=False)
+            .agg(accuracy_mean=("accuracy", "mean"), accuracy_std=("accuracy", "std"), seeds=("accuracy", "size")))
+
+
 def _lengths(context: Context, completed: pd.DataFrame) -> list[Block]:
     rows = [{"task": run.task, "variant_name": run.variant_name, "setting": run.setting, "label": run.label,
              "run_id": run.run_id, "length": entry.get("length"), "accuracy": entry.get("accuracy")}
@@ -335,9 +339,7 @@ def _lengths(context: Context, completed: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = []
     frame = pd.DataFrame(rows)
     for index, (task, task_frame) in enumerate(frame.groupby("task", sort=True)):
-        aggregated = (task_frame.groupby(["variant_name", "setting", "label", "length"], as_index=False)
-                      .agg(accuracy_mean=("accuracy", "mean"), accuracy_std=("accuracy", "std"),
-                           seeds=("accuracy", "size")))
+        aggregated = _over_seeds(task_frame, ["variant_name", "setting", "label", "length"])
         fig, axes = figures.figure()
         ax = axes[0, 0]
         _draw_lines(context, ax, aggregated, "length", "accuracy_mean", "accuracy_std", bounded=True)
@@ -359,8 +361,7 @@ def _splits(completed: pd.DataFrame) -> list[Block]:
             if accuracy is not None]
     if not rows:
         return []
-    table = (pd.DataFrame(rows).groupby(["task", "variant", "split"], as_index=False)
-             .agg(accuracy_mean=("accuracy", "mean"), accuracy_std=("accuracy", "std"), seeds=("accuracy", "size")))
+    table = _over_seeds(pd.DataFrame(rows), ["task", "variant", "split"])
     return [Table("splits", "Eval accuracy on each task's extra held-out splits, over seeds", table)]
 
 
