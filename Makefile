@@ -19,8 +19,9 @@ STORAGE ?=
 OUT ?= reports
 FILTER ?=
 NAME ?=
+SETTING ?= quick
 
-.PHONY: setup test lint list experiment sweep report bench-variants bench-train gpu-check
+.PHONY: setup test lint list experiment sweep report saturation bench-variants bench-train gpu-check
 
 setup: $(STAMP)
 
@@ -54,6 +55,9 @@ sweep: setup
 report: setup
 	$(BIN)/attnlab report --runs-dir $(RUNS_DIR) --out $(OUT) $(if $(STUDY),--study $(STUDY)) \
 		$(if $(FILTER),--filter '$(FILTER)') $(if $(NAME),--name $(NAME))
+
+saturation: setup
+	$(BIN)/attnlab saturation --setting $(SETTING) --runs-dir $(RUNS_DIR) $(if $(WORKERS),--workers $(WORKERS)) $(ARGS)
 
 bench-variants: setup
 	$(BIN)/attnlab bench-variants $(ARGS)

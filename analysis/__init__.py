@@ -7,11 +7,15 @@ studies beside them (`runs/sweeps/<study>.journal`) and the benchmark CSVs under
     >>> runs = analysis.load_runs("runs")                       # one row per run
     >>> analysis.build_report("runs", "reports", filters="task=passkey")  # reports/task-passkey/index.html
 
-A report section is one function registered with `analysis.section` (see `analysis.sections`).
+A report section is one function registered with `analysis.section` (see `analysis.sections`). The softmax
+saturation studies (`make saturation`) are read back by `analysis.saturation_study`:
+
+    >>> study = analysis.saturation_study.load("runs/saturation/quick")   # tables; findings(study); write(folder)
 """
 
+from analysis import saturation_study
 from analysis.report import build_report
 from analysis.runs import load_runs, parse_filters, select
 from analysis.sections import SECTIONS, section
 
-__all__ = ["SECTIONS", "build_report", "load_runs", "parse_filters", "section", "select"]
+__all__ = ["SECTIONS", "build_report", "load_runs", "parse_filters", "saturation_study", "section", "select"]

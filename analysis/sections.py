@@ -32,7 +32,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 import variants
-from analysis import figures
+from analysis import figures, saturation_study
 from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
 from experiments import config as configs
@@ -207,12 +207,12 @@ def results(context: Context) -> list[Block]:
 
 
 @functools.cache
-def _reach(variant: str, options_json: str, heads: int, dim: int, depth: int, seq_len: int,
+def _reach(variant: str, options_json: str, heads: int, head_dim: int, depth: int, seq_len: int,
            causal: bool) -> int | None:
     """How far back (in tokens) the last position sees every position, after `depth` layers of the
     variant's layout; None for a variant without a layout (it sees everything) or one that cannot be built."""
     try:
-        attention = variants.create(variant, num_heads=heads, head_dim=dim // heads, **json.loads(options_json))
+        attention = variants.create(variant, num_heads=heads, head_dim=head_dim, **json.loads(options_json))
     except ValueError:
         return None
     if attention.pattern is None:
@@ -234,9 +234,10 @@ def _layout_variants(runs: pd.DataFrame) -> list[dict[str, Any]]:
         run = group.iloc[0]
         try:
             config = RunRecord(Path(run["path"])).read_config()
+            model = configs.ModelConfig(**config["model"])
             entries.append({"variant_name": name, "variant": config["variant"],
                             "options": json.dumps(config.get("variant_options", {}), sort_keys=True),
-                            "heads": int(config["model"]["heads"]), "dim": int(config["model"]["dim"]),
+                            "heads": model.heads, "head_dim": model.attention_head_dim,
                             "depth": int(config["model"]["depth"]), "causal": bool(config["model"]["causal"]),
                             "seq_len": int(config["task_options"]["seq_len"])})
         except (RecordError, KeyError, TypeError, ValueError):
@@ -297,7 +298,7 @@ def distance(context: Context) -> list[Block]:
         for entry in _layout_variants(completed[completed["task"] == task]):
             if entry["seq_len"] > MAX_REACH_LENGTH:
                 continue
-            reach = _reach(entry["variant"], entry["options"], entry["heads"], entry["dim"], entry["depth"],
+            reach = _reach(entry["variant"], entry["options"], entry["heads"], entry["head_dim"], entry["depth"],
                            entry["seq_len"], entry["causal"])
             if reach is not None:
                 reaches.append({"task": task, "variant_name": entry["variant_name"], "depth": entry["depth"],
@@ -481,7 +482,7 @@ def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
         ax.set_axis_off()
     for ax, entry in zip(axes.flat, entries, strict=False):
         attention = variants.create(entry["variant"], num_heads=entry["heads"],
-                                    head_dim=entry["dim"] // entry["heads"], **json.loads(entry["options"]))
+                                    head_dim=entry["head_dim"], **json.loads(entry["options"]))
         drawn = min(entry["seq_len"], MAX_LAYOUT_DRAWN)
         allowed = attention.layout(entry["seq_len"], entry["seq_len"], causal=entry["causal"])[:drawn, :drawn]
         step = max(1, math.ceil(drawn / 16))
@@ -523,7 +524,7 @@ def attention(context: Context) -> list[Block]:
     for entry in _layout_variants(context.ordinary):
         try:
             has_pattern = variants.create(entry["variant"], num_heads=entry["heads"],
-                                          head_dim=entry["dim"] // entry["heads"],
+                                          head_dim=entry["head_dim"],
                                           **json.loads(entry["options"])).pattern is not None
         except ValueError as error:
             problems.append({"run": entry["variant_name"], "reason": f"layout not drawn ({error})"})
@@ -596,7 +597,15 @@ def cost(context: Context) -> list[Block]:
     return blocks
 
 
-# -- 6. Sweeps --------------------------------------------------------------------------------------
+# -- 6. Softmax saturation -------------------------------------------------------------------------
+
+
+@section("saturation", "Softmax saturation")
+def saturation(context: Context) -> list[Block]:
+    return saturation_study.blocks(context.runs_dir)
+
+
+# -- 7. Sweeps --------------------------------------------------------------------------------------
 
 
 @section("sweeps", "Sweeps")
@@ -668,7 +677,7 @@ def sweeps(context: Context) -> list[Block]:
     return blocks
 
 
-# -- 7. Provenance ----------------------------------------------------------------------------------
+# -- 8. Provenance ----------------------------------------------------------------------------------
 
 
 @functools.cache

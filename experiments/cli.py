@@ -82,10 +82,7 @@ def _results_table(summaries: list[dict]) -> str:
 def start_record(runs_dir: Path, config: configs.RunConfig) -> RunRecord:
     """A new run folder for `config`, named after the variant as it describes itself, the task and the
     seed, holding the resolved config."""
-    described = variants.create(config.variant, num_heads=config.model.heads,
-                                head_dim=config.model.dim // config.model.heads,
-                                **config.variant_options).describe()
-    record = RunRecord.create(runs_dir, new_run_id(described, config.task, config.seed))
+    record = RunRecord.create(runs_dir, new_run_id(configs.described_variant(config), config.task, config.seed))
     record.write_config(config.to_dict())
     return record
 
@@ -226,6 +223,16 @@ def _report(args: argparse.Namespace) -> int:
     index = build_report(Path(args.runs_dir), Path(args.out), study=args.study, filters=args.filter, name=args.name)
     print(f"wrote {index}")
     return 0
+
+
+def _saturation(args: argparse.Namespace) -> int:
+    from experiments import saturation
+
+    workers = saturation.default_workers() if args.workers is None else args.workers
+    if workers < 1:
+        raise ValueError(f"--workers got {workers}; accepted: an integer >= 1.")
+    out = Path(args.out) if args.out else Path(args.runs_dir) / "saturation" / args.setting
+    return saturation.run(saturation.setting_named(args.setting), out, workers=workers, quiet=args.quiet)
 
 
 def _bench_variants(args: argparse.Namespace) -> int:
@@ -383,6 +390,21 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="reports", help="the folder reports go into (default: reports)")
     report.add_argument("--name", help="the report's folder name (default: the study, the filters, or all)")
     report.set_defaults(func=_report)
+
+    saturation = commands.add_parser(
+        "saturation", help="the softmax saturation studies: tables and figures under RUNS_DIR/saturation/SETTING",
+        description="Study A (q.k statistics at initialisation), B (training dynamics of dense, unscaled, learned "
+                    "temperature, qknorm, softcap and additive attention at head dims 16, 64, 256), C (entropy "
+                    "collapse against the learning rate, dense and qknorm) and D (fading with length: softmax "
+                    "against ssmax, and accuracy at longer evaluation lengths). Finished runs are kept: running "
+                    "it again resumes where it stopped. `make report` shows the results.")
+    saturation.add_argument("--setting", default="quick", help="quick (under 10 minutes on CPU) or full")
+    saturation.add_argument("--workers", type=int, help="runs trained at once, one thread each (default: 2, or 1 "
+                                                        "on a single core)")
+    saturation.add_argument("--out", help="the study folder (default: RUNS_DIR/saturation/SETTING)")
+    saturation.add_argument("--runs-dir", **runs_dir)
+    saturation.add_argument("--quiet", **quiet)
+    saturation.set_defaults(func=_saturation)
 
     bench_train = commands.add_parser("bench-train", help="training throughput against a minimal PyTorch loop")
     bench_train.add_argument("--variant", default="dense")

@@ -22,7 +22,8 @@ SECTIONS = ("variant", "task", "model", "train")
 class ModelConfig:
     dim: int = option(64, "model width")
     depth: int = option(2, "number of Transformer blocks")
-    heads: int = option(4, "attention heads; head_dim = dim / heads")
+    heads: int = option(4, "attention heads")
+    head_dim: int | None = option(None, "width of each head's q, k and v; none: dim / heads")
     mlp_ratio: int = option(4, "MLP hidden width / dim")
     positions: Literal["learned", "sinusoidal", "none"] = option("learned", "absolute position embedding")
     causal: bool = option(True, "decoder-style attention: position i sees positions <= i")
@@ -30,7 +31,14 @@ class ModelConfig:
     def __post_init__(self) -> None:
         for name in ("dim", "depth", "heads", "mlp_ratio"):
             require(getattr(self, name) >= 1, name, getattr(self, name), "an integer >= 1")
-        require(self.dim % self.heads == 0, "dim", self.dim, f"a multiple of heads = {self.heads}")
+        require(self.head_dim is None or self.head_dim >= 1, "head_dim", self.head_dim, "none or an integer >= 1")
+        if self.head_dim is None:
+            require(self.dim % self.heads == 0, "dim", self.dim, f"a multiple of heads = {self.heads}, or a head_dim")
+
+    @property
+    def attention_head_dim(self) -> int:
+        """Each head's width: `head_dim`, or dim / heads when that is none."""
+        return self.head_dim or self.dim // self.heads
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,9 @@ class TrainConfig:
     precision: Literal["auto", "float32", "bf16"] = option(
         "auto", "bf16: autocast with float32 master weights (CPU autocast on CPU); auto: bf16 on cuda, else float32")
     compile: bool = option(False, "torch.compile the model for the training steps")
+    attention_stats: bool = option(
+        False, "at every evaluation and before the first step, record attention statistics per layer and head "
+               "(entropy, saturation, logit spread, W_q/W_k gradient norms; experiments.attention_stats)")
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "checkpoint_every", "log_every"):
@@ -144,13 +155,19 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ba
     task_obj = tasks.create_task(task, profile=profile, **overrides["task"])
     model = build_options(ModelConfig, "Config section 'model'", {**task_obj.default_model, **overrides["model"]})
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
-    attention = variants.create(variant, num_heads=model.heads, head_dim=model.dim // model.heads,
+    attention = variants.create(variant, num_heads=model.heads, head_dim=model.attention_head_dim,
                                 backend=backend, **overrides["variant"])
     return RunConfig(
         variant=variant, task=task, profile=profile, seed=seed, device=device, backend=backend,
         variant_options=dataclasses.asdict(attention.options),
         task_options=dataclasses.asdict(task_obj.options), model=model, train=train,
     )
+
+
+def described_variant(config: RunConfig) -> str:
+    """The run's variant as it describes itself, e.g. `local_w16`."""
+    return variants.create(config.variant, num_heads=config.model.heads, head_dim=config.model.attention_head_dim,
+                           **config.variant_options).describe()
 
 
 def from_dict(data: dict[str, Any]) -> RunConfig:

@@ -22,11 +22,12 @@ class Block(nn.Module):
     def __init__(self, config: ModelConfig, variant: str, variant_options: dict, backend: str) -> None:
         super().__init__()
         self.heads = config.heads
+        width = config.heads * config.attention_head_dim  # of q, k and v over all heads
         self.attn_norm = nn.LayerNorm(config.dim)
-        self.qkv = nn.Linear(config.dim, 3 * config.dim)
-        self.attn = variants.create(variant, num_heads=config.heads, head_dim=config.dim // config.heads,
+        self.qkv = nn.Linear(config.dim, 3 * width)
+        self.attn = variants.create(variant, num_heads=config.heads, head_dim=config.attention_head_dim,
                                     backend=backend, **variant_options)
-        self.out = nn.Linear(config.dim, config.dim)
+        self.out = nn.Linear(width, config.dim)
         self.mlp_norm = nn.LayerNorm(config.dim)
         self.mlp = nn.Sequential(
             nn.Linear(config.dim, config.mlp_ratio * config.dim),
@@ -34,8 +35,12 @@ class Block(nn.Module):
             nn.Linear(config.mlp_ratio * config.dim, config.dim),
         )
 
+    def heads_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The block's input (B, T, dim) -> q, k, v, each (B, H, T, head_dim), before the variant's `prepare`."""
+        return rearrange(self.qkv(self.attn_norm(x)), "b t (three h d) -> three b h t d", three=3, h=self.heads)
+
     def forward(self, x: torch.Tensor, causal: bool, return_weights: bool = False):
-        q, k, v = rearrange(self.qkv(self.attn_norm(x)), "b t (three h d) -> three b h t d", three=3, h=self.heads)
+        q, k, v = self.heads_qkv(x)
         attended = self.attn(q, k, v, causal=causal, return_weights=return_weights)  # (B, H, T, d)
         weights = None
         if return_weights:
@@ -78,11 +83,14 @@ class Transformer(nn.Module):
         """The attention kernel every block runs on the device the model lives on."""
         return self.blocks[0].attn.backend
 
+    def embedded(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens (B, T) -> the first block's input (B, T, dim): token embeddings plus positions."""
+        x = self.embed(tokens)  # (B, T, dim)
+        return x if self.positions is None else x + self.positions[: tokens.shape[1]]
+
     def forward(self, tokens: torch.Tensor, return_weights: bool = False):
         """tokens (B, T) -> logits (B, T, classes); with return_weights also [(B, H, T, T)] per layer."""
-        x = self.embed(tokens)  # (B, T, dim)
-        if self.positions is not None:
-            x = x + self.positions[: tokens.shape[1]]
+        x = self.embedded(tokens)
         weights = []
         for block in self.blocks:
             x, layer_weights = block(x, self.config.causal, return_weights)

@@ -288,7 +288,7 @@ def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, ba
                                   f"or fixing it with --space {section}.{name}=VALUE.")
     base = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device, backend=backend,
                            overrides=overrides)
-    sizes = {"seq_len": base.task_options["seq_len"], "head_dim": base.model.dim // base.model.heads,
+    sizes = {"seq_len": base.task_options["seq_len"], "head_dim": base.model.attention_head_dim,
              "steps": base.train.steps}
     narrowing = spaces.read_space_file(Path(space_file)) if space_file else {}
     narrowing.update(spaces.parse_space_args(space_args))

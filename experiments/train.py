@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from experiments import tasks
+from experiments import attention_stats, tasks
 from experiments.config import RunConfig, TrainConfig
 from experiments.model import Transformer
 from experiments.records import RunRecord
@@ -168,6 +168,18 @@ def train(
         wall_seconds, train_seconds = checkpoint["wall_seconds"], checkpoint["train_seconds"]
     last_eval = next((line for line in reversed(history) if line["kind"] == "eval"), None)
 
+    def evaluation() -> dict[str, Any]:  # the eval line of this step
+        with autocast:
+            scores = evaluate_all(model, eval_set, extra_sets, train_cfg.batch_size, task.report_buckets())
+        line = {"kind": "eval", "step": step, "wall_seconds": wall_seconds, **scores}
+        if train_cfg.attention_stats:
+            line["attention"] = attention_stats.measure(model, *attention_stats.probe_batch(eval_set))
+        return line
+
+    if train_cfg.attention_stats and step == 0:  # where the learning curves and the statistics start
+        last_eval = evaluation()
+        history.append(last_eval)
+
     def extra_accuracy(name: str) -> float | None:  # an extra held-out set's accuracy at the last evaluation
         return last_eval["splits"][name]["eval_accuracy"] if last_eval and "splits" in last_eval else None
 
@@ -261,9 +273,7 @@ def train(
                 bar.set_postfix(loss=f"{line['loss']:.3f}", acc=f"{line['accuracy']:.3f}")
                 window.zero_()
             if evaluating:
-                with autocast:
-                    scores = evaluate_all(model, eval_set, extra_sets, train_cfg.batch_size, task.report_buckets())
-                last_eval = {"kind": "eval", "step": step, "wall_seconds": wall_seconds, **scores}
+                last_eval = evaluation()
                 history.append(last_eval)
                 bar.set_postfix(loss=f"{history[-2]['loss']:.3f}" if logging else None,
                                 eval=f"{last_eval['eval_accuracy']:.3f}")

@@ -2,7 +2,7 @@
 
     >>> import variants
     >>> variants.list_variants()
-    ['additive', 'dense', 'relative', 'temperature', 'unscaled']
+    ['additive', 'dense', 'local', 'qknorm', 'relative', 'softcap', 'sparse', 'ssmax', 'temperature', 'unscaled']
     >>> attn = variants.create("temperature", num_heads=4, head_dim=32, temperature=0.5)
     >>> attn.describe()
     'temperature_t0.5'
@@ -13,7 +13,9 @@ from variants.options import OptionError
 from variants.registry import create, describe_variants, list_variants, register, variant_class
 
 # Importing a variant module registers it.
-from variants import additive, dense, local, relative, sparse, temperature, unscaled  # noqa: E402,F401  isort: skip
+from variants import (  # noqa: E402,F401  isort: skip
+    additive, dense, local, qknorm, relative, softcap, sparse, ssmax, temperature, unscaled,
+)
 
 __all__ = [
     "Attention",

@@ -2,12 +2,14 @@
 
 The runs folder holds: dense and local (window 4) on passkey, seeds 0 and 1 (completed); three sweep
 trials of local in a study stored as the sweep command stores it (two complete, one pruned); a failed
-run whose variant name and error are HTML; a record whose summary.json is not JSON; and a
-`bench-variants` CSV of dense and local at three lengths.
+run whose variant name and error are HTML; a record whose summary.json is not JSON; a
+`bench-variants` CSV of dense and local at three lengths; and a tiny softmax saturation study at
+saturation/quick, made by the study runner itself (`saturation_dir`, also used on its own).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -23,7 +25,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from analysis import build_report
-from experiments import bench
+from experiments import bench, saturation
 from experiments import config as configs
 from experiments.cli import start_record
 from experiments.train import train
@@ -34,6 +36,13 @@ TINY = {
     "train": {"steps": 20, "batch_size": 16, "eval_every": 10, "checkpoint_every": 10, "log_every": 5},
 }
 STUDY = "local-passkey-tiny"
+# Every study of `make saturation` at toy sizes: 20 runs of 20 steps, 32 rows of init statistics.
+SATURATION = dataclasses.replace(
+    saturation.SETTINGS["quick"], name="quick", head_dims=(8, 64), key_counts=(16, 256), temperatures=(0.5, 2.0),
+    samples=64, dynamics_head_dims=(8, 16), seeds=(0,), steps=20, batch_size=8, eval_every=10, additive_hidden_dim=8,
+    learning_rates=(1e-3, 1e-1), lr_seeds=(0,), fading_key_counts=(2, 16, 256), length_seeds=(0,), length_steps=20,
+    train_length=12, eval_lengths=(24,), seq_len=12, model={"dim": 16, "depth": 1, "heads": 2},
+)
 EVIL_NAME = "<script>alert(1)</script>"
 EVIL_ERROR = "<img src=x onerror=alert(2)>"
 CORRUPT_RUN = "20260101-000000-broken-passkey-s0-0000"
@@ -110,7 +119,18 @@ def _once(tmp_path_factory, name: str, build) -> Path:
     return folder
 
 
-def _make_runs(runs: Path) -> None:
+def _make_saturation(folder: Path) -> None:
+    torch.set_num_threads(1)
+    saturation.run(SATURATION, folder / "saturation" / "quick", workers=1, quiet=True)
+
+
+@pytest.fixture(scope="session")
+def saturation_dir(tmp_path_factory) -> Path:
+    """A study folder as `make saturation` writes it (RUNS_DIR/saturation/quick), tables and figures included."""
+    return _once(tmp_path_factory, "saturation-study", _make_saturation) / "saturation" / "quick"
+
+
+def _make_runs(runs: Path, saturation_dir: Path) -> None:
     torch.set_num_threads(1)
     for variant, options in (("dense", {}), ("local", {"window": 4})):
         for seed in (0, 1):
@@ -123,11 +143,12 @@ def _make_runs(runs: Path) -> None:
     bench.run(specs=["dense", "local:window=16"], kernels=["auto"], lengths=[256, 512, 1024], causal_modes=[True],
               batch=1, heads=2, head_dim=32, repeats=1, budget=5.0, device=torch.device("cpu"),
               out_dir=runs / "bench", quiet=True)
+    shutil.copytree(saturation_dir, runs / "saturation" / "quick")
 
 
 @pytest.fixture(scope="session")
-def runs_dir(tmp_path_factory) -> Path:
-    return _once(tmp_path_factory, "analysis-runs", _make_runs)
+def runs_dir(tmp_path_factory, saturation_dir) -> Path:
+    return _once(tmp_path_factory, "analysis-runs", lambda runs: _make_runs(runs, saturation_dir))
 
 
 @pytest.fixture(scope="session")

@@ -194,7 +194,7 @@ def test_the_sweep_section_lists_the_trials_best_settings_and_importances(report
 def test_each_runs_provenance_command_reproduces_its_config(report, runs_dir):
     provenance = _table(report, "provenance")
     assert set(provenance["run"]) == {path.name for path in runs_dir.iterdir() if path.name not in
-                                      ("bench", "sweeps", CORRUPT_RUN)}
+                                      ("bench", "sweeps", "saturation", CORRUPT_RUN)}
     for row in provenance.itertuples():
         words = shlex.split(row.command)
         assert words[:2] == ["make", "experiment"]
@@ -242,12 +242,12 @@ def test_a_folder_that_is_not_a_report_is_never_replaced(tmp_path):
 def test_a_new_section_is_one_registered_function(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "SECTIONS", list(registry.SECTIONS))
 
-    @analysis.section("saturation", "Softmax saturation")
-    def saturation(context):
+    @analysis.section("example", "Example")
+    def example(context):
         return [Text(f"{len(context.runs)} runs <checked>")]
 
-    with pytest.raises(ValueError, match=r"^Report section 'saturation' is already registered"):
-        analysis.section("saturation", "Again")(saturation)
+    with pytest.raises(ValueError, match=r"^Report section 'example' is already registered"):
+        analysis.section("example", "Again")(example)
     (tmp_path / "runs").mkdir()
-    page = build_report(tmp_path / "runs", tmp_path / "reports", name="with-saturation").read_text()
-    assert '<section id="saturation"><h2>Softmax saturation</h2><p>0 runs &lt;checked&gt;</p></section>' in page
+    page = build_report(tmp_path / "runs", tmp_path / "reports", name="with-example").read_text()
+    assert '<section id="example"><h2>Example</h2><p>0 runs &lt;checked&gt;</p></section>' in page

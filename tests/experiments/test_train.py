@@ -169,3 +169,20 @@ def test_the_last_evaluation_is_never_pruned(tmp_path):
     config = tiny_config()
     summary = train(config, new_record(tmp_path, config), quiet=True, should_prune=lambda step, accuracy: step == 40)
     assert summary["status"] == "completed" and summary["tags"] == {}
+
+
+def test_a_head_dim_apart_from_the_model_width_sizes_q_k_and_v():
+    model = {"dim": 30, "depth": 1, "heads": 2, "head_dim": 48}
+    overrides = {"variant": {}, "task": dict(TINY["task"]), "model": model, "train": {}}
+    config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=0, device="cpu",
+                             overrides=overrides)
+    assert config.model.attention_head_dim == 48  # dim 30 need not be a multiple of heads any more
+    model = Transformer(config.model, vocab_size=9, num_classes=4, max_len=12, variant="dense", variant_options={})
+    block = model.blocks[0]
+    assert tuple(block.qkv.weight.shape) == (3 * 2 * 48, 30) and tuple(block.out.weight.shape) == (30, 2 * 48)
+    q, k, v = block.heads_qkv(torch.randn(3, 12, 30))
+    assert q.shape == k.shape == v.shape == (3, 2, 12, 48)
+    assert model(torch.randint(0, 9, (3, 12))).shape == (3, 12, 4)
+    with pytest.raises(configs.OptionError, match="'head_dim' got 0"):
+        configs.resolve(variant="dense", task="passkey", profile="quick", seed=0, device="cpu",
+                        overrides={**overrides, "model": {**model, "head_dim": 0}})

@@ -16,6 +16,9 @@ EXTRA_OPTIONS = {
     "sparse": [{"pattern": "strided", "stride": 6}, {"pattern": "fixed", "stride": 8, "summary": 3},
                {"pattern": "longformer", "window": 5, "num_global": 2},
                {"pattern": "bigbird", "block_size": 3, "num_global_blocks": 1, "num_random_blocks": 2, "seed": 7}],
+    "qknorm": [{"norm": "rms"}],
+    "softcap": [{"cap": 2.0}],
+    "ssmax": [{"length_scale": 1.5, "fixed": True}],
 }
 
 HEADS, HEAD_DIM = 3, 8

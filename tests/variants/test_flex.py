@@ -39,7 +39,9 @@ def test_flex_claims_every_per_pair_score_and_every_layout():
                      "relative", "relative-kind=shaw-max_distance=3", "relative-kind=t5-num_buckets=8-max_distance=12",
                      "relative-kind=rope", "local-window=1", "local-window=20", "sparse-pattern=strided-stride=6",
                      "sparse-pattern=fixed-stride=8-summary=3", "sparse-pattern=longformer-window=5-num_global=2",
-                     "sparse-pattern=bigbird-block_size=3-num_global_blocks=1-num_random_blocks=2-seed=7"):
+                     "sparse-pattern=bigbird-block_size=3-num_global_blocks=1-num_random_blocks=2-seed=7",
+                     "qknorm", "qknorm-norm=rms", "softcap", "softcap-cap=2.0", "ssmax",
+                     "ssmax-length_scale=1.5-fixed=True"):
         assert expected in claimed, expected
     assert not any(case_id(case).startswith("additive") for case in FLEX_CASES)  # w^T tanh(...) is not per pair
 
@@ -172,9 +174,11 @@ def test_auto_never_picks_flex_or_xformers_on_cpu():
 def test_auto_on_cuda_picks_flex_for_scores_and_layouts_and_sdpa_for_plain_dot_products():
     picks = {case_id(case): kernels.choose(create(*case), CUDA).name for case in variant_cases()}
     assert picks["dense"] == picks["unscaled"] == picks["relative-kind=rope"] == "sdpa"
+    assert picks["qknorm"] == picks["qknorm-norm=rms"] == "sdpa"  # q and k normalised in prepare, then q.k
     for name in ("local", "local-window=20", "sparse", "sparse-pattern=bigbird-block_size=3-num_global_blocks=1-"
                  "num_random_blocks=2-seed=7", "relative", "relative-kind=t5-num_buckets=8-max_distance=12",
-                 "relative-kind=shaw-max_distance=3"):
+                 "relative-kind=shaw-max_distance=3", "softcap", "softcap-cap=2.0", "ssmax",
+                 "ssmax-length_scale=1.5-fixed=True"):
         assert picks[name] == "flex", name
     assert picks["additive"] == "chunked"
     if not xformers_kernel.available():

@@ -11,7 +11,8 @@ import variants
 
 
 def test_the_issue_variants_are_registered():
-    assert {"dense", "unscaled", "temperature", "additive", "relative"} <= set(variants.list_variants())
+    issue_variants = {"dense", "unscaled", "temperature", "additive", "relative", "qknorm", "softcap", "ssmax"}
+    assert issue_variants <= set(variants.list_variants())
     assert variants.list_variants("t*") == ["temperature"]
 
 
@@ -46,6 +47,10 @@ def test_unknown_variant_names_the_closest_match_and_the_list():
         ("additive", {"hidden_dim": 0}, ["'hidden_dim'", "0", ">= 1"]),
         ("additive", {"hidden_dim": 2.5}, ["'hidden_dim'", "2.5", "integer"]),
         ("dense", {"window": 3}, ["'window'", "no option", "none"]),
+        ("qknorm", {"norm": "batch"}, ["'norm'", "'batch'", "'layer'", "'rms'"]),
+        ("softcap", {"cap": 0}, ["'cap'", "0", "> 0"]),
+        ("softcap", {"cap": "hot"}, ["'cap'", "'hot'", "a number"]),
+        ("ssmax", {"length_scale": -1}, ["'length_scale'", "-1", "> 0"]),
     ],
 )
 def test_bad_options_get_one_sentence_naming_option_value_and_accepted(name, options, expected):
@@ -76,6 +81,9 @@ def test_backends_are_checked_by_name_and_capability():
         variants.create("additive", num_heads=2, head_dim=4, backend="sdpa")
     with pytest.raises(ValueError, match="cannot run variant 'relative_shaw_d16'"):
         variants.create("relative", num_heads=2, head_dim=4, backend="sdpa", kind="shaw")
+    for name, described in (("softcap", "softcap_c50"), ("ssmax", "ssmax_s0.43")):  # not scale * q.k + bias
+        with pytest.raises(ValueError, match=f"Backend 'sdpa' cannot run variant '{described}'.*'flex', 'chunked'"):
+            variants.create(name, num_heads=2, head_dim=4, backend="sdpa")
 
 
 def test_inputs_that_do_not_fit_the_module_are_named():
@@ -114,6 +122,12 @@ def test_registering_a_name_twice_raises():
         ("relative", {"kind": "shaw"}, "relative_shaw_d16"),
         ("relative", {"kind": "rope"}, "relative_rope"),
         ("additive", {}, "additive_h4"),
+        ("qknorm", {}, "qknorm_layer"),
+        ("qknorm", {"norm": "rms"}, "qknorm_rms"),
+        ("softcap", {}, "softcap_c50"),
+        ("softcap", {"cap": 2}, "softcap_c2"),
+        ("ssmax", {}, "ssmax_s0.43"),
+        ("ssmax", {"length_scale": 1.5, "fixed": True}, "ssmax_s1.5_fixed"),
     ],
 )
 def test_describe_gives_self_describing_names(name, options, expected):

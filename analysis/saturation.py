@@ -1,0 +1,235 @@
+"""Softmax saturation at initialisation: why attention divides q.k by sqrt(d_k), measured.
+
+With q and k drawn N(0, I_d) (d = head_dim) the dot product q.k has mean 0 and variance d. Unscaled, the
+logits of one query spread over about sqrt(d) units, the softmax puts nearly all its weight on one key, and
+its Jacobian diag(p) - p p^T, through which every gradient reaches the logits, shrinks towards 0. Dividing
+by sqrt(d) gives the logits unit variance again; a temperature tau divides by tau sqrt(d).
+
+    >>> import torch
+    >>> from analysis.saturation import init_stats, init_table, fading_table
+    >>> init_stats(1024, 16, scale=1.0, dtype=torch.float32, samples=256, seed=0)["frac_max_above_0.99"]
+    >>> table = init_table([16, 64, 256, 1024], [16, 256, 4096], [0.5, 2.0], samples=256, seed=0)
+    >>> table.to_csv("runs/saturation/init.csv", index=False)
+    >>> fading_table([16, 256, 4096], strong_logit=2.0, length_scales=[0.5])
+
+Draws. Sample i draws its query q_i (d values), then n standard normals z_ij (n = num_keys), in float64,
+from one torch.Generator seeded with `seed`, sample after sample. Its dot products are q_i.k_ij =
+|q_i| z_ij: given q, the products q.k_j of independent keys k_j ~ N(0, I_d) are independent N(0, |q|^2)
+(the keys' law is rotation invariant), so this is exactly the law of drawing the keys, at d + n normals
+per sample instead of n d (drawing the keys at d = 1024, n = 4096 and 256 samples is 2^30 normals, about
+40 s on one core). From |q_i| (of q_i cast to `dtype`) times z_ij on, everything is computed in `dtype`;
+in float32 a dot product is thus rounded once rather than summed over d float32 terms, a relative
+difference of order 1e-7 in the logits. The draws depend on neither the scale, the dtype nor the chunking
+(chunks hold at most CHUNK_ELEMENTS logits), so the rows of a table compare on common random numbers.
+
+Statistics, each the mean over samples with its Monte-Carlo standard error `<name>_se` (the standard
+deviation over samples over sqrt(samples): samples are independent, the keys of one sample share its query):
+
+- `qk_variance`: the mean of (q.k_j)^2 over a sample's keys (q.k has mean 0), unscaled; its closed form is d.
+- `max_weight`: the largest weight max_j p_j.
+- `frac_max_above_0.99`: whether the largest weight exceeds 0.99 (so the mean is a fraction of samples).
+- `entropy_over_log_n`: the entropy H(p) in nats over log n, 1 for uniform weights (NaN when n = 1).
+- `jacobian_norm`: the spectral norm of diag(p) - p p^T, 1/n for uniform weights, 0 for one-hot ones.
+- `frac_grad_below_1e-10`: the fraction of keys whose derivative p_j (1 - p_j) is below 1e-10, in dtype:
+  in float32, 1 - p is 0 for p within 6e-8 of 1, so saturated rows lose their largest gradient earlier.
+
+`fading_table` is study D's synthetic part: one strong logit among n - 1 zeros, whose weight plain
+softmax lets fade as n grows, against SSMax (Nakanishi 2025, "Scalable-Softmax Is Superior for
+Attention"), which multiplies the logits by s log n and so keeps it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+KEY_COLUMNS = ("normalisation", "temperature", "head_dim", "num_keys", "dtype")
+STATISTICS = ("qk_variance", "max_weight", "frac_max_above_0.99", "entropy_over_log_n", "jacobian_norm",
+              "frac_grad_below_1e-10")
+COLUMNS = (*KEY_COLUMNS, *(name for statistic in STATISTICS for name in (statistic, f"{statistic}_se")))
+FADING_COLUMNS = ("normaliser", "length_scale", "num_keys", "strong_logit", "max_weight", "entropy_over_log_n")
+DTYPES = {torch.float32: "float32", torch.float64: "float64"}
+SATURATED_WEIGHT = 0.99
+VANISHING_DERIVATIVE = 1e-10
+CHUNK_ELEMENTS = 2**20  # logits per chunk, (samples, num_keys); the bisection holds a few such float64 tensors
+BISECTION_STEPS = 64  # the bracket is at most as wide as the root: 64 halvings pass float64's 53 bits
+
+
+def _integer(name: str, value: Any, minimum: int) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} {value!r} is not accepted; accepted: an integer >= {minimum}.")
+    return int(value)
+
+
+def _positive(name: str, value: Any, accepted: str = "a finite number > 0") -> float:
+    if (not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value)
+            or value <= 0):
+        raise ValueError(f"{name} {value!r} is not accepted; accepted: {accepted}.")
+    return float(value)
+
+
+def _dtype_name(dtype: Any) -> str:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not accepted; accepted: torch.float32 or torch.float64.")
+    return DTYPES[dtype]
+
+
+def entropy(p: Tensor) -> Tensor:
+    """The entropy -sum p log p in nats over the last dimension (0 log 0 = 0), in p's dtype."""
+    return -torch.special.xlogy(p, p).sum(dim=-1)
+
+
+def jacobian_norm(p: Tensor) -> Tensor:
+    """The spectral norm of the softmax Jacobian diag(p) - p p^T for each distribution p over the last
+    dimension, in float64, without building the n x n matrices.
+
+    The matrix is positive semi-definite, so its norm is its largest eigenvalue lambda, which lies in
+    [p_(2), p_(1)], between the two largest weights (interlacing), and between its largest diagonal
+    entry m = max_i p_i (1 - p_i) and its Gershgorin bound max_i p_i (1 - p_i) + p_i sum_(j != i) p_j,
+    about 2m. Off ties it is the root there of the secular equation 1 = sum_i p_i^2 / (p_i - lambda), whose
+    right side increases with lambda; bisecting a bracket no wider than lambda reaches float64's precision.
+    A tie p_(1) = p_(2) leaves an empty bracket: lambda = p_(1) (eigenvector e_1 - e_2). A single weight
+    (n = 1) has Jacobian 0."""
+    weights = p.to(torch.float64)
+    if weights.shape[-1] == 1:
+        return torch.zeros(weights.shape[:-1], dtype=torch.float64)
+    largest, second = weights.topk(2, dim=-1).values.split(1, dim=-1)  # p_(1), p_(2): (..., 1) each
+    squares = weights.square()
+    diagonal = weights - squares
+    gershgorin = diagonal + weights * (weights.sum(dim=-1, keepdim=True) - weights)
+    low = torch.maximum(second, diagonal.amax(dim=-1, keepdim=True))
+    high = torch.minimum(largest, gershgorin.amax(dim=-1, keepdim=True))
+    for _ in range(BISECTION_STEPS):
+        middle = (low + high) / 2
+        root_above = (squares / (weights - middle)).sum(dim=-1, keepdim=True) < 1
+        low, high = torch.where(root_above, middle, low), torch.where(root_above, high, middle)
+    return ((low + high) / 2).squeeze(-1)
+
+
+def _dot_products(generator: torch.Generator, head_dim: int, num_keys: int, count: int,
+                  dtype: torch.dtype) -> Tensor:
+    """The next `count` samples' unscaled dot products q.k_j = |q| z_j, (count, num_keys) in dtype."""
+    queries = torch.empty(count, head_dim, dtype=torch.float64)
+    normals = torch.empty(count, num_keys, dtype=torch.float64)
+    for query, row in zip(queries, normals, strict=True):  # sample by sample: the stream ignores chunking
+        query.normal_(generator=generator)
+        row.normal_(generator=generator)
+    lengths = torch.linalg.vector_norm(queries.to(dtype), dim=-1, keepdim=True)  # |q|: (count, 1)
+    return lengths * normals.to(dtype)
+
+
+def _per_sample(dot_products: Tensor, scale: float) -> dict[str, Tensor]:
+    """Each statistic of each sample, (count,) in float64, from its unscaled dot products (count, num_keys)."""
+    num_keys = dot_products.shape[-1]
+    weights = torch.softmax(scale * dot_products, dim=-1)
+    largest = weights.amax(dim=-1)
+    values = {
+        "qk_variance": dot_products.square().mean(dim=-1),
+        "max_weight": largest,
+        "frac_max_above_0.99": largest > SATURATED_WEIGHT,
+        "entropy_over_log_n": entropy(weights) / math.log(num_keys),
+        "jacobian_norm": jacobian_norm(weights),
+        "frac_grad_below_1e-10": (weights * (1 - weights) < VANISHING_DERIVATIVE).sum(dim=-1) / num_keys,
+    }
+    return {name: value.to(torch.float64) for name, value in values.items()}
+
+
+def _mean_and_standard_error(values: Tensor) -> tuple[float, float]:
+    """The mean of independent samples and its standard error (NaN from a single sample)."""
+    if len(values) == 1:
+        return values.item(), math.nan
+    return values.mean().item(), values.std().item() / math.sqrt(len(values))
+
+
+def init_stats(head_dim: int, num_keys: int, *, scale: float, dtype: torch.dtype, samples: int,
+               seed: int) -> dict[str, Any]:
+    """One row of the saturation table: the statistics of softmax(scale * q.k_j) over `num_keys` keys,
+    for `samples` independent queries, drawn and computed as the module docstring describes.
+
+    `scale` 1 is "unscaled", 1/sqrt(head_dim) "scaled", 1/(tau sqrt(head_dim)) temperature tau; the row's
+    `normalisation` is "unscaled" when scale == 1 and "scaled" otherwise, its `temperature`
+    1/(scale sqrt(head_dim)). Keys are COLUMNS, in order."""
+    head_dim, num_keys = _integer("head_dim", head_dim, 1), _integer("num_keys", num_keys, 1)
+    samples, seed = _integer("samples", samples, 1), _integer("seed", seed, 0)
+    scale = _positive("scale", scale, "a finite number > 0 (1 unscaled, 1/sqrt(head_dim) scaled)")
+    row: dict[str, Any] = {"normalisation": "unscaled" if scale == 1 else "scaled",
+                           "temperature": 1 / (scale * math.sqrt(head_dim)), "head_dim": head_dim,
+                           "num_keys": num_keys, "dtype": _dtype_name(dtype)}
+
+    generator = torch.Generator().manual_seed(seed)
+    chunk = max(1, CHUNK_ELEMENTS // num_keys)
+    per_sample: dict[str, list[Tensor]] = {name: [] for name in STATISTICS}
+    for start in range(0, samples, chunk):
+        dot_products = _dot_products(generator, head_dim, num_keys, min(chunk, samples - start), dtype)
+        for name, values in _per_sample(dot_products, scale).items():
+            per_sample[name].append(values)
+    for name in STATISTICS:
+        row[name], row[f"{name}_se"] = _mean_and_standard_error(torch.cat(per_sample[name]))
+    return row
+
+
+def init_table(head_dims: Iterable[int], key_counts: Iterable[int], temperatures: Iterable[float], *,
+               dtypes: Iterable[torch.dtype] = (torch.float32, torch.float64), samples: int, seed: int,
+               quiet: bool = False) -> pd.DataFrame:
+    """`init_stats` over a grid, one row per (normalisation, temperature, head_dim, num_keys, dtype):
+    for every head_dim d and key count, "unscaled" (scale 1, temperature 1/sqrt(d)), "scaled" (scale
+    1/sqrt(d), temperature 1) and "temperature" for each tau in `temperatures` other than 1 (scale
+    1/(tau sqrt(d))). Every row draws from the same `seed`. Columns are COLUMNS, in order; `attrs` holds
+    `samples` and `seed`. A progress bar counts rows unless `quiet`."""
+    head_dims = [_integer("head_dim", head_dim, 1) for head_dim in head_dims]
+    key_counts = [_integer("num_keys", num_keys, 1) for num_keys in key_counts]
+    temperatures = [_positive("temperature", temperature) for temperature in temperatures]
+    dtypes = list(dtypes)
+    for dtype in dtypes:
+        _dtype_name(dtype)
+
+    plan = []  # (normalisation, temperature, scale, head_dim, num_keys, dtype)
+    for head_dim in head_dims:
+        root = math.sqrt(head_dim)
+        normalisations = [("unscaled", 1 / root, 1.0), ("scaled", 1.0, 1 / root),
+                          *(("temperature", tau, 1 / (tau * root)) for tau in temperatures if tau != 1)]
+        plan += [(normalisation, temperature, scale, head_dim, num_keys, dtype) for num_keys in key_counts
+                 for normalisation, temperature, scale in normalisations for dtype in dtypes]
+
+    rows = []
+    with tqdm(total=len(plan), disable=quiet, unit="row", desc="init_table") as bar:
+        for normalisation, temperature, scale, head_dim, num_keys, dtype in plan:
+            bar.set_postfix_str(f"d={head_dim} n={num_keys} {normalisation} {DTYPES[dtype]}")
+            row = init_stats(head_dim, num_keys, scale=scale, dtype=dtype, samples=samples, seed=seed)
+            rows.append({**row, "normalisation": normalisation, "temperature": temperature})
+            bar.update()
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    table.attrs.update(samples=samples, seed=seed)
+    return table
+
+
+def fading_table(key_counts: Iterable[int], *, strong_logit: float, length_scales: Iterable[float]) -> pd.DataFrame:
+    """One logit `strong_logit` = a among n - 1 logits 0, for each n in `key_counts`: the largest weight and
+    the normalised entropy under "softmax" (largest weight e^a / (e^a + n - 1), fading as n grows) and
+    "ssmax" for each length scale s (logits times s log n: n^(s a) / (n^(s a) + n - 1), which stays
+    n / (2n - 1), about 1/2, when s a = 1). Weights come from torch.softmax in float64 over the logit
+    vectors. Columns are FADING_COLUMNS; `length_scale` is NaN for softmax."""
+    key_counts = [_integer("num_keys", num_keys, 2) for num_keys in key_counts]
+    if not isinstance(strong_logit, numbers.Real) or isinstance(strong_logit, bool) or not math.isfinite(strong_logit):
+        raise ValueError(f"strong_logit {strong_logit!r} is not accepted; accepted: a finite number.")
+    normalisers = [("softmax", math.nan), *(("ssmax", _positive("length_scale", scale)) for scale in length_scales)]
+
+    rows = []
+    for normaliser, length_scale in normalisers:
+        for num_keys in key_counts:
+            logits = torch.zeros(num_keys, dtype=torch.float64)
+            logits[0] = strong_logit
+            if normaliser == "ssmax":
+                logits *= length_scale * math.log(num_keys)
+            weights = torch.softmax(logits, dim=-1)
+            rows.append({"normaliser": normaliser, "length_scale": length_scale, "num_keys": num_keys,
+                         "strong_logit": float(strong_logit), "max_weight": weights.max().item(),
+                         "entropy_over_log_n": entropy(weights).item() / math.log(num_keys)})
+    return pd.DataFrame(rows, columns=list(FADING_COLUMNS))

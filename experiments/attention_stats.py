@@ -1,0 +1,196 @@
+"""Attention statistics per layer and head, on a fixed probe batch: what the saturation studies track.
+
+With `train.attention_stats=true` every evaluation (and one before the first step) adds, per layer and
+head, measured over the query rows that may see at least two keys (row i sees n_i keys):
+
+    entropy              mean entropy of a row's weights, in nats
+    entropy_over_log_n   mean of entropy / log(n_i): 1 for uniform weights, 0 for one-hot
+    max_weight           mean largest weight of a row
+    saturated_fraction   fraction of rows whose largest weight exceeds 0.99
+    logit_std            standard deviation of a row's logits over the keys it sees, mean over rows
+    logit_max_abs        largest |logit| over the attended pairs
+    grad_norm_q/k        norm of the probe loss's gradient reaching this head's rows of W_q and W_k
+    sigma                ||W_K W_Q^T||_2 * ||X X^T||_2 (Zhai et al. 2023), mean over the probe examples
+    entropy_bound        the lower bound on the entropy that sigma implies, mean over rows
+    bound_violations     rows whose measured entropy is below their bound: a check of the measurement, 0
+
+sigma and its bound: for a variant whose logits are `logit_scale() * q.k` (dense, unscaled, temperature,
+and the local and sparse layouts), the logit of a pair is x_i^T M x_j with x the block's normalised input
+extended by a constant 1 (which carries the q and k biases) and M = scale * W_Q^T W_K over that extended
+input. So |logit| <= ||M||_2 ||x_i|| ||x_j|| <= ||M||_2 ||X X^T||_2 = sigma, and a row's logits span at
+most 2 sigma. Zhai et al. bound the entropy from below by a function of sigma that falls exponentially
+fast; `entropy_lower_bound` is the tightest such function of (sigma, n): the least entropy of any
+softmax over n logits spanning at most 2 sigma. For other variants (q/k transforms, per-pair scores,
+additive scoring) sigma is reported for their q and k projections and the bound is NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from einops import rearrange
+
+from experiments import tasks
+from experiments.model import Transformer
+from variants.base import Attention
+from variants.kernels.reference import masked_softmax
+
+SATURATED = 0.99  # a row whose largest weight exceeds this is saturated
+PROBE_SIZE = 16  # examples of the eval set the statistics are measured on
+BOUND_CHUNK = 1 << 22  # two-level entropies evaluated at once by entropy_lower_bound
+STATISTICS = ("entropy", "entropy_over_log_n", "max_weight", "saturated_fraction", "logit_std", "logit_max_abs",
+              "grad_norm_q", "grad_norm_k", "sigma", "entropy_bound", "bound_violations")
+
+
+def entropy_lower_bound(sigma: torch.Tensor, num_keys: torch.Tensor) -> torch.Tensor:
+    """The least entropy (nats) of softmax(z) over `num_keys` logits z with max(z) - min(z) <= 2 * sigma,
+    elementwise over tensors that broadcast together (float64).
+
+    Those distributions are the polytope {p : min(p) >= exp(-2 sigma) max(p)}; entropy is concave, so its
+    minimum is at a vertex, and the vertices put weight a on k keys and a * exp(-2 sigma) on the other
+    n - k. The bound is the least of those n - 1 two-level entropies: with c = exp(-2 sigma),
+
+        H_k = log(k + (n - k) c) + 2 sigma (n - k) c / (k + (n - k) c).
+
+    k = 1 (one key stands out) is the minimum while n c is small; for large n c more keys at the top give
+    less entropy, so the one-key expression alone is not a lower bound there. 0 for n = 1.
+    """
+    sigma, num_keys = torch.broadcast_tensors(sigma.double(), num_keys.double())
+    shape, sigma, num_keys = sigma.shape, sigma.reshape(-1), num_keys.reshape(-1)
+    largest = int(num_keys.max()) if num_keys.numel() else 1
+    tops = torch.arange(1, max(largest, 2), dtype=torch.float64, device=sigma.device)  # k = 1 .. n_max - 1
+    bound = torch.empty_like(sigma)
+    chunk = max(1, BOUND_CHUNK // len(tops))  # rows per chunk: (chunk, n_max - 1) two-level entropies at once
+    for start in range(0, len(sigma), chunk):
+        spread = 2 * sigma[start : start + chunk, None]
+        keys = num_keys[start : start + chunk, None]
+        rest = (keys - tops) * torch.exp(-spread)  # (n - k) c
+        total = tops + rest
+        entropies = (torch.log(total) + spread * rest / total).masked_fill(tops >= keys, math.inf)  # k <= n - 1
+        bound[start : start + chunk] = entropies.min(dim=-1).values
+    return bound.masked_fill(num_keys <= 1, 0.0).reshape(shape)
+
+
+def _bilinear(attn: Attention, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, causal: bool) -> bool:
+    """Whether the variant's logits are `logit_scale() * q.k` of the unprepared q and k (sigma bounds them)."""
+    cls = type(attn)
+    return (cls.prepare is Attention.prepare and cls.logits is Attention.logits
+            and attn.score_mod(q, k, q_pos, causal) is None)
+
+
+def _sigma(block, x: torch.Tensor, scale: float | torch.Tensor) -> torch.Tensor:
+    """sigma per (example, head), (B, H): ||scale * W_Q^T W_K||_2 over the input extended by 1, times
+    ||X X^T||_2 = ||X||_2^2 of that input."""
+    heads = block.attn.num_heads
+    extended = torch.cat([block.qkv.weight, block.qkv.bias[:, None]], dim=1).double()  # (3 H d, dim + 1)
+    w_q, w_k = rearrange(extended, "(three h d) e -> three h d e", three=3, h=heads)[:2]  # (H, d, dim + 1)
+    scale = torch.as_tensor(scale, dtype=torch.float64).reshape(-1)  # (1,) or (H,)
+    product = torch.linalg.matrix_norm(w_q.transpose(1, 2) @ w_k, ord=2) * scale.abs()  # (H,)
+    normed = block.attn_norm(x).double()
+    inputs = torch.cat([normed, torch.ones_like(normed[..., :1])], dim=-1)  # (B, T, dim + 1)
+    gram = torch.linalg.matrix_norm(inputs, ord=2) ** 2  # (B,)
+    return gram[:, None] * product[None, :]
+
+
+def _head_gradients(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor) -> list[torch.Tensor]:
+    """Per layer, (2, H): the norms of the probe loss's gradient w.r.t. each head's rows of W_q and W_k.
+    Through autograd.grad, so the parameters' .grad (the optimiser's) is never touched."""
+    from experiments.train import scored_loss
+
+    weights = [block.qkv.weight for block in model.blocks]
+    loss = scored_loss(model(inputs), targets)
+    gradients = torch.autograd.grad(loss, weights)
+    norms = []
+    for block, gradient in zip(model.blocks, gradients, strict=True):
+        per_head = rearrange(gradient, "(three h d) e -> three h (d e)", three=3, h=block.attn.num_heads)[:2]
+        norms.append(per_head.double().norm(dim=-1))
+    return norms
+
+
+def _row_statistics(logits: torch.Tensor, allowed: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """Per row of (B, H, T, S) float64 logits: entropy, log n, largest weight, logit std, largest |logit|, n."""
+    weights = masked_softmax(logits, allowed)
+    seen = torch.ones_like(logits, dtype=torch.bool) if allowed is None else allowed.expand_as(logits)
+    count = seen.sum(-1)  # (B, H, T)
+    plogp = torch.where(weights > 0, weights * torch.log(weights.clamp_min(1e-300)), 0.0)
+    masked = logits.masked_fill(~seen, 0.0)
+    mean = masked.sum(-1) / count.clamp_min(1)
+    variance = ((masked - mean[..., None]) ** 2).masked_fill(~seen, 0.0).sum(-1) / count.clamp_min(1)
+    return {"entropy": -plogp.sum(-1), "count": count, "max_weight": weights.max(-1).values,
+            "logit_std": variance.sqrt(), "logit_max_abs": masked.abs().amax(-1)}
+
+
+@torch.no_grad()
+def _forward_statistics(model: Transformer, inputs: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+    causal = model.config.causal
+    x = model.embedded(inputs)
+    layers = []
+    for block in model.blocks:
+        q, k, _ = block.heads_qkv(x)  # (B, H, T, d)
+        attn = block.attn
+        positions = torch.arange(q.shape[2], device=q.device)
+        prepared_q, prepared_k = attn.prepare(q, k)
+        logits = attn.logits(prepared_q, prepared_k, positions, positions, causal).double()  # (B, H, T, T)
+        rows = _row_statistics(logits, attn.allowed(positions, positions, causal, None))
+        if _bilinear(attn, q, k, positions, causal):
+            sigma = _sigma(block, x, attn.logit_scale())  # (B, H)
+            rows["bound"] = entropy_lower_bound(sigma[..., None], rows["count"])  # (B, H, T)
+        else:
+            sigma = _sigma(block, x, 1.0 / math.sqrt(attn.head_dim))
+        rows["sigma"] = sigma
+        layers.append(rows)
+        x, _ = block(x, causal)
+    return layers
+
+
+def measure(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor) -> list[dict[str, Any]]:
+    """The statistics of every layer and head on (inputs, targets), one dict per (layer, head) with
+    `layer`, `head` and the STATISTICS. Leaves the model's mode, parameters and gradients as they were."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.autocast(inputs.device.type, enabled=False):
+            gradients = _head_gradients(model, inputs, targets)
+            layers = _forward_statistics(model, inputs)
+    finally:
+        model.train(was_training)
+    results = []
+    for layer, (rows, norms) in enumerate(zip(layers, gradients, strict=True)):
+        counted = rows["count"] >= 2  # (B, H, T): rows with a choice to make
+        per_row = counted.sum(dim=(0, 2)).clamp_min(1).double()  # (H,)
+
+        def mean(values: torch.Tensor, counted=counted, per_row=per_row) -> torch.Tensor:  # over counted rows
+            return torch.where(counted, values.double(), 0.0).sum(dim=(0, 2)) / per_row
+
+        log_n = torch.log(rows["count"].double().clamp_min(2))
+        statistics = {
+            "entropy": mean(rows["entropy"]),
+            "entropy_over_log_n": mean(rows["entropy"] / log_n),
+            "max_weight": mean(rows["max_weight"]),
+            "saturated_fraction": mean((rows["max_weight"] > SATURATED).double()),
+            "logit_std": mean(rows["logit_std"]),
+            "logit_max_abs": torch.where(counted, rows["logit_max_abs"], 0.0).amax(dim=(0, 2)),
+            "grad_norm_q": norms[0], "grad_norm_k": norms[1],
+            "sigma": rows["sigma"].mean(0),
+        }
+        if "bound" in rows:
+            statistics["entropy_bound"] = mean(rows["bound"])
+            # A bound above the measured entropy is a bug in one or the other (rounding aside).
+            below = rows["entropy"] < rows["bound"] - 1e-6 * (1 + rows["bound"])
+            statistics["bound_violations"] = (below & counted).sum(dim=(0, 2)).double()
+        for head in range(model.blocks[layer].attn.num_heads):
+            entry: dict[str, Any] = {"layer": layer, "head": head}
+            for name in STATISTICS:
+                entry[name] = float(statistics[name][head]) if name in statistics else None
+            if entry["bound_violations"] is not None:
+                entry["bound_violations"] = int(entry["bound_violations"])
+            results.append(entry)
+    return results
+
+
+def probe_batch(eval_set: tasks.Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed examples the statistics are measured on: the eval set's first PROBE_SIZE."""
+    return eval_set.inputs[:PROBE_SIZE], eval_set.targets[:PROBE_SIZE]
+

@@ -1,0 +1,238 @@
+"""`make saturation`: the softmax saturation studies, from the harness's own code.
+
+    attnlab saturation --setting quick     # under 10 minutes on a 2-core CPU
+    attnlab saturation --setting full      # the fuller grids: more dimensions, seeds, steps, learning rates
+
+Each study is a list of configs built with plain loops below; its runs are ordinary runs (with
+`train.attention_stats`) under `RUNS_DIR/saturation/<setting>/runs/`, named after what they are, so running
+the command again skips what finished and resumes what was interrupted. Then the tables and figures are
+written beside them (`analysis.saturation_study`), and `make report` shows them in its "Softmax
+saturation" section.
+
+A. At initialisation: q.k statistics over head dims and key counts, unscaled, scaled and at temperatures
+   (analysis.saturation.init_table) -> init_stats.csv.
+B. Training dynamics: one small model on one task (passkey, 32 tokens) with dense, unscaled, learned
+   temperature, qknorm, softcap and additive attention at head dims 16, 64 and 256 (model width fixed;
+   the q/k/v width follows the head dim), over seeds; attention statistics at every evaluation.
+C. Entropy collapse and the learning-rate proxy: dense and qknorm over learning rates spanning orders of
+   magnitude; sigma, the entropy and its lower bound per head at every evaluation.
+D. Fading with length: one strong logit among n (analysis.saturation.fading_table) -> fading.csv; and
+   dense, ssmax, learned temperature and ALiBi trained on passkey at one length and evaluated at longer
+   ones (no position embedding, so that only attention decides what happens at unseen lengths).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import multiprocessing
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from experiments import config as configs
+from experiments.records import RecordError, RunRecord
+
+TASK = "passkey"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The sizes of one setting of the studies."""
+
+    name: str
+    # A: at initialisation
+    head_dims: tuple[int, ...]
+    key_counts: tuple[int, ...]
+    temperatures: tuple[float, ...]
+    samples: int
+    # B: training dynamics
+    dynamics_head_dims: tuple[int, ...]
+    seeds: tuple[int, ...]
+    steps: int
+    batch_size: int
+    eval_every: int
+    additive_hidden_dim: int | None  # None: the head dim
+    # C: learning rates
+    learning_rates: tuple[float, ...]
+    lr_seeds: tuple[int, ...]
+    # D: fading with length
+    fading_key_counts: tuple[int, ...]
+    length_seeds: tuple[int, ...]
+    length_steps: int
+    train_length: int
+    eval_lengths: tuple[int, ...]
+    init_seed: int = 0  # A's draws
+    strong_logit: float = 5.0
+    length_scales: tuple[float, ...] = (0.2, 0.43)
+    seq_len: int = 32  # B and C
+    model: dict[str, Any] = field(default_factory=lambda: {"dim": 64, "depth": 2, "heads": 2})
+
+
+SETTINGS = {
+    "quick": Setting(
+        name="quick", head_dims=(16, 64, 256, 1024), key_counts=(16, 256, 4096),
+        temperatures=(0.25, 0.5, 2.0, 4.0), samples=256,
+        dynamics_head_dims=(16, 64, 256), seeds=(0, 1, 2), steps=150, batch_size=16, eval_every=10,
+        additive_hidden_dim=64,
+        learning_rates=(1e-4, 1e-3, 1e-2, 1e-1), lr_seeds=(0,),
+        fading_key_counts=tuple(2**power for power in range(1, 15)), length_seeds=(0,), length_steps=250,
+        train_length=64, eval_lengths=(128, 256, 512),
+    ),
+    "full": Setting(
+        name="full", head_dims=(16, 32, 64, 128, 256, 512, 1024), key_counts=(16, 64, 256, 1024, 4096),
+        temperatures=(0.25, 0.5, 2.0, 4.0), samples=2048,
+        dynamics_head_dims=(16, 64, 256), seeds=(0, 1, 2, 3, 4), steps=600, batch_size=32, eval_every=20,
+        additive_hidden_dim=None,
+        learning_rates=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), lr_seeds=(0, 1, 2),
+        fading_key_counts=tuple(2**power for power in range(1, 17)), length_seeds=(0, 1, 2), length_steps=800,
+        train_length=64, eval_lengths=(128, 256, 512, 1024, 2048, 4096),
+    ),
+}
+
+# B: (variant, options) at each head dim; the additive tanh layer's width is the setting's.
+DYNAMICS_VARIANTS = (("dense", {}), ("unscaled", {}), ("temperature", {"learnable": True}), ("qknorm", {}),
+                     ("softcap", {"cap": 5.0}), ("additive", {}))
+LR_VARIANTS = (("dense", {}), ("qknorm", {}))
+LR_HEAD_DIM = 64
+LENGTH_VARIANTS = (("dense", {}), ("ssmax", {}), ("temperature", {"learnable": True}), ("relative", {"kind": "alibi"}))
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    study: str  # "B", "C" or "D"
+    name: str  # the run folder's name: what the run is
+    config: configs.RunConfig
+
+
+def _config(variant: str, options: dict, seed: int, *, task: dict, model: dict, train: dict) -> configs.RunConfig:
+    return configs.resolve(variant=variant, task=TASK, profile="quick", seed=seed, device="cpu",
+                           overrides={"variant": dict(options), "task": task, "model": model,
+                                      "train": {"attention_stats": True, **train}})
+
+
+def plan(setting: Setting) -> list[PlannedRun]:
+    """Every training run of studies D, B and C, in the order they start: the longest first, so that the
+    workers finish together."""
+    task = {"seq_len": setting.seq_len, "num_buckets": 4, "eval_size": 128}
+    train = {"steps": setting.steps, "batch_size": setting.batch_size, "eval_every": setting.eval_every,
+             "checkpoint_every": 50, "warmup_steps": 20, "lr": 1e-3}
+    runs = []
+    length_task = {"seq_len": setting.train_length, "num_buckets": 4, "eval_size": 128,
+                   "eval_lengths": setting.eval_lengths}
+    for variant, options in LENGTH_VARIANTS:
+        for seed in setting.length_seeds:
+            # Evaluating every length is the cost here: twice (halfway and at the end), no statistics.
+            config = _config(variant, options, seed, task=length_task, model={**setting.model, "positions": "none"},
+                             train={**train, "steps": setting.length_steps, "eval_every": setting.length_steps // 2,
+                                    "attention_stats": False})
+            runs.append(PlannedRun("D", f"D-{configs.described_variant(config)}-s{seed}", config))
+    for head_dim in sorted(setting.dynamics_head_dims, reverse=True):
+        for variant, options in DYNAMICS_VARIANTS:
+            if variant == "additive":
+                options = {"hidden_dim": setting.additive_hidden_dim or head_dim}
+            for seed in setting.seeds:
+                config = _config(variant, options, seed, task=task, model={**setting.model, "head_dim": head_dim},
+                                 train=train)
+                runs.append(PlannedRun("B", f"B-{configs.described_variant(config)}-d{head_dim}-s{seed}", config))
+    for lr in setting.learning_rates:
+        for variant, options in LR_VARIANTS:
+            for seed in setting.lr_seeds:
+                config = _config(variant, options, seed, task=task,
+                                 model={**setting.model, "head_dim": LR_HEAD_DIM}, train={**train, "lr": lr})
+                name = f"C-{configs.described_variant(config)}-lr{configs.format_value(lr)}-s{seed}"
+                runs.append(PlannedRun("C", name, config))
+    return runs
+
+
+def _record(runs_dir: Path, planned: PlannedRun) -> RunRecord | None:
+    """The run's record, created or reopened; None when it already completed."""
+    path = runs_dir / planned.name
+    if not path.exists():
+        record = RunRecord.create(runs_dir, planned.name)
+        record.write_config(planned.config.to_dict())
+        return record
+    record = RunRecord.open(runs_dir, planned.name)
+    if record.read_config() != json.loads(configs.to_json(planned.config)):
+        raise RecordError(f"Run {planned.name!r} in {runs_dir} was made with other settings; accepted: the folder "
+                          "of this setting as this version of attnlab writes it (remove the run to redo it).")
+    if (path / "summary.json").exists() and record.read_summary()["status"] == "completed":
+        return None
+    return record
+
+
+def _train_one(runs_dir: str, planned: PlannedRun) -> dict[str, Any]:
+    """One run in a worker process (one thread: the workers share the cores)."""
+    from experiments.train import train
+
+    torch.set_num_threads(1)
+    record = RunRecord.open(Path(runs_dir), planned.name)
+    return train(planned.config, record, quiet=True, tags={"saturation": planned.study})
+
+
+def train_all(runs: list[PlannedRun], runs_dir: Path, *, workers: int, quiet: bool) -> list[str]:
+    """Train the runs not yet completed, `workers` at a time; returns the problems (run: status)."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    pending = [planned for planned in runs if _record(runs_dir, planned) is not None]
+    problems = []
+    bar = tqdm(total=len(runs), initial=len(runs) - len(pending), desc="saturation runs", unit="run",
+               disable=quiet, dynamic_ncols=True)
+
+    def finished(planned: PlannedRun, summary: dict[str, Any]) -> None:
+        if summary["status"] != "completed":
+            problems.append(f"{planned.name}: {summary['status']} ({summary['error']})")
+        bar.set_postfix_str(planned.name)
+        bar.update()
+
+    if workers == 1:
+        for planned in pending:
+            finished(planned, _train_one(str(runs_dir), planned))
+    else:
+        context = multiprocessing.get_context("spawn")  # fresh interpreters: no inherited thread pools
+        with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = {pool.submit(_train_one, str(runs_dir), planned): planned for planned in pending}
+            for future in concurrent.futures.as_completed(futures):
+                finished(futures[future], future.result())
+    bar.close()
+    return problems
+
+
+def setting_named(name: str) -> Setting:
+    if name not in SETTINGS:
+        raise ValueError(f"Saturation setting {name!r} is unknown; accepted: {', '.join(SETTINGS)}.")
+    return SETTINGS[name]
+
+
+def run(setting: Setting, out_dir: Path, *, workers: int, quiet: bool) -> int:
+    """All four studies of a setting into `out_dir` (RUNS_DIR/saturation/<setting name>)."""
+    from analysis import saturation, saturation_study
+    from experiments.files import atomic_write_text
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runs = plan(setting)  # resolved before anything trains: a bad config costs nothing
+    described = json.dumps(dataclasses.asdict(setting), indent=2) + "\n"
+    saved = out_dir / "setting.json"
+    if not (out_dir / "init_stats.csv").exists() or not saved.exists() or saved.read_text() != described:
+        table = saturation.init_table(setting.head_dims, setting.key_counts, setting.temperatures,
+                                      samples=setting.samples, seed=setting.init_seed, quiet=quiet)
+        atomic_write_text(out_dir / "init_stats.csv", table.to_csv(index=False))
+        atomic_write_text(saved, described)  # after the table it describes
+    fading = saturation.fading_table(setting.fading_key_counts, strong_logit=setting.strong_logit,
+                                     length_scales=setting.length_scales)
+    atomic_write_text(out_dir / "fading.csv", fading.to_csv(index=False))
+    problems = train_all(runs, out_dir / "runs", workers=workers, quiet=quiet)
+    written = saturation_study.write(out_dir)
+    for problem in problems:
+        print(f"run {problem}", file=sys.stderr)
+    print(f"wrote {len(written)} tables and figures under {out_dir}/")
+    return 1 if problems else 0
+
+
+def default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))

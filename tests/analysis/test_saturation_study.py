@@ -1,0 +1,253 @@
+"""The saturation studies read back: derived tables against a recomputation from the run records, findings
+that follow the data, the files `make saturation` leaves, and the report section.
+
+All tests share the tiny study the real runner makes once per session (`saturation_dir`, conftest.py).
+"""
+
+import json
+import math
+import re
+import shutil
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from analysis import build_report, saturation_study
+from analysis import figures as style
+from analysis.render import Figure, Table, Text
+from analysis.saturation import SATURATED_WEIGHT, VANISHING_DERIVATIVE
+from analysis.saturation_study import NOISE, THRESHOLD
+from experiments.attention_stats import SATURATED
+
+NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:e([-+]?\d+))?(?!\w)")
+
+
+@pytest.fixture(scope="module")
+def study(saturation_dir):
+    return saturation_study.load(saturation_dir)
+
+
+def _records(saturation_dir, part):
+    """(config, summary, eval lines) of each run of one study, read with json alone."""
+    records = []
+    for folder in sorted((saturation_dir / "runs").iterdir()):
+        summary = json.loads((folder / "summary.json").read_text())
+        if summary["tags"].get("saturation") == part:
+            lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+            records.append((json.loads((folder / "config.json").read_text()), summary,
+                            [line for line in lines if line["kind"] == "eval"]))
+    return records
+
+
+def test_steps_to_accuracy_agree_with_the_eval_lines_of_each_run(study, saturation_dir):
+    expected = []
+    for config, summary, evals in _records(saturation_dir, "B"):
+        steps = config["train"]["steps"]
+        reached = [line["step"] for line in evals if line["eval_accuracy"] >= THRESHOLD]
+        early = [line["eval_accuracy"] for line in evals if line["step"] <= steps / 2]
+        expected.append({"run_id": summary["run_id"], "variant_name": summary["variant_name"],
+                         "head_dim": config["model"]["head_dim"], "seed": config["seed"],
+                         "steps_to_threshold": float(reached[0]) if reached else math.nan,
+                         "final_accuracy": evals[-1]["eval_accuracy"], "early_accuracy": sum(early) / len(early)})
+    assert len(expected) == 12  # 6 variants x head dims 8 and 16 x seed 0
+    table = study.steps_to_accuracy[list(expected[0])].sort_values("run_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(table, pd.DataFrame(expected).sort_values("run_id").reset_index(drop=True),
+                                  check_dtype=False)
+
+
+def test_learning_rates_agree_with_the_attention_statistics_of_each_run(study, saturation_dir):
+    expected = []
+    for config, summary, evals in _records(saturation_dir, "C"):
+        heads = [entry for line in evals for entry in line["attention"]]
+        bounded = [entry for entry in heads if entry["entropy_bound"] is not None]
+        expected.append({
+            "run_id": summary["run_id"], "variant_name": summary["variant_name"], "lr": config["train"]["lr"],
+            "final_loss": evals[-1]["eval_loss"], "final_accuracy": evals[-1]["eval_accuracy"],
+            "max_logit_abs": max(entry["logit_max_abs"] for entry in heads),
+            "min_entropy_over_log_n": min(entry["entropy_over_log_n"] for entry in heads),
+            "max_sigma": max(entry["sigma"] for entry in heads), "bound_checks": len(bounded),
+            "max_entropy_bound": max(entry["entropy_bound"] for entry in bounded) if bounded else math.nan,
+            "bound_violations": sum(entry["bound_violations"] for entry in bounded) if bounded else math.nan,
+        })
+    assert len(expected) == 4  # dense and qknorm x 2 learning rates
+    table = study.learning_rates[list(expected[0])].sort_values("run_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(table, pd.DataFrame(expected).sort_values("run_id").reset_index(drop=True),
+                                  check_dtype=False)
+    dense = table[table["variant_name"] == "dense"]
+    assert (dense["bound_checks"] > 0).all() and (dense["bound_violations"] == 0).all()
+
+
+def test_dynamics_hold_every_head_at_every_evaluation_with_its_run(study, saturation_dir):
+    rows = 0
+    for part in "BCD":
+        for config, summary, evals in _records(saturation_dir, part):
+            frame = study.dynamics[study.dynamics["run_id"] == summary["run_id"]]
+            entries = [(line["step"], entry) for line in evals for entry in line.get("attention", [])]
+            rows += len(entries)
+            assert len(frame) == len(entries) == (len(evals) * 2 if part in "BC" else 0)  # 1 layer, 2 heads
+            for step, entry in entries:
+                row = frame[(frame["step"] == step) & (frame["layer"] == entry["layer"])
+                            & (frame["head"] == entry["head"])]
+                assert row["entropy"].item() == entry["entropy"] and row["grad_norm_q"].item() == entry["grad_norm_q"]
+            assert (frame["part"] == part).all() and (frame["lr"] == config["train"]["lr"]).all()
+    assert len(study.dynamics) == rows
+    # D runs (trained without attention statistics) leave head_dim to the model: dim 16 over 2 heads.
+    assert set(study.runs.loc[study.runs["part"] == "D", "head_dim"]) == {8}
+
+
+def test_lengths_come_from_the_summaries_with_the_training_length_first(study, saturation_dir):
+    expected = [{"run_id": summary["run_id"], "length": entry["length"], "accuracy": entry["accuracy"],
+                 "trained": index == 0}
+                for _, summary, _ in _records(saturation_dir, "D")
+                for index, entry in enumerate(summary["accuracy_by_length"])]
+    assert {row["length"] for row in expected if row["trained"]} == {12}
+    table = study.lengths[["run_id", "length", "accuracy", "trained"]]
+    assert table.sort_values(["run_id", "length"]).to_dict("records") == sorted(
+        expected, key=lambda row: (row["run_id"], row["length"]))
+
+
+def _numbers(text):
+    """(value, tolerance) of every number written in the text: half a unit of its last digit."""
+    text = re.sub(r"et al\. \(\d{4}\)", "et al.", text)  # a citation's year is not a measurement
+    found = []
+    for mantissa, exponent in NUMBER.findall(text):
+        decimals = len(mantissa.partition(".")[2])
+        scale = 10.0 ** int(exponent or 0)
+        found.append((float(mantissa) * scale, 0.5 * 10.0**-decimals * scale * (1 + 1e-9)))
+    return found
+
+
+def _candidates(study):
+    """Every value the findings may state: table cells, their means over seeds, counts and totals,
+    the setting, and the thresholds the text names; percentages as x100."""
+    speed = saturation_study.learning_speed(study)
+    frames = [study.init, study.fading, study.steps_to_accuracy, speed, study.learning_rates, study.lengths,
+              study.learning_rates.groupby(["variant_name", "lr"]).mean(numeric_only=True),
+              study.lengths.groupby(["variant_name", "length"]).mean(numeric_only=True),
+              study.runs.select_dtypes("number")]
+    values = [float(value) for frame in frames for value in frame.select_dtypes("number").to_numpy().ravel()]
+    values += list(study.learning_rates[["bound_checks", "bound_violations"]].sum())
+    values += [len(study.steps_to_accuracy), len(study.learning_rates), study.lengths["run_id"].nunique()]
+    values += [value for field in vars(study.setting).values()
+               for value in (field if isinstance(field, tuple) else [field]) if isinstance(value, (int, float))]
+    values += [THRESHOLD, NOISE, SATURATED, SATURATED_WEIGHT, VANISHING_DERIVATIVE, 0, 1]
+    values = [value for value in values if math.isfinite(value)]
+    return values + [100 * value for value in values]
+
+
+def test_every_number_in_the_findings_is_recomputable_from_the_tables(study):
+    candidates = _candidates(study)
+    sentences = saturation_study.findings(study)
+    assert [sentence[:8] for sentence in sentences].count("Study A ") >= 4
+    assert any(sentence.startswith("Study B") for sentence in sentences)
+    assert any(sentence.startswith("Study C") for sentence in sentences)
+    assert any(sentence.startswith("Study D, synthetic") for sentence in sentences)
+    assert any(sentence.startswith("Study D, trained") for sentence in sentences)
+    for sentence in sentences:
+        for value, tolerance in _numbers(sentence):
+            assert any(abs(candidate - value) <= tolerance for candidate in candidates), (value, sentence)
+
+
+def test_the_entropy_bound_is_checked_at_every_dense_head_and_never_violated(study, saturation_dir):
+    checks = violations = 0
+    for _, _, evals in _records(saturation_dir, "C"):
+        for entry in (entry for line in evals for entry in line["attention"] if entry["entropy_bound"] is not None):
+            checks += 1
+            violations += entry["bound_violations"]
+            assert entry["entropy_bound"] <= entry["entropy"] + 1e-9
+    assert checks > 0 and violations == 0
+    text = " ".join(saturation_study.findings(study))
+    assert f"was checked at {checks} (evaluation, layer, head) points of the dense runs" in text
+    assert "; 0 rows had an entropy below their bound (as it must be" in text
+
+
+def test_a_stated_number_follows_its_csv_and_missing_studies_say_how_to_make_them(tmp_path, saturation_dir):
+    for name in ("setting.json", "init_stats.csv"):
+        shutil.copy(saturation_dir / name, tmp_path / name)
+    table = pd.read_csv(tmp_path / "init_stats.csv")
+    cell = ((table["normalisation"] == "unscaled") & (table["head_dim"] == table["head_dim"].max())
+            & (table["num_keys"] == table["num_keys"].max()) & (table["dtype"] == "float32"))
+    before = " ".join(saturation_study.findings(saturation_study.load(tmp_path)))
+    assert "0.12346 ± 0.00079" not in before
+    table.loc[cell, ["max_weight", "max_weight_se", "frac_max_above_0.99"]] = [0.123456, 0.00079, 0.25]
+    table.to_csv(tmp_path / "init_stats.csv", index=False)
+
+    sentences = saturation_study.findings(saturation_study.load(tmp_path))
+    assert ("at d_k = 64 and n = 256 unscaled attention puts a mean largest weight of 0.12346 ± 0.00079 on one key "
+            "and 25.0% of rows above 0.99") in sentences[0]
+    assert sentences[0].startswith("Study A (init_stats.csv: 64 samples per cell, seed 0, float32)")
+    for study_name in ("Study B (training dynamics)", "Study C (entropy collapse over learning rates)",
+                       "Study D, synthetic (fading with n)", "Study D (length generalisation)"):
+        missing = next(sentence for sentence in sentences if sentence.startswith(study_name))
+        assert "`make saturation`" in missing
+
+
+def test_unreadable_pieces_are_skipped_with_their_reason(tmp_path, saturation_dir):
+    folder = tmp_path / "quick"
+    shutil.copytree(saturation_dir, folder, ignore=shutil.ignore_patterns("checkpoint.pt", "*.png"))
+    (folder / "fading.csv").write_text("normaliser,num_keys\nsoftmax,2\n")
+    (folder / "runs" / "B-dense-d8-s0" / "metrics.jsonl").write_text('{"kind": "eval", "step": ')
+    (folder / "runs" / "C-dense-lr0.1-s0" / "summary.json").write_text("{")
+    summary = json.loads((folder / "runs" / "D-dense-s0" / "summary.json").read_text())
+    (folder / "runs" / "D-dense-s0" / "summary.json").write_text(json.dumps({**summary, "status": "running"}))
+
+    study = saturation_study.load(folder)
+    reasons = {entry["run"]: entry["reason"] for entry in study.skipped}
+    assert reasons["fading.csv"].startswith("lacks the columns")
+    assert reasons["runs/B-dense-d8-s0"].startswith("metrics.jsonl unreadable")
+    assert "summary.json" in reasons["runs/C-dense-lr0.1-s0"]
+    assert reasons["runs/D-dense-s0"].startswith("status running: left out of the tables")
+    assert study.fading is None
+    assert "B-dense-d8-s0" not in set(study.steps_to_accuracy["run_id"]) and len(study.steps_to_accuracy) == 11
+    assert "C-dense-lr0.1-s0" not in set(study.learning_rates["run_id"]) and len(study.learning_rates) == 3
+    assert "D-dense-s0" not in set(study.lengths["run_id"])
+    assert any(sentence.startswith("Study B (11 runs B-*") for sentence in saturation_study.findings(study))
+    assert any(sentence.startswith("Study D, synthetic (fading with n): no fading.csv")
+               for sentence in saturation_study.findings(study))
+
+
+def test_make_saturation_leaves_tables_figures_and_findings_in_the_study_folder(study, saturation_dir):
+    for name, table in (("steps_to_accuracy", study.steps_to_accuracy), ("learning_rates", study.learning_rates),
+                        ("lengths", study.lengths), ("dynamics", study.dynamics)):
+        written = pd.read_csv(saturation_dir / "tables" / f"{name}.csv")
+        assert len(written) == len(table) and list(written.columns) == list(table.columns), name
+    speed = pd.read_csv(saturation_dir / "tables" / "learning_speed.csv")
+    assert speed["runs"].sum() == len(study.steps_to_accuracy)
+    names = sorted(path.stem for path in (saturation_dir / "figures").glob("*.png"))
+    assert names == sorted(["a-init-weights", "a-vanishing-derivatives", "b-learning-curves", "b-entropy-gradients",
+                            "b-steps-to-accuracy", "c-learning-rates", "c-entropy-bound", "d-fading", "d-lengths"])
+    for name in names:
+        with Image.open(saturation_dir / "figures" / f"{name}.png") as image:
+            assert image.width >= 380 and image.height >= 200, name
+    findings = (saturation_dir / "findings.md").read_text()
+    for sentence in saturation_study.findings(study):
+        assert f"- {sentence}\n" in findings
+
+
+def test_the_section_shows_findings_figures_and_tables_and_prefers_the_full_setting(study, saturation_dir, tmp_path):
+    runs_dir = saturation_dir.parent.parent
+    assert saturation_study.study_folder(runs_dir) == saturation_dir
+    with style.style():
+        blocks = saturation_study.blocks(runs_dir)
+    texts = [block.text for block in blocks if isinstance(block, Text)]
+    assert texts[1:] == saturation_study.findings(study)
+    figures = [block for block in blocks if isinstance(block, Figure)]
+    assert len(figures) == 9 and all(block.name.startswith("saturation-") for block in figures)
+    tables = {block.name: block for block in blocks if isinstance(block, Table)}
+    assert set(tables) == {"saturation-learning-speed", "saturation-learning-rates", "saturation-lengths"}
+    assert len(tables["saturation-learning-speed"].frame) == 12  # 6 variants x 2 head dims, one seed each
+
+    (tmp_path / "saturation" / "quick").mkdir(parents=True)
+    (tmp_path / "saturation" / "full" / "runs").mkdir(parents=True)
+    assert saturation_study.study_folder(tmp_path) == tmp_path / "saturation" / "quick"  # full has no runs yet
+    (tmp_path / "saturation" / "full" / "runs" / "B-dense-d16-s0").mkdir()
+    assert saturation_study.study_folder(tmp_path) == tmp_path / "saturation" / "full"
+
+
+def test_a_report_without_a_saturation_study_says_how_to_make_one(tmp_path):
+    (tmp_path / "runs").mkdir()
+    page = build_report(tmp_path / "runs", tmp_path / "reports").read_text()
+    section = re.search(r'<section id="saturation"><h2>Softmax saturation</h2>(.*?)</section>', page).group(1)
+    assert section == (f"<p>No softmax saturation study in {tmp_path / 'runs' / 'saturation'}: `make saturation` "
+                       "(SETTING=quick: under 10 minutes on CPU; SETTING=full: the fuller grids) produces one.</p>")

@@ -1,0 +1,154 @@
+"""The attention statistics of the saturation studies: the entropy bound, and measure() against plain recomputation."""
+
+import math
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from einops import rearrange
+
+from experiments import attention_stats, tasks
+from experiments import config as configs
+from experiments.model import Transformer
+from experiments.records import RunRecord
+from experiments.train import scored_loss, train
+
+
+def _entropy(weights: torch.Tensor) -> torch.Tensor:
+    return -(weights * weights.clamp_min(1e-300).log()).sum(-1)
+
+
+def test_the_entropy_bound_is_never_above_the_entropy_of_random_instances():
+    generator = torch.Generator().manual_seed(0)
+    checked = 0
+    for num_keys in (2, 3, 7, 64, 1000):
+        for sigma in (0.01, 0.3, 1.0, 3.0, 10.0, 40.0):
+            # Logits anywhere in [-sigma, sigma], and the extreme ones: each logit at one end of the range.
+            uniform = (torch.rand(200, num_keys, generator=generator, dtype=torch.float64) * 2 - 1) * sigma
+            ends = torch.where(torch.rand(200, num_keys, generator=generator) < 0.5, -sigma, sigma).double()
+            for logits in (uniform, ends):
+                entropy = _entropy(torch.softmax(logits, dim=-1))
+                bound = attention_stats.entropy_lower_bound(torch.tensor(sigma), torch.tensor(num_keys))
+                assert (entropy >= bound - 1e-12).all(), (num_keys, sigma, float(entropy.min()), float(bound))
+                checked += len(logits)
+    assert checked == 2 * 200 * 5 * 6
+
+
+def test_the_entropy_bound_holds_for_bilinear_logits_with_zhais_sigma():
+    """Logits x_i^T M x_j of random inputs X and random M, sigma = ||M||_2 ||X X^T||_2: Zhai's setting."""
+    generator = torch.Generator().manual_seed(1)
+    for trial in range(50):
+        length, width = int(torch.randint(2, 40, (1,), generator=generator)), 8
+        inputs = torch.randn(length, width, generator=generator, dtype=torch.float64) * 10 ** (trial % 3 - 1)
+        matrix = torch.randn(width, width, generator=generator, dtype=torch.float64) * 10 ** (trial % 4 - 2)
+        logits = inputs @ matrix @ inputs.T  # (T, T)
+        sigma = torch.linalg.matrix_norm(matrix, ord=2) * torch.linalg.matrix_norm(inputs @ inputs.T, ord=2)
+        assert logits.abs().max() <= sigma * (1 + 1e-12)
+        causal = torch.ones(length, length, dtype=torch.bool).tril()
+        weights = torch.softmax(logits.masked_fill(~causal, -math.inf), dim=-1)
+        bound = attention_stats.entropy_lower_bound(sigma, causal.sum(-1))
+        assert (_entropy(weights) >= bound - 1e-12).all()
+
+
+def test_the_bound_is_reached_by_two_level_logits_and_one_standout_key_is_not_always_the_minimum():
+    sigma, num_keys = 2.0, 10_000
+    bound = float(attention_stats.entropy_lower_bound(torch.tensor(sigma), torch.tensor(num_keys)))
+    entropies = []
+    for tops in range(1, num_keys, 37):
+        logits = torch.full((num_keys,), -sigma, dtype=torch.float64)
+        logits[:tops] = sigma
+        entropies.append(float(_entropy(torch.softmax(logits, dim=-1))))
+    assert min(entropies) == pytest.approx(bound, abs=1e-3)  # the grid of tops passes near the minimiser
+    assert min(entropies) >= bound - 1e-12
+    one_standout = entropies[0]
+    assert one_standout > bound + 1.0  # with n e^(-2 sigma) large, many keys at the top give less entropy
+
+
+def test_the_bound_of_a_single_key_is_zero_and_falls_with_sigma():
+    assert float(attention_stats.entropy_lower_bound(torch.tensor(5.0), torch.tensor(1))) == 0.0
+    bounds = attention_stats.entropy_lower_bound(torch.tensor([0.0, 0.5, 1.0, 2.0, 4.0, 8.0]), torch.tensor(64))
+    assert float(bounds[0]) == pytest.approx(math.log(64))
+    assert (bounds.diff() < 0).all()
+
+
+def _model(variant: str, options: dict | None = None, *, head_dim: int = 8, seq_len: int = 16):
+    config = configs.resolve(variant=variant, task="passkey", profile="quick", seed=0, device="cpu",
+                             overrides={"variant": options or {}, "task": {"seq_len": seq_len, "num_buckets": 1,
+                                                                           "eval_size": 8},
+                                        "model": {"dim": 16, "depth": 2, "heads": 2, "head_dim": head_dim},
+                                        "train": {}})
+    task = tasks.create_task("passkey", profile="quick", **config.task_options)
+    torch.manual_seed(0)
+    model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
+                        max_len=task.max_len, variant=variant, variant_options=config.variant_options)
+    with torch.no_grad():  # larger q/k weights than at initialisation, so that some rows saturate
+        for block in model.blocks:
+            block.qkv.weight.mul_(4.0)
+    return model, task.eval_set(torch.device("cpu"))
+
+
+@pytest.mark.parametrize("variant, options", [("dense", {}), ("unscaled", {}), ("local", {"window": 3}),
+                                              ("temperature", {"learnable": True, "temperature": 0.5}),
+                                              ("additive", {})])
+def test_measure_agrees_with_the_models_own_weights_and_gradients(variant, options):
+    model, eval_set = _model(variant, options)
+    inputs, targets = eval_set.inputs, eval_set.targets
+    measured = attention_stats.measure(model, inputs, targets)
+    assert all(param.grad is None for param in model.parameters()) and model.training
+
+    with torch.no_grad():
+        _, weights = model(inputs, return_weights=True)  # [(B, H, T, T)] by the reference kernel
+    model.zero_grad()
+    scored_loss(model(inputs), targets).backward()
+    for entry in measured:
+        layer_weights = weights[entry["layer"]][:, entry["head"]].double()  # (B, T, T)
+        rows = layer_weights[:, 1:]  # causal: row 0 sees one key, the rows after it more
+        counts = (layer_weights > 0).sum(-1)[:, 1:] if variant != "local" else None
+        expected_entropy = _entropy(rows).mean()
+        assert entry["entropy"] == pytest.approx(float(expected_entropy), rel=1e-5)
+        assert entry["max_weight"] == pytest.approx(float(rows.max(-1).values.mean()), rel=1e-5)
+        assert entry["saturated_fraction"] == pytest.approx(float((rows.max(-1).values > 0.99).double().mean()))
+        if counts is not None:
+            expected = (_entropy(rows) / counts.double().log()).mean()
+            assert entry["entropy_over_log_n"] == pytest.approx(float(expected), rel=1e-5)
+        gradient = rearrange(model.blocks[entry["layer"]].qkv.weight.grad, "(three h d) e -> three h d e",
+                             three=3, h=2)
+        assert entry["grad_norm_q"] == pytest.approx(float(gradient[0, entry["head"]].norm()), rel=1e-4)
+        assert entry["grad_norm_k"] == pytest.approx(float(gradient[1, entry["head"]].norm()), rel=1e-4)
+        assert entry["sigma"] > 0
+        if variant == "additive":  # not a bilinear form of the block's input: no bound
+            assert entry["entropy_bound"] is None and entry["bound_violations"] is None
+        else:
+            assert entry["bound_violations"] == 0 and 0 <= entry["entropy_bound"] <= entry["entropy"]
+    saturated = [entry["saturated_fraction"] for entry in measured]
+    if variant == "unscaled":
+        assert max(saturated) > 0  # the statistics see saturation where there is some
+
+
+def test_sigma_bounds_every_logit_of_a_bilinear_variant():
+    model, eval_set = _model("unscaled", head_dim=32)
+    measured = attention_stats.measure(model, eval_set.inputs, eval_set.targets)
+    for entry in measured:
+        assert entry["logit_max_abs"] <= entry["sigma"]  # sigma is a mean over examples; logits bounded per example
+        assert entry["logit_std"] > 0
+
+
+def test_recording_statistics_leaves_training_bit_for_bit_unchanged():
+    def run(stats: bool):
+        config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=3, device="cpu",
+                                 overrides={"variant": {}, "task": {"seq_len": 12, "num_buckets": 1, "eval_size": 8},
+                                            "model": {"dim": 16, "depth": 1, "heads": 2},
+                                            "train": {"steps": 12, "batch_size": 4, "eval_every": 4, "log_every": 4,
+                                                      "checkpoint_every": 12, "attention_stats": stats}})
+        with tempfile.TemporaryDirectory() as folder:
+            train(config, RunRecord.create(Path(folder), "run"), quiet=True)
+            return RunRecord(Path(folder) / "run").read_metrics()
+
+    plain, recorded = run(False), run(True)
+    strip = [{key: value for key, value in line.items() if key not in ("attention", "wall_seconds")}
+             for line in recorded if line["step"] > 0]
+    assert strip == [{key: value for key, value in line.items() if key != "wall_seconds"} for line in plain]
+    evaluations = [line for line in recorded if line["kind"] == "eval"]
+    assert [line["step"] for line in evaluations] == [0, 4, 8, 12]  # the statistics start before the first step
+    assert all(len(line["attention"]) == 2 for line in evaluations)  # 1 layer x 2 heads

@@ -1,0 +1,89 @@
+"""`make saturation`'s runner: what each setting trains, and that a second call keeps what finished."""
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from experiments import saturation
+from experiments.records import RecordError, RunRecord
+from experiments.train import train
+
+TINY = dataclasses.replace(
+    saturation.SETTINGS["quick"], name="tiny", dynamics_head_dims=(8,), seeds=(0,), steps=4, batch_size=4,
+    eval_every=2, additive_hidden_dim=8, learning_rates=(1e-3,), lr_seeds=(0,), length_seeds=(0,), length_steps=4,
+    train_length=12, eval_lengths=(24,), seq_len=12, model={"dim": 16, "depth": 1, "heads": 2})
+
+
+@pytest.mark.parametrize("name", list(saturation.SETTINGS))
+def test_each_setting_trains_what_the_studies_ask_for(name):
+    setting = saturation.SETTINGS[name]
+    runs = saturation.plan(setting)
+    assert len({run.name for run in runs}) == len(runs)
+    dynamics = [run for run in runs if run.study == "B"]
+    assert {(run.config.variant, run.config.model.attention_head_dim, run.config.seed) for run in dynamics} == {
+        (variant, head_dim, seed) for variant in ("dense", "unscaled", "temperature", "qknorm", "softcap", "additive")
+        for head_dim in (16, 64, 256) for seed in setting.seeds}
+    assert len(setting.seeds) >= 3
+    assert all(run.config.train.attention_stats for run in dynamics)
+    assert {run.config.model.dim for run in dynamics} == {64}  # the same model; only the heads' width changes
+    learned = [run for run in dynamics if run.config.variant == "temperature"]
+    assert all(run.config.variant_options["learnable"] for run in learned)
+
+    rates = [run for run in runs if run.study == "C"]
+    assert {run.config.variant for run in rates} == {"dense", "qknorm"}
+    learning_rates = sorted({run.config.train.lr for run in rates})
+    assert math.log10(learning_rates[-1] / learning_rates[0]) >= 3  # orders of magnitude
+    assert all(run.config.train.attention_stats for run in rates)
+
+    lengths = [run for run in runs if run.study == "D"]
+    assert {(run.config.variant, run.config.variant_options.get("kind")) for run in lengths} == {
+        ("dense", None), ("ssmax", None), ("temperature", None), ("relative", "alibi")}
+    assert all(run.config.task == "passkey" and run.config.model.positions == "none" for run in lengths)
+    assert all(max(run.config.task_options["eval_lengths"]) >= 8 * run.config.task_options["seq_len"]
+               for run in lengths)
+
+
+def test_a_second_call_keeps_finished_runs_and_resumes_interrupted_ones(tmp_path):
+    planned = saturation.plan(TINY)[-1]
+    whole, interrupted = tmp_path / "whole", tmp_path / "interrupted"
+    assert saturation.train_all([planned], whole, workers=1, quiet=True) == []
+    finished = (whole / planned.name / "summary.json").read_text()
+    assert saturation.train_all([planned], whole, workers=1, quiet=True) == []
+    assert (whole / planned.name / "summary.json").read_text() == finished  # not trained again
+
+    interrupted.mkdir()
+    record = saturation._record(interrupted, planned)
+    stopped = train(planned.config, record, quiet=True, should_stop=lambda step: step >= 2)
+    assert stopped["status"] == "interrupted" and stopped["steps"] == 2
+    assert saturation.train_all([planned], interrupted, workers=1, quiet=True) == []
+
+    def numbers(folder):
+        return [{key: value for key, value in line.items() if key != "wall_seconds"}
+                for line in RunRecord.open(folder, planned.name).read_metrics()]
+
+    assert RunRecord.open(interrupted, planned.name).read_summary()["status"] == "completed"
+    assert numbers(interrupted) == numbers(whole)  # resumed at step 2: the numbers of the uninterrupted run
+
+
+def test_a_run_folder_of_other_settings_is_refused_in_one_sentence(tmp_path):
+    planned = saturation.plan(TINY)[0]
+    record = RunRecord.create(tmp_path, planned.name)
+    record.write_config({**planned.config.to_dict(), "seed": 5})
+    with pytest.raises(RecordError) as error:
+        saturation.train_all([planned], tmp_path, workers=1, quiet=True)
+    assert planned.name in str(error.value) and "\n" not in str(error.value)
+
+
+def test_an_unknown_setting_is_one_sentence_without_a_traceback(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "experiments", "saturation", "--setting", "huge",
+                             "--runs-dir", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "'huge'" in result.stderr and "quick" in result.stderr
+
+
+def test_settings_are_saved_as_json_the_report_can_read():
+    assert json.loads(json.dumps(dataclasses.asdict(TINY)))["name"] == "tiny"
