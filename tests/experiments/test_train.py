@@ -172,8 +172,8 @@ def test_the_last_evaluation_is_never_pruned(tmp_path):
 
 
 def test_a_head_dim_apart_from_the_model_width_sizes_q_k_and_v():
-    model = {"dim": 30, "depth": 1, "heads": 2, "head_dim": 48}
-    overrides = {"variant": {}, "task": dict(TINY["task"]), "model": model, "train": {}}
+    sizes = {"dim": 30, "depth": 1, "heads": 2, "head_dim": 48}
+    overrides = {"variant": {}, "task": dict(TINY["task"]), "model": sizes, "train": {}}
     config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=0, device="cpu",
                              overrides=overrides)
     assert config.model.attention_head_dim == 48  # dim 30 need not be a multiple of heads any more
@@ -185,4 +185,4 @@ def test_a_head_dim_apart_from_the_model_width_sizes_q_k_and_v():
     assert model(torch.randint(0, 9, (3, 12))).shape == (3, 12, 4)
     with pytest.raises(configs.OptionError, match="'head_dim' got 0"):
         configs.resolve(variant="dense", task="passkey", profile="quick", seed=0, device="cpu",
-                        overrides={**overrides, "model": {**model, "head_dim": 0}})
+                        overrides={**overrides, "model": {**sizes, "head_dim": 0}})
