@@ -8,9 +8,10 @@ studies beside them (`runs/sweeps/<study>.journal`) and the benchmark CSVs under
     >>> analysis.build_report("runs", "reports", filters="task=passkey")  # reports/task-passkey/index.html
 
 A report section is one function registered with `analysis.section` (see `analysis.sections`). The softmax
-saturation studies (`make saturation`) are read back by `analysis.saturation_study`:
+saturation studies (`make saturation`) are read back by `analysis.saturation_study` (its figures drawn in
+`analysis.saturation_figures`, its findings stated in `analysis.saturation_findings`):
 
-    >>> study = analysis.saturation_study.load("runs/saturation/quick")   # tables; findings(study); write(folder)
+    >>> study = analysis.saturation_study.load("runs/saturation/quick")   # tables; write(folder)
 """
 
 from analysis import saturation_study

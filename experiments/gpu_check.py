@@ -42,7 +42,7 @@ TOKENS = 1 << 16  # batch * length at every length
 HEADS, HEAD_DIM = 16, 64
 REPEATS = 3
 CALL_BUDGET = 2.0  # seconds per forward+backward call; a contender predicted to exceed it is skipped
-SPECS = ["dense", "relative:kind=alibi", "relative:kind=t5", "local:window=256",
+SPECS = ["dense", "relative:kind=alibi", "relative:kind=t5", "softcap", "ssmax", "qknorm", "local:window=256",
          "sparse:pattern=longformer:window=256", "sparse:pattern=bigbird:block_size=128"]
 KERNELS = ["direct", "sdpa", "flex", "xformers", "blocked"]  # the fused ones, and blocked to compare
 GOAL_LENGTH, GOAL_FRACTION = 16384, 0.6

@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from analysis import build_report, saturation_study
+from analysis import build_report, saturation_findings, saturation_study
 from analysis import figures as style
 from analysis.render import Figure, Table, Text
 from analysis.saturation import SATURATED_WEIGHT, VANISHING_DERIVATIVE
-from analysis.saturation_study import NOISE, THRESHOLD
+from analysis.saturation_findings import NOISE
+from analysis.saturation_study import THRESHOLD
 from experiments.attention_stats import SATURATED
 
 NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:e([-+]?\d+))?(?!\w)")
@@ -138,7 +139,7 @@ def _candidates(study):
 
 def test_every_number_in_the_findings_is_recomputable_from_the_tables(study):
     candidates = _candidates(study)
-    sentences = saturation_study.findings(study)
+    sentences = saturation_findings.findings(study)
     assert [sentence[:8] for sentence in sentences].count("Study A ") >= 4
     assert any(sentence.startswith("Study B") for sentence in sentences)
     assert any(sentence.startswith("Study C") for sentence in sentences)
@@ -157,7 +158,7 @@ def test_the_entropy_bound_is_checked_at_every_dense_head_and_never_violated(stu
             violations += entry["bound_violations"]
             assert entry["entropy_bound"] <= entry["entropy"] + 1e-9
     assert checks > 0 and violations == 0
-    text = " ".join(saturation_study.findings(study))
+    text = " ".join(saturation_findings.findings(study))
     assert f"was checked at {checks} (evaluation, layer, head) points of the dense runs" in text
     assert "; 0 rows had an entropy below their bound (as it must be" in text
 
@@ -168,12 +169,12 @@ def test_a_stated_number_follows_its_csv_and_missing_studies_say_how_to_make_the
     table = pd.read_csv(tmp_path / "init_stats.csv")
     cell = ((table["normalisation"] == "unscaled") & (table["head_dim"] == table["head_dim"].max())
             & (table["num_keys"] == table["num_keys"].max()) & (table["dtype"] == "float32"))
-    before = " ".join(saturation_study.findings(saturation_study.load(tmp_path)))
+    before = " ".join(saturation_findings.findings(saturation_study.load(tmp_path)))
     assert "0.12346 ± 0.00079" not in before
     table.loc[cell, ["max_weight", "max_weight_se", "frac_max_above_0.99"]] = [0.123456, 0.00079, 0.25]
     table.to_csv(tmp_path / "init_stats.csv", index=False)
 
-    sentences = saturation_study.findings(saturation_study.load(tmp_path))
+    sentences = saturation_findings.findings(saturation_study.load(tmp_path))
     assert ("at d_k = 64 and n = 256 unscaled attention puts a mean largest weight of 0.12346 ± 0.00079 on one key "
             "and 25.0% of rows above 0.99") in sentences[0]
     assert sentences[0].startswith("Study A (init_stats.csv: 64 samples per cell, seed 0, float32)")
@@ -202,9 +203,9 @@ def test_unreadable_pieces_are_skipped_with_their_reason(tmp_path, saturation_di
     assert "B-dense-d8-s0" not in set(study.steps_to_accuracy["run_id"]) and len(study.steps_to_accuracy) == 11
     assert "C-dense-lr0.1-s0" not in set(study.learning_rates["run_id"]) and len(study.learning_rates) == 3
     assert "D-dense-s0" not in set(study.lengths["run_id"])
-    assert any(sentence.startswith("Study B (11 runs B-*") for sentence in saturation_study.findings(study))
+    assert any(sentence.startswith("Study B (11 runs B-*") for sentence in saturation_findings.findings(study))
     assert any(sentence.startswith("Study D, synthetic (fading with n): no fading.csv")
-               for sentence in saturation_study.findings(study))
+               for sentence in saturation_findings.findings(study))
 
 
 def test_make_saturation_leaves_tables_figures_and_findings_in_the_study_folder(study, saturation_dir):
@@ -221,7 +222,7 @@ def test_make_saturation_leaves_tables_figures_and_findings_in_the_study_folder(
         with Image.open(saturation_dir / "figures" / f"{name}.png") as image:
             assert image.width >= 380 and image.height >= 200, name
     findings = (saturation_dir / "findings.md").read_text()
-    for sentence in saturation_study.findings(study):
+    for sentence in saturation_findings.findings(study):
         assert f"- {sentence}\n" in findings
 
 
@@ -231,7 +232,7 @@ def test_the_section_shows_findings_figures_and_tables_and_prefers_the_full_sett
     with style.style():
         blocks = saturation_study.blocks(runs_dir)
     texts = [block.text for block in blocks if isinstance(block, Text)]
-    assert texts[1:] == saturation_study.findings(study)
+    assert texts[1:] == saturation_findings.findings(study)
     figures = [block for block in blocks if isinstance(block, Figure)]
     assert len(figures) == 9 and all(block.name.startswith("saturation-") for block in figures)
     tables = {block.name: block for block in blocks if isinstance(block, Table)}

@@ -1,0 +1,313 @@
+"""The seaborn figures of a softmax saturation study (`figures(study)`), drawn from the tables that
+`analysis.saturation_study.load` reads; `saturation_study.write` saves them under figures/ and `blocks` shows
+them in the report.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import LogFormatter, NullFormatter
+
+from analysis import figures as style
+from analysis import saturation
+from analysis.saturation_findings import _fading_label, _pm
+from analysis.saturation_study import THRESHOLD, Study, _model_dtype, learning_speed
+
+Drawn = tuple[str, str, MplFigure, pd.DataFrame]  # (name, caption, figure, the data it draws)
+
+
+def _normalisation_label(row: pd.Series) -> str:
+    if row["normalisation"] == "unscaled":
+        return "unscaled q.k"
+    if row["normalisation"] == "scaled":
+        return "scaled q.k/√d (τ = 1)"
+    return f"τ = {row['temperature']:g}: q.k/(τ√d)"
+
+
+def _labelled_init(init: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """init_stats with a legend label per normalisation, labels ordered unscaled, then by temperature."""
+    table = init.assign(logits=[_normalisation_label(row) for _, row in init.iterrows()])
+    scaled = table[table["normalisation"] != "unscaled"].sort_values("temperature")
+    order = [*table.loc[table["normalisation"] == "unscaled", "logits"].unique(), *scaled["logits"].unique()]
+    return table, order
+
+
+def _legend_outside(ax) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+
+
+def _log_y(ax) -> None:
+    """y on a log10 scale with plain-number tick labels (the report draws text literally)."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.5)))
+
+
+def _log_x(ax, values) -> None:
+    """x on a log10 scale ticked at the measured values, labelled as plain numbers."""
+    ticks = sorted(set(float(value) for value in values))
+    ax.set_xscale("log")
+    ax.set_xticks(ticks, [f"{tick:g}" for tick in ticks], rotation=30 if len(ticks) > 5 else 0)
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _no_legend(ax) -> None:
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+
+
+def _init_figures(init: pd.DataFrame) -> list[Drawn]:
+    table, order = _labelled_init(init)
+    colours = dict(zip(order, style.palette(order).values(), strict=True))  # sorted colours, shown in order
+    key_counts = sorted(table["num_keys"].unique())
+    head_dims = sorted(table["head_dim"].unique())
+    dtype = _model_dtype(table)
+    drawn = table[table["dtype"] == dtype]
+    fig, axes = style.figure(2, len(key_counts), width=4.6 * len(key_counts) + 2.2, height=8.0)
+    for column, num_keys in enumerate(key_counts):
+        cell = drawn[drawn["num_keys"] == num_keys]
+        for row, (statistic, ylabel) in enumerate((("max_weight", "mean largest weight"),
+                                                   ("jacobian_norm", "softmax Jacobian norm (log)"))):
+            ax = axes[row, column]
+            sns.lineplot(data=cell, x="head_dim", y=statistic, hue="logits", hue_order=order, palette=colours,
+                         marker="o", errorbar=None, ax=ax)
+            for label, line in cell.groupby("logits"):
+                ax.errorbar(line["head_dim"], line[statistic], yerr=line[f"{statistic}_se"], fmt="none",
+                            ecolor=colours[label], capsize=3)
+            style.log_axes(ax, head_dims, y=False)
+            if statistic == "jacobian_norm":
+                _log_y(ax)
+            ax.set_xlabel("head dim d_k (log scale)")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"n = {num_keys} keys")
+            _no_legend(ax)
+    _legend_outside(axes[0, -1])
+    style.suptitle(fig, f"Study A at initialisation ({dtype}): how much weight one key takes, and how much "
+                        "gradient the softmax passes, against head dim")
+    first = ("a-init-weights", f"Study A (init_stats.csv, {dtype}): mean largest weight and softmax Jacobian norm "
+             "against head dim, per key count, unscaled, scaled and at temperatures; bars: ± 1 standard error",
+             fig, drawn)
+
+    fig, axes = style.figure(1, len(key_counts), width=4.6 * len(key_counts) + 2.4, height=4.4)
+    for ax, num_keys in zip(axes[0], key_counts, strict=True):
+        sns.lineplot(data=table[table["num_keys"] == num_keys], x="head_dim", y="frac_grad_below_1e-10",
+                     hue="logits", hue_order=order, palette=colours, style="dtype", markers=True, errorbar=None, ax=ax)
+        style.log_axes(ax, head_dims, y=False)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("head dim d_k (log scale)")
+        ax.set_ylabel(f"fraction of p(1 - p) below {saturation.VANISHING_DERIVATIVE:g}")
+        ax.set_title(f"vanishing derivatives, n = {num_keys}")
+        _no_legend(ax)
+    _legend_outside(axes[0, -1])
+    style.suptitle(fig, "Study A: the softmax derivatives that vanish, in float32 and float64")
+    second = ("a-vanishing-derivatives", "Study A (init_stats.csv): the fraction of softmax derivatives p(1 - p) "
+              f"below {saturation.VANISHING_DERIVATIVE:g} against head dim, per key count, in float32 and float64",
+              fig, table)
+    return [first, second]
+
+
+def _per_run_means(heads: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The statistics averaged over layers and heads, per run and evaluation."""
+    keys = ["run_id", "variant_name", "head_dim", "seed", "lr", "step"]
+    return heads.groupby(keys, as_index=False, dropna=False)[columns].mean()
+
+
+def _dynamics_figures(study: Study) -> list[Drawn]:
+    evaluations = study.evaluations[study.evaluations["part"] == "B"]
+    names = sorted(evaluations["variant_name"].unique())
+    colours = style.palette(names)
+    head_dims = sorted(evaluations["head_dim"].unique())
+    total_steps = float(evaluations["total_steps"].max())
+    half = total_steps / 2
+    width = 4.8 * len(head_dims) + 2.6
+
+    fig, axes = style.figure(1, len(head_dims), width=width, height=4.6)
+    for ax, head_dim in zip(axes[0], head_dims, strict=True):
+        sns.lineplot(data=evaluations[evaluations["head_dim"] == head_dim], x="step", y="eval_accuracy",
+                     hue="variant_name", hue_order=names, palette=colours, errorbar="se", marker="o", markersize=4,
+                     ax=ax)
+        ax.axhline(THRESHOLD, color="black", linestyle="--", linewidth=1)
+        ax.axvline(half, color="grey", linestyle=":", linewidth=1)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("eval accuracy")
+        ax.set_title(f"d_k = {head_dim}")
+        _no_legend(ax)
+    _legend_outside(axes[0, -1])
+    style.suptitle(fig, f"Study B: learning curves per head dim (dashed: accuracy {THRESHOLD:g}; dotted: the end "
+                        "of the first half, over which the early accuracy is averaged)")
+    curves = ("b-learning-curves", "Study B: eval accuracy against step, one panel per head dim, one line per "
+              "variant, mean over seeds with a ± 1 standard error band", fig, evaluations)
+
+    heads = study.dynamics[study.dynamics["part"] == "B"]
+    if heads.empty:  # runs trained without attention statistics
+        return [curves, _steps_heatmap(study, names, head_dims, total_steps)]
+    means = _per_run_means(heads, ["entropy_over_log_n", "grad_norm_q", "max_weight"])
+    fig, axes = style.figure(2, len(head_dims), width=width, height=8.2)
+    for column, head_dim in enumerate(head_dims):
+        for row, (statistic, ylabel) in enumerate((("entropy_over_log_n", "entropy / log n (mean over heads)"),
+                                                   ("grad_norm_q", "gradient norm reaching W_q (log)"))):
+            ax = axes[row, column]
+            sns.lineplot(data=means[means["head_dim"] == head_dim], x="step", y=statistic, hue="variant_name",
+                         hue_order=names, palette=colours, errorbar="se", ax=ax)
+            if statistic == "grad_norm_q":
+                _log_y(ax)
+            else:
+                ax.set_ylim(-0.03, 1.03)
+            ax.set_xlabel("training step")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"d_k = {head_dim}")
+            _no_legend(ax)
+    _legend_outside(axes[0, -1])
+    style.suptitle(fig, "Study B: attention entropy and the gradient reaching W_q during training")
+    dynamics = ("b-entropy-gradients", "Study B: entropy / log n and the norm of the probe loss's gradient "
+                "reaching W_q against step (mean over layers and heads, then over seeds with a ± 1 standard error "
+                "band)", fig, means)
+    return [curves, dynamics, _steps_heatmap(study, names, head_dims, total_steps)]
+
+
+def _steps_heatmap(study: Study, names: list[str], head_dims: list[int], total_steps: float) -> Drawn:
+    speed = learning_speed(study)
+    steps = speed.pivot(index="variant_name", columns="head_dim", values="steps_mean").reindex(index=names,
+                                                                                              columns=head_dims)
+    fig, axes = style.figure(width=max(6.4, 2.2 + 2.0 * len(head_dims)), height=1.6 + 0.6 * len(names))
+    ax = axes[0, 0]
+    style.heatmap(ax, steps.to_numpy(dtype=float), names, [str(dim) for dim in head_dims], cmap="viridis_r",
+                  vmin=0, vmax=total_steps,
+                  cbar_kws={"label": f"steps to accuracy {THRESHOLD:g}"})
+    ax.set_facecolor("#dddddd")  # cells where no seed reached it
+    for row in speed.itertuples(index=False):
+        text = (f"{_pm(row.steps_mean, row.steps_se)}\n({row.reached}/{row.runs})" if row.reached
+                else f"never\n(0/{row.runs})")
+        ax.text(head_dims.index(row.head_dim) + 0.5, names.index(row.variant_name) + 0.5, text, ha="center",
+                va="center", fontsize=8, color="black",
+                bbox={"facecolor": "white", "alpha": 0.6, "linewidth": 0, "boxstyle": "round,pad=0.15"})
+    ax.set_xlabel("head dim d_k")
+    ax.set_ylabel("variant")
+    ax.set_title(f"Study B: steps to eval accuracy {THRESHOLD:g}")
+    return ("b-steps-to-accuracy", f"Study B: steps to a first eval accuracy ≥ {THRESHOLD:g}, mean ± standard "
+            "error over the seeds that reached it (reached/seeds); grey: no seed reached it", fig, speed)
+
+
+def _lr_palette(learning_rates: list[float]) -> dict[float, Any]:
+    return dict(zip(learning_rates, sns.color_palette("viridis", len(learning_rates)), strict=True))
+
+
+def _lr_figures(study: Study) -> list[Drawn]:
+    table = study.learning_rates
+    names = sorted(table["variant_name"].unique())
+    colours = style.palette(names)
+    fig, axes = style.figure(1, 3, width=17.0, height=4.6)
+    for ax, (statistic, ylabel) in zip(axes[0], (("final_loss", "final eval loss (nats)"),
+                                                 ("max_logit_abs", "largest |logit| (log)"),
+                                                 ("min_entropy_over_log_n", "smallest entropy / log n")),
+                                       strict=True):
+        sns.lineplot(data=table, x="lr", y=statistic, hue="variant_name", hue_order=names, palette=colours,
+                     marker="o", errorbar="se", ax=ax)
+        _log_x(ax, table["lr"])
+        ax.set_xlabel("peak learning rate (log scale)")
+        ax.set_ylabel(ylabel)
+        if statistic == "max_logit_abs":
+            _log_y(ax)
+        _no_legend(ax)
+    axes[0, 0].set_title("final loss")
+    axes[0, 1].set_title("attention logits grow")
+    axes[0, 2].set_title("entropy collapses")
+    _legend_outside(axes[0, -1])
+    style.suptitle(fig, "Study C: final loss, largest attention logit and smallest entropy against the learning "
+                        "rate (over all evaluations, layers and heads)")
+    result = [("c-learning-rates", "Study C: final eval loss, largest |logit| and smallest entropy / log n against "
+               "the learning rate, dense and qknorm (mean over seeds)", fig, table)]
+
+    heads = study.dynamics[(study.dynamics["part"] == "C") & study.dynamics["entropy_bound"].notna()]
+    if heads.empty:
+        return result
+    name = "dense" if (heads["variant_name"] == "dense").any() else sorted(heads["variant_name"].unique())[0]
+    means = _per_run_means(heads[heads["variant_name"] == name], ["entropy", "entropy_bound", "sigma"])
+    rates = sorted(means["lr"].unique())
+    colours = _lr_palette(rates)
+    fig, axes = style.figure(1, 2, width=14.0, height=4.8)
+    for lr in rates:
+        line = means[means["lr"] == lr].groupby("step", as_index=False)[["entropy", "entropy_bound", "sigma"]].mean()
+        axes[0, 0].plot(line["step"], line["entropy"], color=colours[lr], marker="o", markersize=3,
+                        label=f"lr {lr:g}: measured entropy")
+        axes[0, 0].plot(line["step"], line["entropy_bound"], color=colours[lr], linestyle="--",
+                        label=f"lr {lr:g}: Zhai's lower bound")
+        axes[0, 1].plot(line["step"], line["sigma"], color=colours[lr], marker="o", markersize=3, label=f"lr {lr:g}")
+    axes[0, 0].set_ylabel("attention entropy (nats, mean over heads)")
+    axes[0, 0].set_title(f"{name}: entropy (solid) and its lower bound (dashed)")
+    _log_y(axes[0, 1])
+    axes[0, 1].set_ylabel("sigma = ||W_K W_Q^T||_2 ||X X^T||_2 (log)")
+    axes[0, 1].set_title(f"{name}: sigma")
+    for ax in axes[0]:
+        ax.set_xlabel("training step")
+    _legend_outside(axes[0, 0])
+    _legend_outside(axes[0, 1])
+    style.suptitle(fig, f"Study C: entropy collapse per learning rate ({name})")
+    result.append(("c-entropy-bound", f"Study C ({name}): measured attention entropy with Zhai et al.'s lower bound "
+                   "(dashed, same colour) and sigma against step, per learning rate (mean over layers, heads and "
+                   "seeds)", fig, means))
+    return result
+
+
+def _length_figures(study: Study) -> list[Drawn]:
+    result = []
+    if study.fading is not None and len(study.fading):
+        table = study.fading.assign(label=[_fading_label(row) for _, row in study.fading.iterrows()])
+        labels = sorted(table["label"].unique())
+        key_counts = sorted(table["num_keys"].unique())
+        fig, axes = style.figure(width=8.4, height=4.6)
+        ax = axes[0, 0]
+        sns.lineplot(data=table, x="num_keys", y="max_weight", hue="label", hue_order=labels,
+                     palette=style.palette(labels), marker="o", errorbar=None, ax=ax)
+        style.log_axes(ax, key_counts[::math.ceil(len(key_counts) / 8)], y=False)
+        _log_y(ax)
+        ax.set_xlabel("keys n (log scale)")
+        ax.set_ylabel("largest attention weight (log scale)")
+        strong = ", ".join(f"{value:g}" for value in sorted(table["strong_logit"].unique()))
+        ax.set_title(f"one logit {strong} among n - 1 zeros")
+        _legend_outside(ax)
+        result.append(("d-fading", f"Study D (fading.csv): the weight of one strong logit ({strong}) among n - 1 "
+                       "zeros against n, plain softmax and ssmax (logits times s log n)", fig, table))
+    if len(study.lengths):
+        table = study.lengths
+        names = sorted(table["variant_name"].unique())
+        fig, axes = style.figure(width=8.4, height=4.6)
+        ax = axes[0, 0]
+        sns.lineplot(data=table, x="length", y="accuracy", hue="variant_name", hue_order=names,
+                     palette=style.palette(names), style="variant_name", style_order=names, markers=True,
+                     errorbar="se", ax=ax)  # markers and dashes tell apart lines that coincide
+        for length in sorted(table.loc[table["trained"], "length"].unique()):
+            ax.axvline(length, color="black", linestyle=":", linewidth=1)
+        style.log_axes(ax, table["length"], y=False)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_xlabel("evaluation length (tokens, log scale; dotted: trained length)")
+        ax.set_ylabel("eval accuracy")
+        ax.set_title("passkey accuracy beyond the trained length")
+        _legend_outside(ax)
+        result.append(("d-lengths", "Study D: eval accuracy against evaluation length per variant (trained at the "
+                       "dotted length, no position embeddings), mean over seeds with a ± 1 standard error band", fig,
+                       table))
+    return result
+
+
+def figures(study: Study) -> list[Drawn]:
+    """(name, caption, figure, data) for each part of the study that has data, in study order. Call it
+    inside `analysis.figures.style()` for the report's look."""
+    drawn: list[Drawn] = []
+    if study.init is not None and len(study.init):
+        drawn += _init_figures(study.init)
+    if len(study.steps_to_accuracy):
+        drawn += _dynamics_figures(study)
+    if len(study.learning_rates):
+        drawn += _lr_figures(study)
+    drawn += _length_figures(study)
+    return drawn
+
+
+__all__ = ["figures"]
