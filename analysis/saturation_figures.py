@@ -15,8 +15,8 @@ from matplotlib.ticker import LogFormatter, NullFormatter
 
 from analysis import figures as style
 from analysis import saturation
-from analysis.saturation_findings import _fading_label, _pm
-from analysis.saturation_study import THRESHOLD, Study, _model_dtype, learning_speed
+from analysis.saturation_findings import fading_label, plus_minus
+from analysis.saturation_study import THRESHOLD, Study, learning_speed, shown_dtype
 
 Drawn = tuple[str, str, MplFigure, pd.DataFrame]  # (name, caption, figure, the data it draws)
 
@@ -66,7 +66,7 @@ def _init_figures(init: pd.DataFrame) -> list[Drawn]:
     colours = dict(zip(order, style.palette(order).values(), strict=True))  # sorted colours, shown in order
     key_counts = sorted(table["num_keys"].unique())
     head_dims = sorted(table["head_dim"].unique())
-    dtype = _model_dtype(table)
+    dtype = shown_dtype(table)
     drawn = table[table["dtype"] == dtype]
     fig, axes = style.figure(2, len(key_counts), width=4.6 * len(key_counts) + 2.2, height=8.0)
     for column, num_keys in enumerate(key_counts):
@@ -182,7 +182,7 @@ def _steps_heatmap(study: Study, names: list[str], head_dims: list[int], total_s
                   cbar_kws={"label": f"steps to accuracy {THRESHOLD:g}"})
     ax.set_facecolor("#dddddd")  # cells where no seed reached it
     for row in speed.itertuples(index=False):
-        text = (f"{_pm(row.steps_mean, row.steps_se)}\n({row.reached}/{row.runs})" if row.reached
+        text = (f"{plus_minus(row.steps_mean, row.steps_se)}\n({row.reached}/{row.runs})" if row.reached
                 else f"never\n(0/{row.runs})")
         ax.text(head_dims.index(row.head_dim) + 0.5, names.index(row.variant_name) + 0.5, text, ha="center",
                 va="center", fontsize=8, color="black",
@@ -258,7 +258,7 @@ def _lr_figures(study: Study) -> list[Drawn]:
 def _length_figures(study: Study) -> list[Drawn]:
     result = []
     if study.fading is not None and len(study.fading):
-        table = study.fading.assign(label=[_fading_label(row) for _, row in study.fading.iterrows()])
+        table = study.fading.assign(label=[fading_label(row) for _, row in study.fading.iterrows()])
         labels = sorted(table["label"].unique())
         key_counts = sorted(table["num_keys"].unique())
         fig, axes = style.figure(width=8.4, height=4.6)

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import saturation
-from analysis.saturation_study import MAKE, THRESHOLD, Study, _model_dtype, _over_seeds, learning_speed
+from analysis.saturation_study import MAKE, THRESHOLD, Study, learning_speed, over_seeds, shown_dtype
 from experiments.attention_stats import SATURATED
 
 NOISE = 2  # standard errors a difference of means must exceed to count (study B's comparisons)
@@ -35,7 +35,7 @@ def _percent(fraction: float) -> str:
     return f"{number(100 * fraction)}%"
 
 
-def _pm(mean: float, se: float) -> str:
+def plus_minus(mean: float, se: float) -> str:
     """mean ± standard error, both to the standard error's second significant digit."""
     if se is None or not math.isfinite(se) or not math.isfinite(mean):
         return number(mean)
@@ -76,7 +76,7 @@ def _findings_a(study: Study) -> list[str]:
     init = study.init
     if init is None or init.empty:
         return [f"Study A (at initialisation): no init_stats.csv in {study.path}; {MAKE} writes it."]
-    dtype = _model_dtype(init)
+    dtype = shown_dtype(init)
     samples = (f"{study.setting.samples} samples per cell, seed {study.setting.init_seed}" if study.setting
                else "samples per cell not recorded")
     source = f"Study A (init_stats.csv: {samples}, {dtype})"
@@ -89,21 +89,22 @@ def _findings_a(study: Study) -> list[str]:
         u, s = unscaled.iloc[0], scaled.iloc[0]
         result.append(
             f"{source}: at d_k = {largest_dim} and n = {largest_n} unscaled attention puts a mean largest weight of "
-            f"{_pm(u['max_weight'], u['max_weight_se'])} on one key and {_percent(u['frac_max_above_0.99'])} of rows "
-            f"above {saturation.SATURATED_WEIGHT:g}; scaled by 1/√d_k: {_pm(s['max_weight'], s['max_weight_se'])} "
-            f"and {_percent(s['frac_max_above_0.99'])}. In the same cell entropy / log n is "
-            f"{_pm(u['entropy_over_log_n'], u['entropy_over_log_n_se'])} unscaled against "
-            f"{_pm(s['entropy_over_log_n'], s['entropy_over_log_n_se'])} scaled, and the softmax Jacobian's norm "
-            f"{_pm(u['jacobian_norm'], u['jacobian_norm_se'])} against "
-            f"{_pm(s['jacobian_norm'], s['jacobian_norm_se'])}."
+            f"{plus_minus(u['max_weight'], u['max_weight_se'])} on one key and "
+            f"{_percent(u['frac_max_above_0.99'])} of rows above {saturation.SATURATED_WEIGHT:g}; scaled by 1/√d_k: "
+            f"{plus_minus(s['max_weight'], s['max_weight_se'])} and {_percent(s['frac_max_above_0.99'])}. "
+            "In the same cell entropy / log n is "
+            f"{plus_minus(u['entropy_over_log_n'], u['entropy_over_log_n_se'])} unscaled against "
+            f"{plus_minus(s['entropy_over_log_n'], s['entropy_over_log_n_se'])} scaled, and the softmax Jacobian's "
+            f"norm {plus_minus(u['jacobian_norm'], u['jacobian_norm_se'])} against "
+            f"{plus_minus(s['jacobian_norm'], s['jacobian_norm_se'])}."
         )
         float_rows = init[(init["normalisation"] == "unscaled") & (init["head_dim"] == largest_dim)
                           & (init["num_keys"] == largest_n)].sort_values("dtype")
         result.append(
             f"Study A (init_stats.csv, unscaled, d_k = {largest_dim}, n = {largest_n}): the fraction of softmax "
             f"derivatives p(1 - p) below {saturation.VANISHING_DERIVATIVE:g} is "
-            + " and ".join(f"{_pm(row['frac_grad_below_1e-10'], row['frac_grad_below_1e-10_se'])} in {row['dtype']}"
-                           for _, row in float_rows.iterrows()) + "."
+            + " and ".join(f"{plus_minus(row['frac_grad_below_1e-10'], row['frac_grad_below_1e-10_se'])} "
+                           f"in {row['dtype']}" for _, row in float_rows.iterrows()) + "."
         )
     exact = init[(init["normalisation"] == "unscaled") & (init["num_keys"] == init["num_keys"].max())]
     exact = exact[exact["dtype"] == ("float64" if (exact["dtype"] == "float64").any() else dtype)]
@@ -111,7 +112,7 @@ def _findings_a(study: Study) -> list[str]:
         result.append(
             f"Study A (init_stats.csv, unscaled, {exact['dtype'].iloc[0]}, n = {exact['num_keys'].iloc[0]}): the "
             "measured variance of q.k is " + "; ".join(
-                f"{_pm(row['qk_variance'], row['qk_variance_se'])} at d_k = {row['head_dim']}"
+                f"{plus_minus(row['qk_variance'], row['qk_variance_se'])} at d_k = {row['head_dim']}"
                 for _, row in exact.sort_values("head_dim").iterrows()) + " (closed form: d_k)."
         )
     saturated = table[table["normalisation"] == "unscaled"]
@@ -131,7 +132,7 @@ def _findings_a(study: Study) -> list[str]:
     if len(tempered) > 1:
         result.append(
             f"{source}: with temperature τ (logits q.k/(τ√d_k)) at d_k = {largest_dim} and n = {largest_n} the mean "
-            "largest weight is " + ", ".join(f"{_pm(row['max_weight'], row['max_weight_se'])} at τ = "
+            "largest weight is " + ", ".join(f"{plus_minus(row['max_weight'], row['max_weight_se'])} at τ = "
                                              f"{row['temperature']:g}" for _, row in tempered.iterrows()) + "."
         )
     return result
@@ -155,15 +156,17 @@ def _compare(a_mean: float, a_se: float, b_mean: float, b_se: float) -> int:
     return 0 if abs(difference) <= noise else (1 if difference > 0 else -1)
 
 
-def _steps_text(row: pd.Series) -> str:
+def steps_text(row: pd.Series) -> str:
+    """A learning_speed row's steps to THRESHOLD as 'mean ± se (reached/runs)', or 'never (0/runs)'."""
     reached, runs = int(row["reached"]), int(row["runs"])
     if not reached:
         return f"never (0/{runs})"
-    return f"{_pm(row['steps_mean'], row['steps_se'])} ({reached}/{runs})"
+    return f"{plus_minus(row['steps_mean'], row['steps_se'])} ({reached}/{runs})"
 
 
-def _early_text(row: pd.Series) -> str:
-    return _pm(row["early_accuracy_mean"], row["early_accuracy_se"])
+def early_text(row: pd.Series) -> str:
+    """A learning_speed row's early accuracy as 'mean ± se'."""
+    return plus_minus(row["early_accuracy_mean"], row["early_accuracy_se"])
 
 
 def _findings_b(study: Study) -> list[str]:
@@ -174,7 +177,7 @@ def _findings_b(study: Study) -> list[str]:
     source = f"Study B ({_experiment(runs, 'B')})"
     head_dims = sorted(speed.index.get_level_values("head_dim").unique())
     early_until = _listing([float(study.steps_to_accuracy["early_until_step"].max())])
-    per_dim = [f"d_k = {head_dim}: " + ", ".join(f"{name} {_steps_text(row)}" for (name, dim), row in speed.iterrows()
+    per_dim = [f"d_k = {head_dim}: " + ", ".join(f"{name} {steps_text(row)}" for (name, dim), row in speed.iterrows()
                                                  if dim == head_dim) for head_dim in head_dims]
     result = [f"{source}: steps to a first eval accuracy ≥ {THRESHOLD:g}, mean ± se over the seeds that reached it "
               "(reached/seeds): " + "; ".join(per_dim) + "."]
@@ -188,7 +191,7 @@ def _findings_b(study: Study) -> list[str]:
             u, d = speed.loc[("unscaled", dim)], speed.loc[("dense", dim)]
             flags.append(_compare(u["early_accuracy_mean"], u["early_accuracy_se"], d["early_accuracy_mean"],
                                   d["early_accuracy_se"]) < 0)
-            details.append(f"d_k = {dim}: {_early_text(u)} against {_early_text(d)}")
+            details.append(f"d_k = {dim}: {early_text(u)} against {early_text(d)}")
         verdict = (f"Yes, {_onset(compared, flags)}: its early accuracy there is below dense's {margin}"
                    if any(flags) else
                    f"Not here: at no measured d_k ({_listing(compared)}) is its early accuracy below dense's {margin}")
@@ -219,10 +222,10 @@ def _findings_b(study: Study) -> list[str]:
                 o = speed.loc[(other, top)]
                 verdict = _compare(a["early_accuracy_mean"], a["early_accuracy_se"], o["early_accuracy_mean"],
                                    o["early_accuracy_se"])
-                verdicts.append(f"{words[verdict]} {other} (early accuracy {_early_text(a)} against "
-                                f"{_early_text(o)}; steps to {THRESHOLD:g}: {_steps_text(a)} against {_steps_text(o)}; "
-                                f"final accuracy {_pm(a['final_accuracy_mean'], a['final_accuracy_se'])} against "
-                                f"{_pm(o['final_accuracy_mean'], o['final_accuracy_se'])})")
+                verdicts.append(f"{words[verdict]} {other} (early accuracy {early_text(a)} against "
+                                f"{early_text(o)}; steps to {THRESHOLD:g}: {steps_text(a)} against {steps_text(o)}; "
+                                f"final accuracy {plus_minus(a['final_accuracy_mean'], a['final_accuracy_se'])} "
+                                f"against {plus_minus(o['final_accuracy_mean'], o['final_accuracy_se'])})")
             result.append(
                 f"{source}: does additive attention, which Vaswani et al. (2017) found better than unscaled dot "
                 f"product at large d_k, hold up? By early accuracy, counting a difference {margin}, at d_k = {top} "
@@ -251,7 +254,7 @@ def _findings_c(study: Study) -> list[str]:
     if table.empty:
         return [_missing_runs(study, "C", "entropy collapse over learning rates")]
     seeds = table.groupby(["variant_name", "lr"]).size().max()
-    means = _over_seeds(table, ["variant_name", "lr"], ["final_loss", "max_logit_abs", "min_entropy_over_log_n",
+    means = over_seeds(table, ["variant_name", "lr"], ["final_loss", "max_logit_abs", "min_entropy_over_log_n",
                                                         "max_sigma"])
     over = "" if seeds == 1 else f", mean over {seeds} seeds"
     source = f"Study C ({_experiment(runs, 'C', lr=False)}, d_k = {_values(runs, 'head_dim')})"
@@ -282,7 +285,8 @@ def _findings_c(study: Study) -> list[str]:
     return result
 
 
-def _fading_label(row: pd.Series) -> str:
+def fading_label(row: pd.Series) -> str:
+    """A fading.csv row's normaliser as the legend and the text name it."""
     return "softmax" if row["normaliser"] == "softmax" else f"ssmax s = {row['length_scale']:g}"
 
 
@@ -292,7 +296,7 @@ def _findings_d(study: Study) -> list[str]:
     if fading is None or fading.empty:
         result.append(f"Study D, synthetic (fading with n): no fading.csv in {study.path}; {MAKE} writes it.")
     else:
-        table = fading.assign(label=[_fading_label(row) for _, row in fading.iterrows()])
+        table = fading.assign(label=[fading_label(row) for _, row in fading.iterrows()])
         smallest, largest = table["num_keys"].min(), table["num_keys"].max()
         strong = _listing(sorted(table["strong_logit"].unique()))
         parts = []
@@ -307,7 +311,7 @@ def _findings_d(study: Study) -> list[str]:
         result.append(_missing_runs(study, "D", "length generalisation"))
         return result
     runs = study.part("D", study.lengths)
-    means = _over_seeds(lengths, ["variant_name", "length"], ["accuracy"])
+    means = over_seeds(lengths, ["variant_name", "length"], ["accuracy"])
     longest = means["length"].max()
     trained = lengths.loc[lengths["trained"], "length"]
     trained_length = _listing(sorted(trained.unique()))

@@ -268,13 +268,14 @@ def learning_speed(study: Study) -> pd.DataFrame:
                                        "start_grad_norm_q"])
 
 
-def _over_seeds(frame: pd.DataFrame, keys: list[str], columns: list[str]) -> pd.DataFrame:
+def over_seeds(frame: pd.DataFrame, keys: list[str], columns: list[str]) -> pd.DataFrame:
     """Means over seeds per group of `keys`, with the number of seeds."""
     grouped = frame.groupby(keys, sort=True)
     return grouped[columns].mean().join(grouped.size().rename("seeds")).reset_index()
 
 
-def _model_dtype(init: pd.DataFrame) -> str:
+def shown_dtype(init: pd.DataFrame) -> str:
+    """The dtype of study A that the figures and findings show: float32 where there is one."""
     return "float32" if (init["dtype"] == "float32").any() else str(init["dtype"].iloc[0])
 
 
@@ -334,7 +335,7 @@ def blocks(runs_dir: str | Path) -> list[Block]:
     RUNS_DIR/saturation, or one sentence saying how to make one."""
     # imported here, not at the top: both modules import this one (Study, its tables), a cycle otherwise
     from analysis.saturation_figures import figures
-    from analysis.saturation_findings import _early_text, _pm, _steps_text, findings, number
+    from analysis.saturation_findings import early_text, findings, number, plus_minus, steps_text
 
     folder = study_folder(runs_dir)
     if folder is None:
@@ -352,8 +353,8 @@ def blocks(runs_dir: str | Path) -> list[Block]:
     if len(speed):
         shown = _shown(speed, {
             "variant": lambda row: row["variant_name"], "d_k": lambda row: str(row["head_dim"]),
-            f"steps to {THRESHOLD:g}": _steps_text, "early accuracy": _early_text,
-            "final accuracy": lambda row: _pm(row["final_accuracy_mean"], row["final_accuracy_se"]),
+            f"steps to {THRESHOLD:g}": steps_text, "early accuracy": early_text,
+            "final accuracy": lambda row: plus_minus(row["final_accuracy_mean"], row["final_accuracy_se"]),
             "largest weight at step 0": lambda row: number(row["start_max_weight"]),
             "W_q gradient at step 0": lambda row: number(row["start_grad_norm_q"]),
         })
@@ -366,7 +367,7 @@ def blocks(runs_dir: str | Path) -> list[Block]:
                             "and violations",
                             study.learning_rates.drop(columns="run_id")))
     if len(study.lengths):
-        means = _over_seeds(study.lengths, ["variant_name", "length", "trained"], ["accuracy"])
+        means = over_seeds(study.lengths, ["variant_name", "length", "trained"], ["accuracy"])
         result.append(Table("saturation-lengths", "Study D: eval accuracy per variant and evaluation length, mean over "
                             "seeds (trained: the training length)", means, data=study.lengths))
     if study.skipped:
