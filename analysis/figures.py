@@ -48,7 +48,7 @@ def figure(rows: int = 1, columns: int = 1, *, width: float | None = None,
 
 
 def heatmap(ax, matrix: np.ndarray, rows: list[str], columns: list[str], *, every: int = 1, **options) -> None:
-    """seaborn's heat map (as the seeds draw attention) with every `every`-th row and column labelled.
+    """seaborn's heat map (as the tutorials draw attention) with every `every`-th row and column labelled.
 
     Labels are set after seaborn draws: its check for overlapping labels would otherwise render the
     whole figure once per heat map."""

@@ -5,8 +5,9 @@
     >>> runs.groupby(["task", "variant_name"])["eval_accuracy"].agg(["mean", "std", "count"])
     >>> runs.attrs["skipped"]          # [{"run": "<folder>", "reason": "..."}] for unreadable records
 
-Columns: `run_id` and `path`; the config flattened (`variant`, `task`, `profile`, `seed`, `device`,
-`backend`, then every option as `variant.<option>`, `task.<option>`, `model.<field>`, `train.<field>`);
+Columns: `run_id` and `path`; the config flattened (`variant`, `task`, `profile`, `seed`, `device`, then every
+option as `variant.<option>`, `task.<option>`, `model.<field>`, `train.<field>`) and `kernel_requested` (`auto`
+or the kernel the config forced);
 the summary's `status`, `error`, `variant_name` (the variant as it describes itself, e.g. `local_w16`),
 `kernel` (the kernel it ran on), `eval_accuracy`, `eval_loss`, `chance_accuracy`, `steps`,
 `total_steps`, `wall_seconds`, `tokens_per_second`, `peak_memory_bytes`, `device_name`,
@@ -26,19 +27,19 @@ from typing import Any
 
 import pandas as pd
 
+from common.options import closest
 from experiments.config import parse_value
 from experiments.records import RecordError, RunRecord
-from variants.options import closest
 
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "checkpoint.pt")
 CONFIG_SECTIONS = {"variant_options": "variant", "task_options": "task", "model": "model", "train": "train"}
-CONFIG_FIELDS = ("variant", "task", "profile", "seed", "device", "backend")
+CONFIG_FIELDS = ("variant", "task", "profile", "seed", "device")
 SUMMARY_FIELDS = ("status", "error", "variant_name", "eval_accuracy", "eval_loss", "chance_accuracy", "steps",
                   "total_steps", "wall_seconds", "tokens_per_second", "peak_memory_bytes", "device_name",
                   "torch_version", "git_commit")
 LIST_FIELDS = ("accuracy_by_distance", "accuracy_by_length")
-BASE_COLUMNS = ("run_id", "path", *CONFIG_FIELDS, *SUMMARY_FIELDS, "kernel", "study", "trial", *LIST_FIELDS,
-                "accuracy_by_split")
+BASE_COLUMNS = ("run_id", "path", *CONFIG_FIELDS, *SUMMARY_FIELDS, "kernel", "kernel_requested", "study", "trial",
+                *LIST_FIELDS, "accuracy_by_split")
 
 
 def _hashable(value: Any) -> Any:
@@ -88,7 +89,8 @@ def _row(record: RunRecord) -> dict[str, Any]:
         row.update({f"{prefix}.{name}": _hashable(value) for name, value in values.items()})
     row.update({name: summary.get(name) for name in SUMMARY_FIELDS})
     row["variant_name"] = str(summary.get("variant_name") or config["variant"])
-    row["kernel"] = summary.get("backend")
+    row["kernel"] = summary.get("kernel")  # the one that ran; config.json's is what was asked for (auto)
+    row["kernel_requested"] = config.get("kernel", "auto")
     row["study"], row["trial"] = tags.get("study"), tags.get("trial")
     row.update({name: summary.get(name, []) for name in LIST_FIELDS})
     row["accuracy_by_split"] = summary.get("accuracy_by_split", {})

@@ -45,8 +45,8 @@ from analysis import figures as style
 from analysis import saturation
 from analysis.render import Block, Figure, Table, Text
 from analysis.runs import load_runs
+from common.files import atomic_write_bytes, atomic_write_text
 from experiments.attention_stats import STATISTICS
-from experiments.files import atomic_write_bytes, atomic_write_text
 from experiments.records import RecordError, RunRecord
 from experiments.saturation import Setting
 

@@ -35,11 +35,11 @@ import variants
 from analysis import figures, saturation_study
 from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
+from common.provenance import git_commit
 from experiments import config as configs
 from experiments import tasks
 from experiments.model import Transformer
 from experiments.records import RecordError, RunRecord
-from experiments.train import git_commit
 
 STATUS_ORDER = ("completed", "running", "interrupted", "pruned", "diverged", "failed")
 MAX_ATTENTION_RUNS = 6  # checkpoints loaded for attention pictures: one per task and variant, at most this many
@@ -374,7 +374,7 @@ def curves(context: Context) -> list[Block]:
     metrics, unreadable = context.metrics(context.ordinary)
     blocks: list[Block] = [Text(
         "Training loss (mean over each logging interval) and eval accuracy against optimiser steps and against "
-        "wall time, averaged over seeds (band: ± 1 standard deviation; wall time: the seeds' mean at each step)."
+        "wall time, averaged over seeds (band: ± 1 standard deviation; wall time: the mean over seeds at each step)."
     )]
     if metrics.empty:
         blocks.append(Text("No run has a metrics stream (metrics.jsonl) yet."))
@@ -681,10 +681,10 @@ def sweeps(context: Context) -> list[Block]:
 
 
 @functools.cache
-def _defaults(variant: str, task: str, profile: str, device: str, backend: str) -> dict[str, Any] | None:
+def _defaults(variant: str, task: str, profile: str, device: str, kernel: str) -> dict[str, Any] | None:
     try:  # as config.json holds it: tuples as lists
         return json.loads(configs.to_json(configs.resolve(variant=variant, task=task, profile=profile, seed=0,
-                                                          device=device, backend=backend)))
+                                                          device=device, kernel=kernel)))
     except ValueError:
         return None
 
@@ -694,8 +694,8 @@ def rerun_command(config: dict[str, Any]) -> str:
     the profile's defaults (every field, when the defaults cannot be resolved)."""
     fields = ("variant", "task", "profile", "seed", "device")
     head = {name: config.get(name) for name in fields}
-    backend = config.get("backend", "auto")
-    defaults = _defaults(*(str(head[name]) for name in ("variant", "task", "profile", "device")), str(backend)) or {}
+    kernel = config.get("kernel", "auto")
+    defaults = _defaults(*(str(head[name]) for name in ("variant", "task", "profile", "device")), str(kernel)) or {}
     assignments = []
     for section, prefix in (("variant_options", "variant"), ("task_options", "task"), ("model", "model"),
                             ("train", "train")):
@@ -703,7 +703,7 @@ def rerun_command(config: dict[str, Any]) -> str:
         for name, value in (config.get(section) or {}).items():
             if name not in default or default[name] != value:
                 assignments.append(shlex.quote(f"{prefix}.{name}={configs.format_value(value)}"))
-    args = " ".join([*(["--backend", shlex.quote(str(backend))] if backend != "auto" else []),
+    args = " ".join([*(["--kernel", shlex.quote(str(kernel))] if kernel != "auto" else []),
                      *(f"--set {assignment}" for assignment in assignments)])
     command = " ".join(f"{name.upper()}={shlex.quote(str(head[name]))}" for name in fields)
     return f"make experiment {command}" + (f' ARGS="{args}"' if args else "")

@@ -1,7 +1,7 @@
 """`make bench-variants`: forward+backward time and peak memory per variant and kernel against length.
 
-Beside the registered variants it times two baselines in the same process: the seeds' naive code
-(`seeds-naive`: matmul, masked_fill with a float mask, softmax, matmul) and a direct call of
+Beside the registered variants it times two baselines in the same process: the tutorials' naive implementation
+(`tutorial-naive`: matmul, masked_fill with a float mask, softmax, matmul) and a direct call of
 `torch.nn.functional.scaled_dot_product_attention` (`torch-sdpa`). At each length the contenders are
 timed in turns (warm-up, one memory run, then `repeats` timed rounds), so that ratios between them
 come from the same minutes of a shared machine. A contender whose next length is predicted (quadratic
@@ -25,16 +25,16 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 import variants
+from common.files import atomic_write_text
 from experiments.config import parse_value
-from experiments.files import atomic_write_text
 from experiments.measure import peak_memory_bytes, seconds
 from variants.kernels import KERNELS
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
 
-def seeds_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
-    """The seeds' scaled_dot_product_attention with their create_causal_mask, verbatim in substance."""
+def tutorial_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The tutorials' scaled_dot_product_attention with their create_causal_mask, verbatim in substance."""
     d_k = q.size(-1)
     scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d_k)
     if causal:
@@ -70,12 +70,12 @@ def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, hea
                device: torch.device) -> list[Contender]:
     """The baselines (kernels `naive` and `direct`), then every spec on every kernel it lists, or only the
     kernels asked for. The kernel `auto` picks is timed once, labelled `auto=<kernel>`."""
-    baselines = [Contender("seeds-naive", "naive", seeds_naive), Contender("torch-sdpa", "direct", torch_sdpa)]
+    baselines = [Contender("tutorial-naive", "naive", tutorial_naive), Contender("torch-sdpa", "direct", torch_sdpa)]
     chosen = [baseline for baseline in baselines if kernel_names is None or baseline.kernel in kernel_names]
     for spec in specs:
         name, options = parse_spec(spec)
         probe = variants.create(name, num_heads=heads, head_dim=head_dim, **options).to(device)
-        chosen_by_auto = probe.backend
+        chosen_by_auto = probe.kernel
         for kernel in probe.kernels:
             if not KERNELS[kernel].runs_on(device):
                 continue
@@ -83,7 +83,7 @@ def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, hea
             if kernel_names is not None and kernel not in kernel_names and not (
                     "auto" in kernel_names and kernel == chosen_by_auto):
                 continue
-            module = variants.create(name, num_heads=heads, head_dim=head_dim, backend=kernel, **options).to(device)
+            module = variants.create(name, num_heads=heads, head_dim=head_dim, kernel=kernel, **options).to(device)
             chosen.append(Contender(module.describe(), label, _call(module)))
     return chosen
 
@@ -210,14 +210,14 @@ def acceptance(table: pd.DataFrame) -> list[str]:
         return float(frame[column].iloc[0]) if len(frame) else None
 
     direct = ok[ok["variant"] == "torch-sdpa"]
-    naive = ok[ok["variant"] == "seeds-naive"]
+    naive = ok[ok["variant"] == "tutorial-naive"]
     dense = _auto(ok, "dense")
     at = 4096
     if None not in (cell(dense, at), cell(direct, at)):
         lines.append(f"n={at} causal: dense (auto) / direct sdpa = {cell(dense, at) / cell(direct, at):.2f}x time"
                      " (goal <= 1.2)")
     if None not in (cell(dense, at), cell(naive, at)):
-        lines.append(f"n={at} causal: seeds' naive / dense (auto) = {cell(naive, at) / cell(dense, at):.1f}x time"
+        lines.append(f"n={at} causal: naive / dense (auto) = {cell(naive, at) / cell(dense, at):.1f}x time"
                      " (goal >= 5)")
     at = 16384
     local = _auto(ok, "local_w256")

@@ -122,7 +122,7 @@ def _run(args: argparse.Namespace) -> int:
     # Resolve every config before training anything, so a typo in the last one costs nothing.
     resolved = [
         configs.resolve(variant=name, task=task, profile=args.profile, seed=args.seed, device=device,
-                        backend=args.backend, overrides=configs.for_variant(overrides, name, names))
+                        kernel=args.kernel, overrides=configs.for_variant(overrides, name, names))
         for name in names for task in task_names
     ]
     pending = [(config, start_record(runs_dir, config)) for config in resolved]
@@ -146,7 +146,7 @@ def _sweep_worker_command(args: argparse.Namespace, plan) -> list[str]:
     --worker-index."""
     command = [sys.executable, "-m", "experiments", "sweep", "--variant", plan.variant, "--task", plan.task,
                "--profile", plan.profile, "--seed", str(plan.seed), "--trials", str(plan.trials),
-               "--study", plan.study_name, "--device", plan.device, "--backend", plan.backend,
+               "--study", plan.study_name, "--device", plan.device, "--kernel", plan.kernel,
                "--pruner", plan.pruner, "--prune-after", str(plan.prune_after),
                "--heartbeat-seconds", str(plan.heartbeat_seconds), "--runs-dir", str(plan.runs_dir), "--workers", "1"]
     command += [item for assignment in args.set or [] for item in ("--set", assignment)]
@@ -163,7 +163,7 @@ def _sweep(args: argparse.Namespace) -> int:
     _check_device(device)
     plan = sweep.prepare(
         variant=args.variant, task=args.task, profile=args.profile, seed=args.seed, device=device,
-        backend=args.backend, sets=args.set or [], space_args=args.space or [], space_file=args.space_file,
+        kernel=args.kernel, sets=args.set or [], space_args=args.space or [], space_file=args.space_file,
         study=args.study, storage=args.storage, runs_dir=Path(args.runs_dir), trials=args.trials,
         pruner=args.pruner, prune_after=args.prune_after, heartbeat_seconds=args.heartbeat_seconds,
     )
@@ -206,7 +206,7 @@ def _sample(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     print("Variants (--variant NAME, options with --set variant.OPTION=VALUE):")
     print(variants.describe_variants())
-    print("\nKernels (--backend NAME; auto takes the first a variant lists that runs on the device):")
+    print("\nKernels (--kernel NAME; auto takes the first a variant lists that runs on the device):")
     for kernel in KERNELS.values():
         print(f"{kernel.name}: {kernel.summary}")
     print("\nTasks (--task NAME, options with --set task.OPTION=VALUE; default suite: "
@@ -298,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", default="quick", help=f"one of {', '.join(tasks.PROFILES)} (default: quick)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
-    run.add_argument("--backend", default="auto", help="attention kernel (default: auto)")
+    run.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
     run.add_argument("--set", **sets)
     run.add_argument("--runs-dir", **runs_dir)
     run.add_argument("--quiet", **quiet)
@@ -352,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="heartbeat interval of a running trial; one silent for twice as long is failed and "
                             "retried (default: 60)")
     sweep.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
-    sweep.add_argument("--backend", default="auto", help="attention kernel (default: auto)")
+    sweep.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
     sweep.add_argument("--runs-dir", **runs_dir)
     sweep.add_argument("--quiet", **quiet)
     sweep.add_argument("--worker-index", type=int, metavar="I",
@@ -366,7 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="variant specs, name[:option=value...] (default: every variant, at settings worth "
                             "comparing)")
     bench.add_argument("--kernels", nargs="+",
-                       help="only these kernels: auto, a kernel name, naive (the seeds' code), direct (torch sdpa); "
+                       help="only these kernels: auto, a kernel name, naive (the tutorials' naive implementation), "
+                            "direct (torch sdpa); "
                             "default: all")
     bench.add_argument("--lengths", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384],
                        help="sequence lengths; quadratic kernels stop where time or memory would run out")

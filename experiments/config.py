@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import variants
+from common.options import OptionError, build_options, closest, option, require
 from experiments import tasks
-from variants.options import OptionError, build_options, closest, option, require
 
 SECTIONS = ("variant", "task", "model", "train")
 
@@ -77,7 +77,7 @@ class RunConfig:
     profile: str
     seed: int
     device: str
-    backend: str = "auto"
+    kernel: str = "auto"
     variant_options: dict[str, Any] = field(default_factory=dict)
     task_options: dict[str, Any] = field(default_factory=dict)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -146,7 +146,7 @@ def for_variant(overrides: dict[str, dict[str, Any]], name: str, names: list[str
     return {**overrides, "variant": mine}
 
 
-def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, backend: str = "auto",
+def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, kernel: str = "auto",
             overrides: dict[str, dict[str, Any]] | None = None) -> RunConfig:
     """Profile defaults, then overrides, then every option of the variant and the task filled in."""
     overrides = overrides or {section: {} for section in SECTIONS}
@@ -156,9 +156,9 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ba
     model = build_options(ModelConfig, "Config section 'model'", {**task_obj.default_model, **overrides["model"]})
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
     attention = variants.create(variant, num_heads=model.heads, head_dim=model.attention_head_dim,
-                                backend=backend, **overrides["variant"])
+                                kernel=kernel, **overrides["variant"])
     return RunConfig(
-        variant=variant, task=task, profile=profile, seed=seed, device=device, backend=backend,
+        variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
         variant_options=dataclasses.asdict(attention.options),
         task_options=dataclasses.asdict(task_obj.options), model=model, train=train,
     )
@@ -181,7 +181,7 @@ def from_dict(data: dict[str, Any]) -> RunConfig:
                           f"accepted fields: {', '.join(sorted(names))}.")
     return resolve(
         variant=data["variant"], task=data["task"], profile=data["profile"], seed=data["seed"],
-        device=data["device"], backend=data.get("backend", "auto"),
+        device=data["device"], kernel=data.get("kernel", "auto"),
         overrides={"variant": data.get("variant_options", {}), "task": data.get("task_options", {}),
                    "model": data.get("model", {}), "train": data.get("train", {})},
     )

@@ -30,8 +30,8 @@ import pandas as pd
 import torch
 
 import variants
+from common.files import atomic_write_text
 from experiments import bench
-from experiments.files import atomic_write_text
 from experiments.measure import peak_memory_bytes, seconds
 from variants import layouts
 
@@ -63,8 +63,8 @@ def described(spec: str) -> str:
 
 def attended_pairs(spec: str, length: int, device: torch.device) -> int:
     """Pairs one head of one sequence attends, causal: from the variant's layout (`layouts.tiles`, no n^2
-    mask) or n(n+1)/2 without one; the seeds-naive and direct baselines are dense."""
-    if spec in ("seeds-naive", "torch-sdpa"):
+    mask) or n(n+1)/2 without one; the naive and direct baselines are dense."""
+    if spec in ("tutorial-naive", "torch-sdpa"):
         return length * (length + 1) // 2
     name, options = bench.parse_spec(spec)
     pattern = variants.create(name, num_heads=1, head_dim=HEAD_DIM, **options).pattern

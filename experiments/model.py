@@ -19,14 +19,14 @@ from experiments.config import ModelConfig
 
 
 class Block(nn.Module):
-    def __init__(self, config: ModelConfig, variant: str, variant_options: dict, backend: str) -> None:
+    def __init__(self, config: ModelConfig, variant: str, variant_options: dict, kernel: str) -> None:
         super().__init__()
         self.heads = config.heads
         width = config.heads * config.attention_head_dim  # of q, k and v over all heads
         self.attn_norm = nn.LayerNorm(config.dim)
         self.qkv = nn.Linear(config.dim, 3 * width)
         self.attn = variants.create(variant, num_heads=config.heads, head_dim=config.attention_head_dim,
-                                    backend=backend, **variant_options)
+                                    kernel=kernel, **variant_options)
         self.out = nn.Linear(width, config.dim)
         self.mlp_norm = nn.LayerNorm(config.dim)
         self.mlp = nn.Sequential(
@@ -62,7 +62,7 @@ def sinusoidal(length: int, dim: int) -> torch.Tensor:
 
 class Transformer(nn.Module):
     def __init__(self, config: ModelConfig, *, vocab_size: int, num_classes: int, max_len: int,
-                 variant: str, variant_options: dict, backend: str = "auto") -> None:
+                 variant: str, variant_options: dict, kernel: str = "auto") -> None:
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(vocab_size, config.dim)
@@ -73,15 +73,15 @@ class Transformer(nn.Module):
         else:
             self.positions = None
         self.blocks = nn.ModuleList(
-            Block(config, variant, variant_options, backend) for _ in range(config.depth)
+            Block(config, variant, variant_options, kernel) for _ in range(config.depth)
         )
         self.norm = nn.LayerNorm(config.dim)
         self.head = nn.Linear(config.dim, num_classes)
 
     @property
-    def backend(self) -> str:
+    def kernel(self) -> str:
         """The attention kernel every block runs on the device the model lives on."""
-        return self.blocks[0].attn.backend
+        return self.blocks[0].attn.kernel
 
     def embedded(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) -> the first block's input (B, T, dim): token embeddings plus positions."""

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from experiments.files import atomic_write_bytes, atomic_write_text
+from common.files import atomic_write_bytes, atomic_write_text
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted", "pruned")
@@ -46,6 +46,19 @@ def run_path(runs_dir: Path, run_id: str) -> Path:
     if path.parent != root:
         raise RecordError(f"Run id {run_id!r} would leave the runs folder {runs_dir}; accepted: a plain name.")
     return path
+
+
+# Keys that records written by earlier versions use, and their names today.
+RENAMED_KEYS = {"backend": "kernel"}
+
+
+def with_current_names(record: Any) -> Any:
+    """A config.json or summary.json object with the keys earlier versions wrote under today's names, so that
+    a run recorded before a rename still loads, resumes and reports."""
+    if not isinstance(record, dict):
+        return record
+    return {RENAMED_KEYS.get(key, key) if RENAMED_KEYS.get(key) not in record else key: value
+            for key, value in record.items()}
 
 
 class RunRecord:
@@ -85,14 +98,14 @@ class RunRecord:
         atomic_write_text(self.path / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
 
     def read_config(self) -> dict[str, Any]:
-        return self._read_json("config.json")
+        return with_current_names(self._read_json("config.json"))
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         assert summary["status"] in STATUSES, summary["status"]
         atomic_write_text(self.path / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
     def read_summary(self) -> dict[str, Any]:
-        return self._read_json("summary.json")
+        return with_current_names(self._read_json("summary.json"))
 
     def write_metrics(self, lines: list[dict[str, Any]]) -> None:
         atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(line) + "\n" for line in lines))

@@ -212,7 +212,7 @@ def setting_named(name: str) -> Setting:
 def run(setting: Setting, out_dir: Path, *, workers: int, quiet: bool) -> int:
     """All four studies of a setting into `out_dir` (RUNS_DIR/saturation/<setting name>)."""
     from analysis import saturation, saturation_study
-    from experiments.files import atomic_write_text
+    from common.files import atomic_write_text
 
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = plan(setting)  # resolved before anything trains: a bad config costs nothing

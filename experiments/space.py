@@ -32,9 +32,9 @@ from typing import Any
 import optuna
 
 import variants
+from common.options import OptionError, closest
 from experiments.config import TrainConfig, parse_value
 from variants.base import Choice, Range
-from variants.options import OptionError, closest
 
 # Shared by every variant. warmup_steps is bounded by the run's length: at most a fifth of it.
 TRAIN_SPACE: dict[str, Range | Choice] = {

@@ -56,12 +56,12 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 import variants
+from common.options import OptionError
 from experiments import config as configs
 from experiments import space as spaces
 from experiments.cli import start_record
 from experiments.records import RUN_ID, RunRecord
 from experiments.train import train
-from variants.options import OptionError
 
 MAX_RETRIES = 3  # a trial whose worker dies this many times is left failed
 PRUNERS = ("median", "none")
@@ -230,7 +230,7 @@ class Sweep:
     profile: str
     seed: int
     device: str
-    backend: str
+    kernel: str
     overrides: dict[str, dict[str, Any]]  # the user's --set, fixed in every trial
     space: spaces.Space
     study_name: str
@@ -260,7 +260,7 @@ class Sweep:
         """The run config of a trial: the sweep's overrides plus the trial's values."""
         overrides = {section: {**values, **chosen.get(section, {})} for section, values in self.overrides.items()}
         return configs.resolve(variant=self.variant, task=self.task, profile=self.profile, seed=self.seed,
-                               device=self.device, backend=self.backend, overrides=overrides)
+                               device=self.device, kernel=self.kernel, overrides=overrides)
 
     def make_pruner(self) -> optuna.pruners.BasePruner:
         if self.pruner == "none":
@@ -268,7 +268,7 @@ class Sweep:
         return optuna.pruners.MedianPruner(n_startup_trials=self.prune_after)
 
 
-def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, backend: str, sets: list[str],
+def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, kernel: str, sets: list[str],
             space_args: list[str], space_file: str | None, study: str | None, storage: str | None,
             runs_dir: Path, trials: int, pruner: str, prune_after: int, heartbeat_seconds: int) -> Sweep:
     """Validate everything a sweep needs, touching nothing: a bad value is a one-sentence error."""
@@ -286,7 +286,7 @@ def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, ba
             if f"{section}.{name}" in searched:
                 raise OptionError(f"--set {section}.{name} names an option the sweep searches; accepted: narrowing "
                                   f"or fixing it with --space {section}.{name}=VALUE.")
-    base = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device, backend=backend,
+    base = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
                            overrides=overrides)
     sizes = {"seq_len": base.task_options["seq_len"], "head_dim": base.model.attention_head_dim,
              "steps": base.train.steps}
@@ -294,7 +294,7 @@ def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, ba
     narrowing.update(spaces.parse_space_args(space_args))
     resolved = spaces.resolve(variant, sizes, narrowing)
     name = check_study_name(study or f"{variant}-{task}-{profile}-s{seed}")
-    return Sweep(variant=variant, task=task, profile=profile, seed=seed, device=device, backend=backend,
+    return Sweep(variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
                  overrides=overrides, space=resolved, study_name=name, storage_url=storage, runs_dir=runs_dir,
                  trials=trials, pruner=pruner, prune_after=prune_after, heartbeat_seconds=heartbeat_seconds)
 
@@ -486,7 +486,7 @@ def rerun_command(sweep: Sweep, trial: FrozenTrial) -> str:
     assignments = [f"{section}.{name}={configs.format_value(value)}"
                    for section, values in sweep.overrides.items() for name, value in values.items()]
     assignments += [f"{name}={configs.format_value(value)}" for name, value in trial.params.items()]
-    args = " ".join([*(["--backend", sweep.backend] if sweep.backend != "auto" else []),
+    args = " ".join([*(["--kernel", sweep.kernel] if sweep.kernel != "auto" else []),
                      *(f"--set {assignment}" for assignment in assignments)])
     runs = f" RUNS_DIR={sweep.runs_dir}" if sweep.runs_dir != Path("runs") else ""
     return (f"make experiment VARIANT={sweep.variant} TASK={sweep.task} PROFILE={sweep.profile} SEED={sweep.seed} "

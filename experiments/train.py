@@ -16,16 +16,15 @@ from __future__ import annotations
 import math
 import platform
 import resource
-import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from common.provenance import git_commit
 from experiments import attention_stats, tasks
 from experiments.config import RunConfig, TrainConfig
 from experiments.model import Transformer
@@ -96,15 +95,6 @@ def resolved_precision(train: TrainConfig, device: torch.device) -> str:
     return train.precision
 
 
-def git_commit() -> str | None:
-    try:
-        result = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                                cwd=Path(__file__).resolve().parent)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return result.stdout.strip() or None
-
-
 def peak_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
@@ -134,7 +124,7 @@ def train(
     task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
     model = Transformer(
         config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
-        variant=config.variant, variant_options=config.variant_options, backend=config.backend,
+        variant=config.variant, variant_options=config.variant_options, kernel=config.kernel,
     ).to(device)
     # Weight decay on matrices only: not on biases, norms, scalars per head or position tables.
     decays = {name: param.dim() >= 2 and "positions" not in name for name, param in model.named_parameters()}
@@ -188,7 +178,7 @@ def train(
         return {
             "run_id": record.run_id, "status": status, "error": error,
             "variant": config.variant, "variant_options": config.variant_options, "variant_name": described,
-            "backend": model.backend, "precision": precision, "compiled": train_cfg.compile,
+            "kernel": model.kernel, "precision": precision, "compiled": train_cfg.compile,
             "task": config.task, "task_options": config.task_options,
             "profile": config.profile, "seed": config.seed,
             "eval_accuracy": last_eval["eval_accuracy"] if last_eval else None,

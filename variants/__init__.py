@@ -8,8 +8,8 @@
     'temperature_t0.5'
 """
 
+from common.options import OptionError
 from variants.base import Attention
-from variants.options import OptionError
 from variants.registry import create, describe_variants, list_variants, register, variant_class
 
 # Importing a variant module registers it.

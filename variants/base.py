@@ -3,7 +3,7 @@
 A variant says how a query and a key become a logit (`prepare`, `logit_scale`, `pair_bias`, `score_mod`,
 `logits`) and which keys a query may see (`allowed`); the normaliser is the softmax. A kernel (see
 `variants.kernels`) executes that description; the variant states which kernels can run it in
-`kernels`, and `backend="auto"` picks the fastest of those on the device of the call.
+`kernels`, and `kernel="auto"` picks the fastest of those on the device of the call.
 
 A per-pair score is written once, as a function of broadcast index tensors (`pair_bias`, `score_mod`):
 the reference formula calls it on whole position ranges, FlexAttention's fused kernel on each pair.
@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from common.options import format_value
 from variants import kernels, layouts
 from variants.kernels.call import untraced
-from variants.options import format_value
 
 Bound = int | float | str  # a number, or "seq_len", "head_dim", "steps", optionally "*k" or "/k" (k an integer)
 # (head, query position, key position) -> additive term; integer tensors that broadcast together.
@@ -71,13 +71,13 @@ class Attention(nn.Module):
     # Where a sweep searches each option (an option not named keeps its default); see Range and Choice.
     search_space: ClassVar[dict[str, Range | Choice]] = {}
 
-    def __init__(self, options: Any, *, num_heads: int, head_dim: int, backend: str) -> None:
+    def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str) -> None:
         super().__init__()
         self.options = options
         self.num_heads = num_heads
         self.head_dim = head_dim
-        self.requested_backend = backend
-        # Follows the module across .to(device), so `backend` can answer for the device it lives on.
+        self.requested_kernel = kernel
+        # Follows the module across .to(device), so `kernel` can answer for the device it lives on.
         self.register_buffer("_device_probe", torch.empty(0), persistent=False)
         self._plans: dict[tuple, layouts.Plan] = {}
 
@@ -200,10 +200,10 @@ class Attention(nn.Module):
         return "_".join(parts)
 
     def extra_repr(self) -> str:
-        return f"{self.describe()}, num_heads={self.num_heads}, head_dim={self.head_dim}, backend={self.backend}"
+        return f"{self.describe()}, num_heads={self.num_heads}, head_dim={self.head_dim}, kernel={self.kernel}"
 
     @property
-    def backend(self) -> str:
+    def kernel(self) -> str:
         """The kernel this module runs on the device it lives on (what `auto` chose, or the forced one)."""
         return kernels.choose(self, self._device_probe.device).name
 

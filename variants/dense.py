@@ -2,7 +2,7 @@
 
     softmax(q k^T / sqrt(d)) v
 
-The seeds' formula. Dividing by sqrt(d) keeps the logits' variance at 1 when q and k have
+The reference formula of the tutorials. Dividing by sqrt(d) keeps the logits' variance at 1 when q and k have
 unit-variance components, so the softmax does not saturate as d grows.
 Cost: O(n^2 d) time; O(n d) memory through the fused sdpa kernel (O(n^2) materialised by `reference`).
 """
@@ -17,7 +17,7 @@ from variants.registry import register
 
 @register("dense")
 class Dense(Attention):
-    """Scaled dot-product attention, softmax(q k^T / sqrt(d)) v, as in the seeds."""
+    """Scaled dot-product attention, softmax(q k^T / sqrt(d)) v, as in the tutorials."""
 
     @dataclass(frozen=True)
     class Options:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.options import option, require
 from variants import layouts
 from variants.base import Attention, Range
-from variants.options import option, require
 from variants.registry import register
 
 

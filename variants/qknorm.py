@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from common.options import option
 from variants.base import Attention, Choice
-from variants.options import option
 from variants.registry import register
 
 EPS = 1e-5  # LayerNorm's default

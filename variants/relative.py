@@ -25,8 +25,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from common.options import fill_choice_defaults, option, require
 from variants.base import Attention, Choice, PairBias, Range, ScoreMod
-from variants.options import fill_choice_defaults, option, require
 from variants.registry import register
 
 # The options each kind reads, with their defaults; an option given for a kind that ignores it is an error.

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from common.options import option, require
 from variants.base import Attention, Range, ScoreMod
-from variants.options import option, require
 from variants.registry import register
 
 

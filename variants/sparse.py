@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from common.options import fill_choice_defaults, option, require
 from variants import layouts
 from variants.base import Attention, Choice, Range
-from variants.options import fill_choice_defaults, option, require
 from variants.registry import register
 
 # The options each pattern reads, with their defaults; an option given for a pattern that ignores it is an error.

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from common.options import option, require
 from variants.base import Attention, Choice, Range
-from variants.options import option, require
 from variants.registry import register
 
 

@@ -1,9 +1,9 @@
-"""Unscaled dot-product attention: the seeds' formula without the 1/sqrt(d) factor.
+"""Unscaled dot-product attention: the reference formula without the 1/sqrt(d) factor.
 
     softmax(q k^T) v
 
 With unit-variance q and k the logits have variance d, so the softmax saturates as d grows and its
-gradients vanish: the ablation behind the seeds' "why divide by sqrt(d_k)" argument.
+gradients vanish: the ablation behind the tutorials' "why divide by sqrt(d_k)" argument.
 Cost: as `dense`, O(n^2 d) time.
 """
 

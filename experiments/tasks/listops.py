@@ -61,9 +61,9 @@ from functools import cached_property
 
 import torch
 
+from common.options import option, require
 from experiments.tasks.base import IGNORE, REPORT_BUCKETS, Batch, Profile, Task, distance_buckets
 from experiments.tasks.registry import register_task
-from variants.options import option, require
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
 _LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4}

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import torch
 
+from common.options import option, require
 from experiments.tasks.base import IGNORE, Batch, Profile, Task, distance_buckets
 from experiments.tasks.registry import register_task
-from variants.options import option, require
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
 _LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4}

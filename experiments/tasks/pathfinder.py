@@ -67,9 +67,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from common.options import option, require
 from experiments.tasks.base import IGNORE, Batch, Profile, Task
 from experiments.tasks.registry import register_task
-from variants.options import option, require
 
 FLOOD_RADIUS = 2  # pixels within this Chebyshev distance are neighbours: a one-point dash gap is bridged
 SEPARATION = FLOOD_RADIUS + 1  # the least Chebyshev distance between pixels of two different paths

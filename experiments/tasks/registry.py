@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from common.options import OptionError, build_options, closest, describe_options
+from common.registry import Registry
 from experiments.tasks.base import PROFILES, Task
-from variants.options import OptionError, build_options, closest, describe_options
-from variants.registry import Registry
 
 _REQUIRED_OPTIONS = ("seq_len", "eval_size")
 

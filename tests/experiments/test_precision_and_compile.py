@@ -4,10 +4,10 @@ with float32 master weights when asked (CPU autocast on CPU, the default on CUDA
 import pytest
 import torch
 
+from common.options import OptionError
 from experiments import config as configs
 from experiments.records import RunRecord
 from experiments.train import train
-from variants.options import OptionError
 
 TINY = {
     "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "eval_size": 64},
@@ -61,5 +61,5 @@ def test_a_compiled_bf16_run_on_cuda_learns_and_records_its_kernel_and_precision
     summary, _, _ = tiny_run(tmp_path, "local", variant="local", device="cuda", compile=True, steps=150,
                              eval_every=150, checkpoint_every=150)
     assert summary["status"] == "completed" and summary["precision"] == "bf16" and summary["compiled"] is True
-    assert summary["backend"] == "flex"
+    assert summary["kernel"] == "flex"
     assert summary["eval_accuracy"] >= 0.9

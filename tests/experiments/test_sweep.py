@@ -172,7 +172,7 @@ def test_workers_on_a_postgres_study_finish_it_though_one_is_killed(tmp_path):
 
 
 def in_process_sweep(runs_dir, *space, trials=2):
-    plan = sweeps.prepare(variant="local", task="passkey", profile="quick", seed=0, device="cpu", backend="auto",
+    plan = sweeps.prepare(variant="local", task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
                           sets=TINY_SETS, space_args=list(space), space_file=None, study=None, storage=None,
                           runs_dir=runs_dir, trials=trials, pruner="none", prune_after=5, heartbeat_seconds=1)
     return plan, sweeps.open_study(plan)
@@ -223,7 +223,7 @@ def test_every_variant_declares_a_space_of_its_own_options_that_yields_runnable_
     for position, item in enumerate(cls.search_space.values()):
         if item.when is not None:  # a condition's selector is an option declared before it
             assert item.when[0] in list(cls.search_space)[:position]
-    plan = sweeps.prepare(variant=name, task="passkey", profile="quick", seed=0, device="cpu", backend="auto",
+    plan = sweeps.prepare(variant=name, task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
                           sets=TINY_SETS, space_args=[], space_file=None, study=None, storage=None, runs_dir=tmp_path,
                           trials=1, pruner="none", prune_after=0, heartbeat_seconds=1)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), direction="maximize")
@@ -248,7 +248,7 @@ def test_bounds_follow_the_task_and_the_user_narrows_from_a_file_and_the_command
 
     def resolved(sets, space_args):
         plan = sweeps.prepare(variant="local", task="passkey", profile="quick", seed=0, device="cpu",
-                              backend="auto", sets=sets, space_args=space_args, space_file=str(space_file),
+                              kernel="auto", sets=sets, space_args=space_args, space_file=str(space_file),
                               study=None, storage=None, runs_dir=tmp_path, trials=1, pruner="median",
                               prune_after=5, heartbeat_seconds=1)
         return {param.name: param for param in plan.space.params}

@@ -54,11 +54,11 @@ def kernel_cases() -> list[tuple[str, dict, str]]:
     return cases
 
 
-def build_pair(name: str, options: dict, backend: str, dtype=torch.float64, heads=HEADS, head_dim=HEAD_DIM):
-    """Two modules with the same parameters: one on `backend`, one on the reference kernel."""
+def build_pair(name: str, options: dict, kernel: str, dtype=torch.float64, heads=HEADS, head_dim=HEAD_DIM):
+    """Two modules with the same parameters: one on `kernel`, one on the reference kernel."""
     torch.manual_seed(0)
-    module = variants.create(name, num_heads=heads, head_dim=head_dim, backend=backend, **options).to(dtype)
-    reference = variants.create(name, num_heads=heads, head_dim=head_dim, backend="reference", **options).to(dtype)
+    module = variants.create(name, num_heads=heads, head_dim=head_dim, kernel=kernel, **options).to(dtype)
+    reference = variants.create(name, num_heads=heads, head_dim=head_dim, kernel="reference", **options).to(dtype)
     reference.load_state_dict(module.state_dict())
     return module, reference
 

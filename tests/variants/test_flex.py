@@ -25,8 +25,8 @@ HEADS, HEAD_DIM = 2, 16  # the fused CUDA kernel needs head_dim >= 16
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 
-def create(name, options, backend="auto", head_dim=HEAD_DIM):
-    return variants.create(name, num_heads=HEADS, head_dim=head_dim, backend=backend, **options)
+def create(name, options, kernel="auto", head_dim=HEAD_DIM):
+    return variants.create(name, num_heads=HEADS, head_dim=head_dim, kernel=kernel, **options)
 
 
 FLEX_CASES = [case for case in variant_cases() if "flex" in create(*case).kernels]
@@ -58,7 +58,7 @@ def test_flex_forward_on_cpu_matches_the_float64_reference(case):
     module = create(name, options, "flex").double()
     reference = create(name, options, "reference").double()
     reference.load_state_dict(module.state_dict())
-    assert module.backend == "flex"
+    assert module.kernel == "flex"
     q, k, v, mask = random_inputs(2, 256, 130, seed=3, heads=HEADS, head_dim=HEAD_DIM, padding=True)
     with torch.no_grad():
         out = module(q, k, v, causal=True, key_padding_mask=mask)
@@ -75,8 +75,8 @@ def test_a_variant_that_overrides_score_mod_runs_on_flex_as_on_the_reference():
         def score_mod(self, q, k, q_pos, causal):
             return lambda score, batch, head, q_idx, kv_idx: 2.0 * torch.tanh(score / 2.0) - 0.01 * (q_idx - kv_idx)
 
-    module = SoftCapped(Dense.Options(), num_heads=HEADS, head_dim=HEAD_DIM, backend="flex").double()
-    reference = SoftCapped(Dense.Options(), num_heads=HEADS, head_dim=HEAD_DIM, backend="reference").double()
+    module = SoftCapped(Dense.Options(), num_heads=HEADS, head_dim=HEAD_DIM, kernel="flex").double()
+    reference = SoftCapped(Dense.Options(), num_heads=HEADS, head_dim=HEAD_DIM, kernel="reference").double()
     q, k, v, _ = random_inputs(1, 150, 150, seed=2, heads=HEADS, head_dim=HEAD_DIM)
     with torch.no_grad():
         out, expected = module(q, k, v, causal=True), reference(q, k, v, causal=True)
@@ -167,8 +167,8 @@ def test_block_masks_are_cached_per_layout_lengths_causality_and_device():
 def test_auto_never_picks_flex_or_xformers_on_cpu():
     for case in variant_cases():
         module = create(*case)
-        assert module.backend not in ("flex", "xformers"), case
-        assert KERNELS[module.backend].runs_on(CPU), case
+        assert module.kernel not in ("flex", "xformers"), case
+        assert KERNELS[module.kernel].runs_on(CPU), case
 
 
 def test_auto_on_cuda_picks_flex_for_scores_and_layouts_and_sdpa_for_plain_dot_products():
@@ -189,14 +189,14 @@ def test_auto_on_cuda_passes_over_flex_below_its_minimum_head_dim():
     module = create("local", {"window": 20}, head_dim=8)
     assert kernels.choose(module, CUDA).name == "blocked"
     forced = create("local", {"window": 20}, "flex", head_dim=8)
-    with pytest.raises(ValueError, match=r"^Backend 'flex' needs head_dim >= 16 on cuda .*got head_dim=8; "):
+    with pytest.raises(ValueError, match=r"^Kernel 'flex' needs head_dim >= 16 on cuda .*got head_dim=8; "):
         kernels.choose(forced, CUDA)
 
 
 def test_training_through_flex_on_cpu_is_refused_in_one_sentence():
     module = create("local", {"window": 20}, "flex")
     q, k, v, _ = random_inputs(1, 40, 40, seed=1, heads=HEADS, head_dim=HEAD_DIM, dtype=torch.float32)
-    with pytest.raises(ValueError, match=r"^Backend 'flex' has no backward pass on cpu .*train with backend 'auto'\.$"):
+    with pytest.raises(ValueError, match=r"^Kernel 'flex' has no backward pass on cpu .*train with kernel 'auto'\.$"):
         module(q, k, v, causal=True)
 
 
@@ -205,7 +205,7 @@ def test_xformers_is_absent_without_error_on_cpu_and_forcing_it_says_why():
     assert KERNELS["xformers"].available() is False
     assert not KERNELS["xformers"].runs_on(CPU) and not KERNELS["xformers"].runs_on(CUDA)
     module = create("dense", {}, "xformers")  # creating it is fine: the device is known at the first call
-    with pytest.raises(ValueError, match=r"^Backend 'xformers' is not available here: it needs the xformers package "
+    with pytest.raises(ValueError, match=r"^Kernel 'xformers' is not available here: it needs the xformers package "
                                          r"\(pip install 'attnlab\[gpu\]'\) and a CUDA device\.$"):
         module(*random_inputs(1, 8, 8, seed=0, heads=HEADS, head_dim=HEAD_DIM)[:3])
 

@@ -12,7 +12,7 @@ Tolerances, per tensor, relative to its largest magnitude (`assert_close_relativ
   few float32 ulps per term over 200 keys; matmuls run in IEEE float32 (PyTorch's default: no TF32).
 - bfloat16, under autocast with float32 parameters as in training: q, k and v are drawn in bfloat16
   and the reference sees those same values in float64, so only the kernel's arithmetic is measured. Its
-  error must be at most twice that of the seeds' formula (the reference kernel) run the same way in
+  error must be at most twice that of the reference formula (the reference kernel) run the same way in
   bfloat16, plus BF16_FLOOR = 1e-2 of the scale: FlashAttention's own criterion, which holds a fused
   kernel to the precision the naive formula gets in the same dtype.
 FlexAttention compiles a graph per score, mask and dtype, so bfloat16 is checked on the variants that
@@ -84,7 +84,7 @@ def test_kernel_on_cuda_in_float32_matches_the_float64_reference(case):
     name, options, kernel = case
     module, reference = build_pair(name, options, kernel, dtype=torch.float32, heads=HEADS, head_dim=HEAD_DIM)
     module, reference = module.to(CUDA), reference.double().to(CUDA)
-    assert module.backend == kernel
+    assert module.kernel == kernel
     for index, (error, scale) in enumerate(errors(module, reference, *inputs_on_cuda(kernel, torch.float32))):
         assert error <= FLOAT32_TOLERANCE * max(scale, 0.1), (index, error, scale)
 
@@ -123,7 +123,7 @@ def test_a_training_step_on_cuda_never_waits_for_the_device(variant):
     them (data comes from the task, outside this check), with CUDA's sync debug mode set to raise."""
     config = ModelConfig(dim=64, depth=2, heads=4)
     model = Transformer(config, vocab_size=16, num_classes=8, max_len=256, variant=variant,
-                        variant_options={}, backend="auto").to(CUDA)
+                        variant_options={}, kernel="auto").to(CUDA)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     inputs = torch.randint(16, (4, 256), device=CUDA)
     targets = torch.randint(8, (4, 256), device=CUDA).masked_fill(torch.rand(4, 256, device=CUDA) < 0.5, -100)

@@ -45,8 +45,8 @@ def test_unscaled_is_sharper_than_dense():
 @pytest.mark.parametrize("causal", [False, True])
 def test_relative_with_zero_tables_equals_dense(kind, causal):
     q, k, v, _ = random_inputs(2, 10, 10, seed=3)
-    for backend in ("auto", "reference"):
-        module = variants.create("relative", num_heads=3, head_dim=8, kind=kind, backend=backend).double()
+    for kernel in ("auto", "reference"):
+        module = variants.create("relative", num_heads=3, head_dim=8, kind=kind, kernel=kernel).double()
         with torch.no_grad():
             for param in module.parameters():
                 param.zero_()

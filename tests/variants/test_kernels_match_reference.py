@@ -46,7 +46,7 @@ def test_kernel_matches_reference_in_float64(case, causal, shape):
     name, options, kernel = case
     batch, seq_q, seq_k, padding = shape
     module, reference = build_pair(name, options, kernel)
-    assert module.backend == kernel
+    assert module.kernel == kernel
     q, k, v, mask = random_inputs(batch, seq_q, seq_k, seed=seq_q * 31 + seq_k, padding=padding)
     compare(module, reference, (q, k, v), 1e-9, causal, mask)
 
@@ -86,11 +86,11 @@ def test_chunked_kernel_is_exact_across_many_chunks(monkeypatch):
     compare(module, reference, (q, k, v), 1e-9, True, mask)
 
 
-def test_backend_auto_picks_a_fused_kernel_where_the_variant_allows():
-    assert variants.create("dense", num_heads=2, head_dim=8).backend == "sdpa"
-    assert variants.create("relative", num_heads=2, head_dim=8, kind="t5").backend == "sdpa"
-    assert variants.create("relative", num_heads=2, head_dim=8, kind="shaw").backend == "chunked"
-    assert variants.create("additive", num_heads=2, head_dim=8).backend == "chunked"
+def test_kernel_auto_picks_a_fused_kernel_where_the_variant_allows():
+    assert variants.create("dense", num_heads=2, head_dim=8).kernel == "sdpa"
+    assert variants.create("relative", num_heads=2, head_dim=8, kind="t5").kernel == "sdpa"
+    assert variants.create("relative", num_heads=2, head_dim=8, kind="shaw").kernel == "chunked"
+    assert variants.create("additive", num_heads=2, head_dim=8).kernel == "chunked"
 
 
 def train_step(attn, q, k, v):
@@ -105,7 +105,7 @@ def test_additive_memory_stays_bounded_as_the_sequence_grows(monkeypatch):
         pytest.skip("peak resident memory is read from /proc (Linux)")
     monkeypatch.setattr(chunked, "CHUNK_ELEMENTS", 1 << 20)
     attn = variants.create("additive", num_heads=1, head_dim=16, hidden_dim=16)
-    assert attn.backend == "chunked"
+    assert attn.kernel == "chunked"
     bound = 6 * chunked.CHUNK_ELEMENTS * 4  # a few chunk-sized float32 tensors in flight (24 MiB)
     for length in (1024, 2048):
         q, k, v = (torch.randn(1, 1, length, 16, requires_grad=True) for _ in range(3))

@@ -136,7 +136,7 @@ def test_local_with_a_window_covering_the_sequence_equals_dense(causal):
     expected = dense(q, k, v, causal=causal, key_padding_mask=mask)
     for window in (45, 1000):  # exactly the length, and n smaller than the window
         local = variants.create("local", num_heads=3, head_dim=8, window=window).double()
-        assert local.backend == "blocked"
+        assert local.kernel == "blocked"
         assert_close_relative(local(q, k, v, causal=causal, key_padding_mask=mask), expected, 1e-12)
 
 

@@ -74,16 +74,16 @@ def test_rope_needs_an_even_head_dim():
         variants.create("relative", num_heads=2, head_dim=7, kind="rope")
 
 
-def test_backends_are_checked_by_name_and_capability():
-    with pytest.raises(ValueError, match="Unknown backend 'fast'.*'sdpa'"):
-        variants.create("dense", num_heads=2, head_dim=4, backend="fast")
-    with pytest.raises(ValueError, match="Backend 'sdpa' cannot run variant 'additive_h4'.*'chunked'"):
-        variants.create("additive", num_heads=2, head_dim=4, backend="sdpa")
+def test_kernels_are_checked_by_name_and_capability():
+    with pytest.raises(ValueError, match="Unknown kernel 'fast'.*'sdpa'"):
+        variants.create("dense", num_heads=2, head_dim=4, kernel="fast")
+    with pytest.raises(ValueError, match="Kernel 'sdpa' cannot run variant 'additive_h4'.*'chunked'"):
+        variants.create("additive", num_heads=2, head_dim=4, kernel="sdpa")
     with pytest.raises(ValueError, match="cannot run variant 'relative_shaw_d16'"):
-        variants.create("relative", num_heads=2, head_dim=4, backend="sdpa", kind="shaw")
+        variants.create("relative", num_heads=2, head_dim=4, kernel="sdpa", kind="shaw")
     for name, described in (("softcap", "softcap_c50"), ("ssmax", "ssmax_s0.43")):  # not scale * q.k + bias
-        with pytest.raises(ValueError, match=f"Backend 'sdpa' cannot run variant '{described}'.*'flex', 'chunked'"):
-            variants.create(name, num_heads=2, head_dim=4, backend="sdpa")
+        with pytest.raises(ValueError, match=f"Kernel 'sdpa' cannot run variant '{described}'.*'flex', 'chunked'"):
+            variants.create(name, num_heads=2, head_dim=4, kernel="sdpa")
 
 
 def test_inputs_that_do_not_fit_the_module_are_named():

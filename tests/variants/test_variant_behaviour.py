@@ -35,7 +35,7 @@ def test_output_shape_is_finite_and_every_parameter_gets_a_gradient(case):
 def test_causal_output_never_depends_on_future_keys_or_values(case):
     name, options = case
     for kernel in kernels_of(name, options):
-        module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, backend=kernel, **options).double()
+        module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, kernel=kernel, **options).double()
         q, k, v, _ = random_inputs(2, 12, 12, seed=4)
         base = module(q, k, v, causal=True).detach()
         for position in (0, 5, 10):
@@ -51,7 +51,7 @@ def test_causal_output_never_depends_on_future_keys_or_values(case):
 def test_padded_keys_are_ignored_and_rows_without_keys_are_zero(case):
     name, options = case
     for kernel in kernels_of(name, options):
-        module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, backend=kernel, **options).double()
+        module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, kernel=kernel, **options).double()
         q, k, v, mask = random_inputs(3, 8, 8, seed=6, padding=True)
         out = module(q, k, v, key_padding_mask=mask)
         real = mask[:, None, :, None]  # (B, 1, seq_k, 1)

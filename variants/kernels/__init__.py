@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from common.options import closest
 from variants.kernels import blocked, chunked, flex, reference, sdpa, xformers
 from variants.kernels.call import Call
-from variants.options import closest
 
 if TYPE_CHECKING:
     from variants.base import Attention
@@ -51,11 +51,11 @@ class Kernel:
     def refusal(self, variant: Attention, device: torch.device) -> str | None:
         """One sentence on why it cannot run `variant` on `device` even forward only, or None."""
         if not self.available():
-            return f"Backend {self.name!r} is not available here: it needs {self.requirement}."
+            return f"Kernel {self.name!r} is not available here: it needs {self.requirement}."
         if self.devices is not None and device.type not in self.devices | self.forward_only_devices:
-            return (f"Backend {self.name!r} does not run on {device.type}; it runs on "
+            return (f"Kernel {self.name!r} does not run on {device.type}; it runs on "
                     f"{', '.join(sorted(self.devices | self.forward_only_devices))}. "
-                    "Use backend='auto' to pick one that does.")
+                    "Use kernel='auto' to pick one that does.")
         return self.unfit(variant, device)
 
 
@@ -73,33 +73,33 @@ KERNELS: dict[str, Kernel] = {
                devices=frozenset({"cuda"}), available=xformers.available, requirement=xformers.REQUIREMENT),
         Kernel("blocked", blocked.run, "block-sparse: gathers only the key blocks a layout allows, O(n) for local"),
         Kernel("chunked", chunked.run, "query chunks, recomputed in backward: memory bounded for any score"),
-        Kernel("reference", reference.run, "the seeds' formula, materialises seq_q x seq_k; the truth in tests"),
+        Kernel("reference", reference.run, "the reference formula, materialises seq_q x seq_k; the truth in tests"),
     )
 }
 
 attend_with_weights = reference.attend
 
 
-def check_backend(variant_name: str, supported: tuple[str, ...], backend: str) -> None:
-    """Reject a backend name that does not exist or cannot run the variant, at creation time."""
-    if backend == "auto":
+def check_kernel(variant_name: str, supported: tuple[str, ...], kernel: str) -> None:
+    """Reject a kernel name that does not exist or cannot run the variant, at creation time."""
+    if kernel == "auto":
         return
-    if backend not in KERNELS:
+    if kernel not in KERNELS:
         raise ValueError(
-            f"Unknown backend {backend!r}{closest(backend, KERNELS)}; accepted: 'auto', "
+            f"Unknown kernel {kernel!r}{closest(kernel, KERNELS)}; accepted: 'auto', "
             f"{', '.join(repr(name) for name in KERNELS)}."
         )
-    if backend not in supported:
+    if kernel not in supported:
         raise ValueError(
-            f"Backend {backend!r} cannot run variant {variant_name!r}; it runs on: "
+            f"Kernel {kernel!r} cannot run variant {variant_name!r}; it runs on: "
             f"'auto', {', '.join(repr(name) for name in supported)}."
         )
 
 
 def choose(variant: Attention, device: torch.device) -> Kernel:
     """The kernel that runs `variant` on `device`: the forced one, or the first `auto` allows."""
-    if variant.requested_backend != "auto":
-        kernel = KERNELS[variant.requested_backend]
+    if variant.requested_kernel != "auto":
+        kernel = KERNELS[variant.requested_kernel]
         refusal = kernel.refusal(variant, device)
         if refusal is not None:
             raise ValueError(refusal)

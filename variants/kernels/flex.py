@@ -43,8 +43,8 @@ RECOMPILE_LIMIT = 64
 def unfit(head_dim: int, device: torch.device) -> str | None:
     """Why a module of `head_dim` cannot run here, or None."""
     if device.type == "cuda" and head_dim < MIN_CUDA_HEAD_DIM:
-        return (f"Backend 'flex' needs head_dim >= {MIN_CUDA_HEAD_DIM} on cuda (its fused kernel's tiles), "
-                f"got head_dim={head_dim}; accepted: a larger head_dim, or backend 'auto'.")
+        return (f"Kernel 'flex' needs head_dim >= {MIN_CUDA_HEAD_DIM} on cuda (its fused kernel's tiles), "
+                f"got head_dim={head_dim}; accepted: a larger head_dim, or kernel 'auto'.")
     return None
 
 
@@ -132,8 +132,8 @@ def run(call: Call) -> torch.Tensor:
         attend = flex_attention if torch.compiler.is_compiling() else _compiled()
         return attend(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale)
     if _needs_backward(call):
-        raise ValueError(f"Backend 'flex' has no backward pass on {device.type} (FlexAttention runs forward only "
-                         "there); accepted: call it under torch.no_grad(), or train with backend 'auto'.")
+        raise ValueError(f"Kernel 'flex' has no backward pass on {device.type} (FlexAttention runs forward only "
+                         "there); accepted: call it under torch.no_grad(), or train with kernel 'auto'.")
     with warnings.catch_warnings():  # the unfused eager path is the point here: a check of the translation
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
         return flex_attention(q.detach(), k.detach(), v.detach(), score_mod=score_mod, block_mask=mask, scale=scale)

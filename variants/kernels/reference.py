@@ -1,4 +1,4 @@
-"""The reference kernel: the seeds' formula, softmax(logits) v with the full seq_q x seq_k matrix.
+"""The reference kernel: the reference formula of the tutorials, softmax(logits) v with the full seq_q x seq_k matrix.
 
 Slow and memory hungry on purpose: it is the truth every other kernel is tested against (in float64),
 and the only kernel that returns the dense attention weights.

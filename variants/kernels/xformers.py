@@ -34,7 +34,7 @@ def available() -> bool:
 
 
 def _refuse(what: str, accepted: str) -> ValueError:
-    return ValueError(f"Backend 'xformers' cannot run {what}; accepted: {accepted}, or backend 'auto'.")
+    return ValueError(f"Kernel 'xformers' cannot run {what}; accepted: {accepted}, or kernel 'auto'.")
 
 
 def run(call: Call) -> torch.Tensor:

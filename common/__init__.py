@@ -1,0 +1,2 @@
+"""Helpers that know nothing of attention, tasks or reports: typed options, the name registry, atomic files and
+provenance. The bottom layer: `variants`, `experiments` and `analysis` import it; it imports none of them."""
