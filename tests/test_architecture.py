@@ -1,0 +1,126 @@
+"""The shape of the code: imports point one way, and files and functions stay small enough to read.
+
+Layers, lowest first: `common` (helpers that know nothing of attention) < `variants` < `experiments` <
+`analysis` < the command line (`experiments.cli` and what it alone uses). A module may import its own layer
+or a lower one, never a higher one, and no chain of imports between modules may come back to where it
+started. Every import counts, also one inside a function (a "lazy import to avoid a cycle" is still a
+cycle); only imports under `if TYPE_CHECKING:` are left out, since they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("common", "variants", "experiments", "analysis")
+COMMAND_LINE = ("experiments.cli", "experiments.__main__")  # the top layer, above analysis
+MAX_FILE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def source_files() -> dict[str, Path]:
+    return {module_name(path): path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def layer(module: str) -> int:
+    if module in COMMAND_LINE or module.startswith(tuple(name + "." for name in COMMAND_LINE)):
+        return len(PACKAGES)
+    return PACKAGES.index(module.split(".")[0])
+
+
+def _typing_only(tree: ast.Module) -> set[int]:
+    """ids of the import nodes under `if TYPE_CHECKING:`."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    return skipped
+
+
+def imports_of(module: str, path: Path, modules: set[str]) -> set[str]:
+    """The project's modules that `module` imports. `from package import name` depends on the submodule
+    `package.name` when there is one, else on the package itself (its __init__ defines the name)."""
+    tree = ast.parse(path.read_text())
+    skipped = _typing_only(tree)
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against this module's package
+                package = module.split(".")[: len(module.split(".")) - node.level + (path.name == "__init__.py")]
+                base = ".".join([*package, *([base] if base else [])])
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+    return {name for name in found if name in modules and name != module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = source_files()
+    return {module: imports_of(module, path, set(files)) for module, path in files.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph as a path that starts and ends at the same module, or None."""
+    state: dict[str, str] = {}  # "open" while on the current path, "done" once fully explored
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = "open"
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                return [*path[path.index(target):], target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        state[module] = "done"
+        path.pop()
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module)):
+            return cycle
+    return None
+
+
+def test_the_graph_walker_sees_a_cycle_and_a_lazy_import(tmp_path):
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import typed\n"
+                    "def f():\n    from pkg import sub\n    import other\n")
+    assert imports_of("lazy", lazy, {"pkg", "pkg.sub", "other", "typed"}) == {"pkg.sub", "other"}
+
+
+def test_no_module_imports_a_chain_that_comes_back_to_it():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = [f"{module} -> {target}" for module, targets in import_graph().items() for target in sorted(targets)
+              if layer(target) > layer(module)]
+    assert not upward, "imports up a layer (common < variants < experiments < analysis < cli): " + "; ".join(upward)
+
+
+@pytest.mark.parametrize("module", sorted(source_files()))
+def test_files_and_functions_stay_short_enough_to_read(module):
+    path = source_files()[module]
+    text = path.read_text()
+    assert text.count("\n") <= MAX_FILE_LINES, f"{module} has {text.count(chr(10))} lines; at most {MAX_FILE_LINES}"
+    long = [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, f"{module}: functions over {MAX_FUNCTION_LINES} lines: {', '.join(long)}"
