@@ -48,8 +48,10 @@ def test_run_records_hold_config_metrics_summary_and_a_safe_checkpoint(tmp_path)
     assert saved == json.loads(json.dumps(summary))
     for key in ("run_id", "variant", "variant_options", "task", "profile", "seed", "status", "eval_accuracy",
                 "chance_accuracy", "accuracy_by_distance", "steps", "wall_seconds", "tokens_per_second",
-                "peak_memory_bytes", "device", "torch_version", "git_commit"):
+                "peak_memory_bytes", "device", "torch_version", "git_commit", "decayed_parameters"):
         assert key in saved, key
+    assert "embed.weight" in saved["decayed_parameters"] and "blocks.0.qkv.weight" in saved["decayed_parameters"]
+    assert "positions" not in saved["decayed_parameters"]
     lines = [json.loads(line) for line in (record.path / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines if line["kind"] == "train"] == list(range(5, 41, 5))
     assert [line["step"] for line in lines if line["kind"] == "eval"] == [20, 40]
@@ -86,6 +88,18 @@ def test_interrupted_then_resumed_equals_uninterrupted_bit_for_bit(tmp_path, sto
         return [{key: value for key, value in line.items() if key != "wall_seconds"} for line in lines]
 
     assert without_times("split") == without_times("whole")
+
+
+def test_a_checkpoint_that_calls_the_running_sums_window_still_resumes_bit_for_bit(tmp_path):
+    config = tiny_config()
+    whole = train(config, new_record(tmp_path, config, "whole"), quiet=True)
+    record = new_record(tmp_path, config, "old")
+    train(config, record, quiet=True, should_stop=lambda step: step == 23)
+    state = torch.load(record.checkpoint_path, weights_only=True)
+    state["window"] = state.pop("running_sums")  # as checkpoints were written before the rename
+    record.save_checkpoint(state)
+    resumed = train(config, RunRecord.open(tmp_path, "old"), quiet=True)
+    assert (resumed["eval_loss"], resumed["val_loss"]) == (whole["eval_loss"], whole["val_loss"])
 
 
 def test_a_non_finite_loss_ends_the_run_as_diverged_and_keeps_its_record(tmp_path, monkeypatch):
