@@ -117,6 +117,9 @@ class Task:
     Options: ClassVar[type]
     profiles: ClassVar[dict[str, Profile]]
     eval_splits: ClassVar[tuple[str, ...]] = ()  # extra held-out splits, each drawn by `sample_split`
+    # True where a later input gives a scored position's answer away, so a model that attends to later
+    # positions (model.causal=false) could read it rather than work it out; such a config is refused.
+    needs_causal: ClassVar[bool] = False
 
     vocabulary: list[str]  # readable name of each token id
     num_classes: int  # answers are token ids 0..num_classes-1
