@@ -151,8 +151,8 @@ def check_model_fits_task(model: ModelConfig, task: tasks.Task) -> None:
     reach lengths they were never trained at, or non-causal attention on a task whose later inputs give the
     answers away."""
     if model.positions == "learned" and task.max_len > task.seq_len:
-        raise OptionError(f"model.positions 'learned' cannot represent task {task.name!r}'s eval length "
-                          f"{task.max_len}, past the training length {task.seq_len} (those rows of the table never "
+        raise OptionError(f"model.positions 'learned' cannot represent eval length {task.max_len} of task "
+                          f"{task.name!r}, past the training length {task.seq_len} (those rows of the table never "
                           "receive a gradient); accepted: --set model.positions=none or model.positions=sinusoidal, "
                           f"or eval lengths up to {task.seq_len}.")
     if task.needs_causal and not model.causal:
