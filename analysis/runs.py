@@ -29,7 +29,7 @@ import pandas as pd
 
 from common.options import closest
 from experiments.config import parse_value
-from experiments.records import RecordError, RunRecord
+from experiments.records import RecordError, RunRecord, Summary
 
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "checkpoint.pt")
 CONFIG_SECTIONS = {"variant_options": "variant", "task_options": "task", "model": "model", "train": "train"}
@@ -63,22 +63,22 @@ def _row(record: RunRecord) -> dict[str, Any]:
     """One run's row; RecordError names what makes the record unusable."""
     _check((record.path / "config.json").is_file(), "no config.json: the run folder was never completed")
     _check((record.path / "summary.json").is_file(), "no summary.json: the run never started")
-    config, summary = record.read_config(), record.read_summary()
+    config, saved = record.read_config(), record.read_summary()
     _check(isinstance(config, dict), "config.json does not hold a JSON object")
-    _check(isinstance(summary, dict), "summary.json does not hold a JSON object")
+    _check(isinstance(saved, dict), "summary.json does not hold a JSON object")
+    summary = Summary.from_dict(saved)
     for name in ("variant", "task", "profile"):
         _check(isinstance(config.get(name), str), f"config.json field {name!r} is not a string")
     _check(isinstance(config.get("seed"), int), "config.json field 'seed' is not an integer")
-    _check(isinstance(summary.get("status"), str), "summary.json field 'status' is not a string")
+    _check(isinstance(summary.status, str), "summary.json field 'status' is not a string")
     for name in ("eval_accuracy", "chance_accuracy", "wall_seconds", "steps", "peak_memory_bytes"):
-        _check(_number_or_none(summary.get(name)), f"summary.json field {name!r} is not a number")
+        _check(_number_or_none(getattr(summary, name)), f"summary.json field {name!r} is not a number")
     for name in LIST_FIELDS:
-        entries = summary.get(name, [])
+        entries = getattr(summary, name)
         _check(isinstance(entries, list) and all(isinstance(entry, dict) for entry in entries),
                f"summary.json field {name!r} is not a list of objects")
-    _check(isinstance(summary.get("accuracy_by_split", {}), dict),
-           "summary.json field 'accuracy_by_split' is not an object")
-    tags = summary.get("tags") or {}
+    _check(isinstance(summary.accuracy_by_split, dict), "summary.json field 'accuracy_by_split' is not an object")
+    tags = summary.tags or {}
     _check(isinstance(tags, dict), "summary.json field 'tags' is not an object")
 
     row: dict[str, Any] = {"run_id": record.run_id, "path": str(record.path)}
@@ -87,13 +87,13 @@ def _row(record: RunRecord) -> dict[str, Any]:
         values = config.get(section, {})
         _check(isinstance(values, dict), f"config.json field {section!r} is not an object")
         row.update({f"{prefix}.{name}": _hashable(value) for name, value in values.items()})
-    row.update({name: summary.get(name) for name in SUMMARY_FIELDS})
-    row["variant_name"] = str(summary.get("variant_name") or config["variant"])
-    row["kernel"] = summary.get("kernel")  # the one that ran; config.json's is what was asked for (auto)
+    row.update({name: getattr(summary, name) for name in SUMMARY_FIELDS})
+    row["variant_name"] = str(summary.variant_name or config["variant"])
+    row["kernel"] = summary.kernel  # the one that ran; config.json's is what was asked for (auto)
     row["kernel_requested"] = config.get("kernel", "auto")
     row["study"], row["trial"] = tags.get("study"), tags.get("trial")
-    row.update({name: summary.get(name, []) for name in LIST_FIELDS})
-    row["accuracy_by_split"] = summary.get("accuracy_by_split", {})
+    row.update({name: getattr(summary, name) for name in LIST_FIELDS})
+    row["accuracy_by_split"] = summary.accuracy_by_split
     return row
 
 

@@ -57,6 +57,8 @@ def _coerce(owner: str, name: str, annotation: Any, value: Any) -> Any:
         except OptionError:
             raise OptionError(f"{owner} option {name!r} got {value!r}; accepted: {_accepted(annotation)}.") from None
     if typing.get_origin(annotation) is Literal:
+        if value is None and "none" in typing.get_args(annotation):
+            value = "none"  # the command line reads the word `none` as None before the option sees it
         ok = value in typing.get_args(annotation)
     elif annotation is bool:
         ok = isinstance(value, bool)

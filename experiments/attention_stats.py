@@ -33,7 +33,7 @@ import torch
 from einops import rearrange
 
 from experiments import tasks
-from experiments.model import Transformer
+from experiments.model import Transformer, scored_loss
 from variants.base import Attention
 from variants.kernels.reference import masked_softmax
 
@@ -97,8 +97,6 @@ def _sigma(block, x: torch.Tensor, scale: float | torch.Tensor) -> torch.Tensor:
 def _head_gradients(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor) -> list[torch.Tensor]:
     """Per layer, (2, H): the norms of the probe loss's gradient w.r.t. each head's rows of W_q and W_k.
     Through autograd.grad, so the parameters' .grad (the optimiser's) is never touched."""
-    from experiments.train import scored_loss  # here: experiments.train imports this module
-
     weights = [block.qkv.weight for block in model.blocks]
     loss = scored_loss(model(inputs), targets)
     gradients = torch.autograd.grad(loss, weights)

@@ -146,6 +146,20 @@ def for_variant(overrides: dict[str, dict[str, Any]], name: str, names: list[str
     return {**overrides, "variant": mine}
 
 
+def check_model_fits_task(model: ModelConfig, task: tasks.Task) -> None:
+    """Refuse, in one sentence, a model that cannot do the task by construction: learned positions asked to
+    reach lengths they were never trained at, or non-causal attention on a task whose later inputs give the
+    answers away."""
+    if model.positions == "learned" and task.max_len > task.seq_len:
+        raise OptionError(f"model.positions 'learned' cannot represent eval length {task.max_len} of task "
+                          f"{task.name!r}, past the training length {task.seq_len} (those rows of the table never "
+                          "receive a gradient); accepted: --set model.positions=none or model.positions=sinusoidal, "
+                          f"or eval lengths up to {task.seq_len}.")
+    if task.needs_causal and not model.causal:
+        raise OptionError(f"model.causal false lets task {task.name!r} read each answer from a later input; "
+                          "accepted: model.causal=true.")
+
+
 def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, kernel: str = "auto",
             overrides: dict[str, dict[str, Any]] | None = None) -> RunConfig:
     """Profile defaults, then overrides, then every option of the variant and the task filled in."""
@@ -153,7 +167,11 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     require(isinstance(seed, int) and 0 <= seed < tasks.MAX_TRAIN_SEED, "seed", seed,
             f"an integer from 0 to {tasks.MAX_TRAIN_SEED - 1}")
     task_obj = tasks.create_task(task, profile=profile, **overrides["task"])
-    model = build_options(ModelConfig, "Config section 'model'", {**task_obj.default_model, **overrides["model"]})
+    # A variant with its own position terms runs without absolute positions unless the config asks for them.
+    own_positions = {"positions": "none"} if variants.variant_class(variant).provides_positions else {}
+    model = build_options(ModelConfig, "Config section 'model'",
+                          {**task_obj.default_model, **own_positions, **overrides["model"]})
+    check_model_fits_task(model, task_obj)
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
     attention = variants.create(variant, num_heads=model.heads, head_dim=model.attention_head_dim,
                                 kernel=kernel, **overrides["variant"])

@@ -11,11 +11,13 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
 import variants
 from experiments.config import ModelConfig
+from experiments.tasks import IGNORE
 
 
 class Block(nn.Module):
@@ -97,3 +99,15 @@ class Transformer(nn.Module):
             weights.append(layer_weights)
         logits = self.head(self.norm(x))
         return (logits, weights) if return_weights else logits
+
+
+def scored_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the scored positions of (B, T, classes) logits and (B, T) targets.
+
+    On CUDA through ignore_index, which needs no host sync (selecting the scored positions would wait
+    for the device to count them); elsewhere on the selected positions, the numbers runs have always
+    had there. The two give the same gradient bit for bit and may differ in the loss's last bit."""
+    if logits.device.type == "cuda":
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
+    scored = targets != IGNORE
+    return F.cross_entropy(logits[scored], targets[scored])

@@ -2,7 +2,7 @@
 
     runs/<run_id>/config.json     the fully resolved config (written once, before training)
     runs/<run_id>/metrics.jsonl   one JSON object per logged step or evaluation
-    runs/<run_id>/summary.json    status and headline figures, rewritten as the run goes
+    runs/<run_id>/summary.json    status and headline figures (`Summary`), rewritten as the run goes
     runs/<run_id>/checkpoint.pt   model, optimiser, data generator and history, for resuming
 
 Every file is replaced atomically (write a temporary file, then rename). Checkpoints load with
@@ -11,11 +11,13 @@ Every file is replaced atomically (write a temporary file, then rename). Checkpo
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
 import secrets
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,60 @@ def with_current_names(record: Any) -> Any:
             for key, value in record.items()}
 
 
+@dataclass
+class Summary:
+    """summary.json: a run's status and headline figures, the one definition of its fields. The training loop
+    writes it; analysis reads it back with `from_dict`. Every field has a default, so a summary written before
+    a field existed still loads (the field is None or empty there)."""
+
+    run_id: str | None = None
+    status: str | None = None  # one of STATUSES
+    error: str | None = None  # why a run failed or diverged
+    variant: str | None = None
+    variant_options: dict[str, Any] = field(default_factory=dict)
+    variant_name: str | None = None  # the variant as it describes itself, e.g. local_w16
+    kernel: str | None = None  # the kernel it ran on (config.json's is the one asked for)
+    precision: str | None = None  # float32 or bf16
+    compiled: bool | None = None
+    task: str | None = None
+    task_options: dict[str, Any] = field(default_factory=dict)
+    profile: str | None = None
+    seed: int | None = None
+    eval_accuracy: float | None = None  # the test set, at the last evaluation
+    eval_loss: float | None = None
+    val_accuracy: float | None = None  # the validation set (what sweeps select on), at the last evaluation
+    val_loss: float | None = None
+    chance_accuracy: float | None = None
+    accuracy_by_distance: list[dict[str, Any]] = field(default_factory=list)  # {lo, hi, accuracy, count}
+    accuracy_by_split: dict[str, float | None] = field(default_factory=dict)
+    accuracy_by_length: list[dict[str, Any]] = field(default_factory=list)  # {length, accuracy}
+    tags: dict[str, Any] = field(default_factory=dict)  # e.g. a sweep's study and trial
+    steps: int | None = None
+    total_steps: int | None = None
+    wall_seconds: float | None = None
+    tokens_per_second: float | None = None
+    peak_memory_bytes: int | None = None
+    device: str | None = None
+    device_name: str | None = None
+    torch_version: str | None = None
+    git_commit: str | None = None
+    decayed_parameters: list[str] = field(default_factory=list)  # the parameters AdamW's weight decay pulls to 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Summary:
+        """A summary.json object (today's or an earlier version's names) as a Summary; a field this version
+        does not know is a RecordError naming it."""
+        data = with_current_names(data)
+        names = [item.name for item in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise RecordError(f"summary.json has unknown fields {unknown}; accepted: {', '.join(names)}.")
+        return cls(**data)
+
+
 class RunRecord:
     """The files of one run."""
 
@@ -100,9 +156,9 @@ class RunRecord:
     def read_config(self) -> dict[str, Any]:
         return with_current_names(self._read_json("config.json"))
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        assert summary["status"] in STATUSES, summary["status"]
-        atomic_write_text(self.path / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    def write_summary(self, summary: Summary) -> None:
+        assert summary.status in STATUSES, summary.status
+        atomic_write_text(self.path / "summary.json", json.dumps(summary.to_dict(), indent=2, sort_keys=True) + "\n")
 
     def read_summary(self) -> dict[str, Any]:
         return with_current_names(self._read_json("summary.json"))

@@ -1,14 +1,18 @@
 """The training loop: one run of one variant on one task, read top to bottom.
 
-The same function serves a single run, a suite and (later) a sweep trial. Same seed and same device
-give the same numbers; a run resumed from its checkpoint ends with the metrics, bit for bit on CPU,
-of the same run uninterrupted, because the checkpoint holds everything the next step depends on:
-weights, optimiser moments, the data generator's state and the step.
+The same function serves a single run, a suite and a sweep trial. Same seed and same device give the
+same numbers; a run resumed from its checkpoint ends with the metrics, bit for bit on CPU, of the same
+run uninterrupted, because the checkpoint holds everything the next step depends on: weights,
+optimiser moments, the data generator's state and the step.
 
 On a GPU the step runs under bf16 autocast with float32 master weights (`train.precision`, "auto" =
 bf16 on CUDA, float32 elsewhere; bf16 may be asked on CPU too, where CPU autocast runs it), optionally
 through `torch.compile` (`train.compile`), on data generated on the device, and without waiting for
 the device between logging intervals: nothing in the step reads a value back to the host.
+
+`train` reads as its steps: `set_up` (task, model, optimiser, held-out sets: a `Run`, fixed), `resume`
+(the `RunState` the loop changes, from the checkpoint or fresh), then per step `train_step`, and at
+their intervals `train_line`, `evaluation_line` and `save`; `summarise` writes the `Summary`.
 """
 
 from __future__ import annotations
@@ -18,17 +22,19 @@ import platform
 import resource
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from tqdm import tqdm
 
 from common.provenance import git_commit
 from experiments import attention_stats, tasks
 from experiments.config import RunConfig, TrainConfig
-from experiments.model import Transformer
-from experiments.records import RunRecord
+from experiments.model import Transformer, scored_loss
+from experiments.records import RunRecord, Summary
 
 
 def learning_rate(step: int, train: TrainConfig) -> float:
@@ -43,7 +49,7 @@ def learning_rate(step: int, train: TrainConfig) -> float:
 @torch.no_grad()
 def evaluate(model: Transformer, eval_set: tasks.Batch, batch_size: int,
              buckets: list[tuple[int, int]]) -> dict[str, Any]:
-    """Accuracy over the scored positions of the eval set, overall and per dependency-distance bucket
+    """Accuracy over the scored positions of a held-out set, overall and per dependency-distance bucket
     (no buckets: overall only)."""
     model.eval()
     correct, distance, losses = [], [], []
@@ -76,16 +82,38 @@ def evaluate_all(model: Transformer, eval_set: tasks.Batch, extra_sets: dict[str
     return result
 
 
-def scored_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the scored positions of (B, T, classes) logits and (B, T) targets.
+def validation_accuracy(line: dict[str, Any]) -> float | None:
+    """The validation accuracy an evaluation line (or a summary) reports: what sweeps select and prune on,
+    so the eval set stays an untouched test set. None where there is none (a record from before it)."""
+    return line.get("val_accuracy")
 
-    On CUDA through ignore_index, which needs no host sync (selecting the scored positions would wait
-    for the device to count them); elsewhere on the selected positions, the numbers runs have always
-    had there. The two give the same gradient bit for bit and may differ in the loss's last bit."""
-    if logits.device.type == "cuda":
-        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=tasks.IGNORE)
-    scored = targets != tasks.IGNORE
-    return F.cross_entropy(logits[scored], targets[scored])
+
+def due(step: int, every: int, steps: int) -> bool:
+    """Whether something done every `every` steps (and after the last) is due after step `step`."""
+    return step % every == 0 or step == steps
+
+
+def decays(module: nn.Module, name: str) -> bool:
+    """Whether weight decay applies to `module`'s own parameter `name`: the weights of linear layers and of
+    the token embedding, nothing else. Not biases, norms' gains, qknorm's gains and biases (decay would pull
+    them to 0, not to their 1 and 0), position tables (learned, T5's, Shaw's), per-head temperatures or slopes:
+    none of them is a matrix whose size decay is meant to keep down. The embedding is decayed because it is a
+    linear layer applied to one-hot tokens, as nanoGPT decays it (through its tied output head); this also
+    keeps dense and local runs' numbers what they were."""
+    return isinstance(module, (nn.Linear, nn.Embedding)) and name == "weight"
+
+
+def build_optimizer(model: nn.Module, train: TrainConfig) -> tuple[torch.optim.AdamW, list[str]]:
+    """AdamW with weight decay on the parameters `decays` names, and those parameters' names."""
+    decayed = {f"{prefix}.{name}".lstrip(".") for prefix, module in model.named_modules()
+               for name, _ in module.named_parameters(recurse=False) if decays(module, name)}
+    parameters = list(model.named_parameters())
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for n, p in parameters if n in decayed], "weight_decay": train.weight_decay},
+         {"params": [p for n, p in parameters if n not in decayed], "weight_decay": 0.0}],
+        lr=train.lr, betas=(0.9, 0.98),
+    )
+    return optimizer, [name for name, _ in parameters if name in decayed]
 
 
 def resolved_precision(train: TrainConfig, device: torch.device) -> str:
@@ -101,6 +129,205 @@ def peak_memory_bytes(device: torch.device) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if platform.system() == "Darwin" else 1024)
 
 
+@dataclass
+class Run:
+    """What a run is set up with and never changes: its config and record, the task and its held-out sets,
+    the model and its optimiser, the training data's generator (whose state the checkpoint keeps)."""
+
+    config: RunConfig
+    record: RunRecord
+    tags: dict[str, Any]
+    device: torch.device
+    task: tasks.Task
+    model: Transformer
+    step_model: nn.Module  # `model`, or its torch.compile'd twin sharing the same weights
+    optimizer: torch.optim.AdamW
+    decayed_parameters: list[str]
+    generator: torch.Generator  # training batches only
+    eval_set: tasks.Batch  # the test set, from its own seed
+    validation_set: tasks.Batch  # what sweeps select on, from a seed of its own
+    extra_sets: dict[str, tasks.Batch]  # splits and other lengths, each scored separately
+    precision: str  # "float32" or "bf16"
+    autocast: torch.autocast  # bf16: matmuls and attention in bf16, reductions and master weights in float32
+    described: str  # the variant as it describes itself, e.g. local_w16
+
+
+@dataclass
+class RunState:
+    """What the loop changes; all of it but `finite` and `last_eval` (found again in `history`) is checkpointed."""
+
+    step: int
+    history: list[dict[str, Any]]  # the metrics.jsonl lines so far
+    wall_seconds: float
+    train_seconds: float  # in training steps only: the throughput's denominator
+    # Training metrics summed on the device since the last train line (no host sync per step):
+    # (3,) float64 = loss, correct predictions, scored positions.
+    running_sums: torch.Tensor
+    finite: torch.Tensor  # () bool: no non-finite loss or gradient since the run (re)started
+    grad_norm: torch.Tensor | None = None  # of the last step, before clipping
+    last_eval: dict[str, Any] | None = None
+
+
+def set_up(config: RunConfig, record: RunRecord, tags: dict[str, Any]) -> Run:
+    """The task, the model (initialised from the run seed), its optimiser and the held-out sets."""
+    device = torch.device(config.device)
+    torch.manual_seed(config.seed)
+    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
+    model = Transformer(
+        config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
+        variant=config.variant, variant_options=config.variant_options, kernel=config.kernel,
+    ).to(device)
+    optimizer, decayed = build_optimizer(model, config.train)
+    precision = resolved_precision(config.train, device)
+    return Run(
+        config=config, record=record, tags=dict(tags), device=device, task=task, model=model,
+        step_model=torch.compile(model) if config.train.compile else model,
+        optimizer=optimizer, decayed_parameters=decayed,
+        generator=tasks.train_generator(config.seed, device), eval_set=task.eval_set(device),
+        validation_set=task.validation_set(device), extra_sets=task.extra_eval_sets(device),
+        precision=precision,
+        autocast=torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"),
+        described=model.blocks[0].attn.describe(),
+    )
+
+
+def resume(run: Run) -> RunState:
+    """The state the record's checkpoint holds (weights, moments and the generator restored into `run`),
+    or a fresh one at step 0."""
+    state = RunState(step=0, history=[], wall_seconds=0.0, train_seconds=0.0,
+                     running_sums=torch.zeros(3, dtype=torch.float64, device=run.device),
+                     finite=torch.ones((), dtype=torch.bool, device=run.device))
+    checkpoint = run.record.load_checkpoint()
+    if checkpoint is not None:
+        run.model.load_state_dict(checkpoint["model"])
+        run.optimizer.load_state_dict(checkpoint["optimizer"])
+        run.generator.set_state(checkpoint["generator"])
+        # Checkpoints written before the rename call the running sums "window".
+        state.running_sums.copy_(checkpoint["running_sums"] if "running_sums" in checkpoint else checkpoint["window"])
+        state.step, state.history = checkpoint["step"], checkpoint["history"]
+        state.wall_seconds, state.train_seconds = checkpoint["wall_seconds"], checkpoint["train_seconds"]
+    state.last_eval = next((line for line in reversed(state.history) if line["kind"] == "eval"), None)
+    return state
+
+
+def train_step(run: Run, state: RunState) -> None:
+    """One optimiser step on a fresh batch; adds its loss and accuracy to the running sums, on the device."""
+    started = time.perf_counter()
+    train_cfg = run.config.train
+    for group in run.optimizer.param_groups:
+        group["lr"] = learning_rate(state.step, train_cfg)
+    batch = run.task.batch(train_cfg.batch_size, run.generator, run.device)
+    with run.autocast:
+        logits = run.step_model(batch.inputs)  # (B, T, classes)
+        loss = scored_loss(logits, batch.targets)
+    scored = batch.targets != tasks.IGNORE  # (B, T)
+    run.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    state.grad_norm = torch.nn.utils.clip_grad_norm_(
+        run.model.parameters(), train_cfg.grad_clip if train_cfg.grad_clip > 0 else math.inf
+    )
+    state.finite &= torch.isfinite(loss) & torch.isfinite(state.grad_norm)
+    run.optimizer.step()
+    state.step += 1
+    state.running_sums += torch.stack([loss.detach().double(),
+                                       ((logits.detach().argmax(-1) == batch.targets) & scored).sum().double(),
+                                       scored.sum().double()])
+    state.train_seconds += time.perf_counter() - started
+
+
+def train_line(run: Run, state: RunState) -> dict[str, Any]:
+    """The train line of this step: mean loss and accuracy since the last one; empties the running sums."""
+    train_cfg = run.config.train
+    steps_summed = (state.step - 1) % train_cfg.log_every + 1
+    loss_sum, correct, scored_count = state.running_sums.tolist()
+    state.running_sums.zero_()
+    return {"kind": "train", "step": state.step, "loss": loss_sum / steps_summed,
+            "accuracy": correct / max(scored_count, 1.0), "lr": learning_rate(state.step - 1, train_cfg),
+            "grad_norm": float(state.grad_norm), "wall_seconds": state.wall_seconds}
+
+
+def evaluation_line(run: Run, state: RunState) -> dict[str, Any]:
+    """The eval line of this step: the test set (per distance bucket too), each extra set under "splits",
+    the validation set, and with `train.attention_stats` the statistics per layer and head."""
+    batch_size = run.config.train.batch_size
+    with run.autocast:
+        scores = evaluate_all(run.model, run.eval_set, run.extra_sets, batch_size, run.task.report_buckets())
+        validation = evaluate(run.model, run.validation_set, batch_size, [])
+    line = {"kind": "eval", "step": state.step, "wall_seconds": state.wall_seconds, **scores,
+            "val_accuracy": validation["eval_accuracy"], "val_loss": validation["eval_loss"]}
+    if run.config.train.attention_stats:
+        line["attention"] = attention_stats.measure(run.model, *attention_stats.probe_batch(run.eval_set))
+    return line
+
+
+def record_evaluation(run: Run, state: RunState) -> None:
+    """Evaluate now and append the eval line to the history."""
+    state.last_eval = evaluation_line(run, state)
+    state.history.append(state.last_eval)
+
+
+def summarise(run: Run, state: RunState, status: str, error: str | None = None) -> Summary:
+    """The run's summary as of its last evaluation."""
+    config, task, last = run.config, run.task, state.last_eval or {}
+
+    def extra_accuracy(name: str) -> float | None:  # an extra held-out set's accuracy at the last evaluation
+        return last["splits"][name]["eval_accuracy"] if "splits" in last else None
+
+    tokens = state.step * config.train.batch_size * task.seq_len
+    return Summary(
+        run_id=run.record.run_id, status=status, error=error,
+        variant=config.variant, variant_options=config.variant_options, variant_name=run.described,
+        kernel=run.model.kernel, precision=run.precision, compiled=config.train.compile,
+        task=config.task, task_options=config.task_options, profile=config.profile, seed=config.seed,
+        eval_accuracy=last.get("eval_accuracy"), eval_loss=last.get("eval_loss"),
+        val_accuracy=last.get("val_accuracy"), val_loss=last.get("val_loss"),
+        chance_accuracy=task.chance_accuracy, accuracy_by_distance=last.get("accuracy_by_distance", []),
+        accuracy_by_split={split: extra_accuracy(split) for split in task.eval_splits},
+        accuracy_by_length=[
+            {"length": task.seq_len, "accuracy": last.get("eval_accuracy")},
+            *({"length": length, "accuracy": extra_accuracy(f"length={length}")} for length in task.eval_lengths),
+        ] if task.eval_lengths else [],
+        tags=dict(run.tags), steps=state.step, total_steps=config.train.steps, wall_seconds=state.wall_seconds,
+        tokens_per_second=tokens / state.train_seconds if state.train_seconds else None,
+        peak_memory_bytes=peak_memory_bytes(run.device), device=str(run.device),
+        device_name=torch.cuda.get_device_name(run.device) if run.device.type == "cuda" else platform.processor(),
+        torch_version=torch.__version__, git_commit=git_commit(), decayed_parameters=run.decayed_parameters,
+    )
+
+
+def save(run: Run, state: RunState, status: str) -> Summary:
+    """Checkpoint, metrics and summary, in that order; the summary written."""
+    run.record.save_checkpoint({
+        "model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(),
+        "generator": run.generator.get_state(), "running_sums": state.running_sums, "step": state.step,
+        "history": state.history, "wall_seconds": state.wall_seconds, "train_seconds": state.train_seconds,
+    })
+    run.record.write_metrics(state.history)
+    summary = summarise(run, state, status)
+    run.record.write_summary(summary)
+    return summary
+
+
+def progress(state: RunState) -> dict[str, str]:
+    """The progress bar's figures: the last train line's loss and accuracy, the last evaluation's accuracy."""
+    line = next((line for line in reversed(state.history) if line["kind"] == "train"), None)
+    figures = {"loss": line["loss"], "acc": line["accuracy"]} if line else {}
+    if state.last_eval:
+        figures["eval"] = state.last_eval["eval_accuracy"]
+    return {name: f"{value:.3f}" for name, value in figures.items()}
+
+
+def finish(run: Run, state: RunState, status: str) -> Summary:
+    """The run's last records: a diverged run's metrics and summary (its last checkpoint keeps the last good
+    weights), any other run's checkpoint too."""
+    if status != "diverged":
+        return save(run, state, status)
+    run.record.write_metrics(state.history)
+    summary = summarise(run, state, status, f"non-finite loss or gradient by step {state.step}")
+    run.record.write_summary(summary)
+    return summary
+
+
 def train(
     config: RunConfig,
     record: RunRecord,
@@ -110,179 +337,54 @@ def train(
     should_prune: Callable[[int, float], bool] = lambda step, accuracy: False,
     tags: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Train (or resume, when the record holds a checkpoint) and return the run's summary.
+    """Train (or resume, when the record holds a checkpoint) and return the run's `Summary` as a dict.
 
-    `should_stop(step)` is asked before every step (True: stop, status "interrupted", resumable);
-    `should_prune(step, eval_accuracy)` after every evaluation (True: stop, status "pruned", as a sweep's
-    pruner decides); `tags` (e.g. a sweep's study and trial number) are copied into the summary.
-    """
-    device = torch.device(config.device)
-    train_cfg = config.train
+    `should_stop(step)` is asked before every step (True: status "interrupted", resumable); `should_prune(step,
+    val_accuracy)` after every evaluation but the last (True: status "pruned", as a sweep's pruner decides);
+    `tags` (e.g. a sweep's study and trial number) are copied into the summary."""
+    run = set_up(config, record, tags or {})
+    state = resume(run)
+    steps = config.train.steps
+    if config.train.attention_stats and state.step == 0:  # where the learning curves and the statistics start
+        record_evaluation(run, state)
+    record.write_summary(summarise(run, state, "running"))
 
-    # -- the task, the model, the optimiser ---------------------------------------------------------
-    torch.manual_seed(config.seed)
-    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
-    model = Transformer(
-        config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
-        variant=config.variant, variant_options=config.variant_options, kernel=config.kernel,
-    ).to(device)
-    # Weight decay on matrices only: not on biases, norms, scalars per head or position tables.
-    decays = {name: param.dim() >= 2 and "positions" not in name for name, param in model.named_parameters()}
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for n, p in model.named_parameters() if decays[n]], "weight_decay": train_cfg.weight_decay},
-         {"params": [p for n, p in model.named_parameters() if not decays[n]], "weight_decay": 0.0}],
-        lr=train_cfg.lr, betas=(0.9, 0.98),
-    )
-    generator = tasks.train_generator(config.seed, device)  # training data only; the eval set has its own seed
-    eval_set = task.eval_set(device)  # a fixed held-out set from its own seed
-    extra_sets = task.extra_eval_sets(device)  # splits and other lengths, each scored separately
-    described = model.blocks[0].attn.describe()
-    # bf16 autocast: matmuls and attention in bf16, reductions and the float32 master weights as they are.
-    precision = resolved_precision(train_cfg, device)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
-    step_model = torch.compile(model) if train_cfg.compile else model  # shares the weights with `model`
-
-    # Training metrics are summed on the device between logging intervals (no host sync per step):
-    # loss, correct predictions and scored positions.
-    window = torch.zeros(3, dtype=torch.float64, device=device)
-
-    # -- resume -------------------------------------------------------------------------------------
-    step, history, wall_seconds, train_seconds = 0, [], 0.0, 0.0
-    checkpoint = record.load_checkpoint()
-    if checkpoint is not None:
-        model.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        generator.set_state(checkpoint["generator"])
-        window.copy_(checkpoint["window"])
-        step, history = checkpoint["step"], checkpoint["history"]
-        wall_seconds, train_seconds = checkpoint["wall_seconds"], checkpoint["train_seconds"]
-    last_eval = next((line for line in reversed(history) if line["kind"] == "eval"), None)
-
-    def evaluation() -> dict[str, Any]:  # the eval line of this step
-        with autocast:
-            scores = evaluate_all(model, eval_set, extra_sets, train_cfg.batch_size, task.report_buckets())
-        line = {"kind": "eval", "step": step, "wall_seconds": wall_seconds, **scores}
-        if train_cfg.attention_stats:
-            line["attention"] = attention_stats.measure(model, *attention_stats.probe_batch(eval_set))
-        return line
-
-    if train_cfg.attention_stats and step == 0:  # where the learning curves and the statistics start
-        last_eval = evaluation()
-        history.append(last_eval)
-
-    def extra_accuracy(name: str) -> float | None:  # an extra held-out set's accuracy at the last evaluation
-        return last_eval["splits"][name]["eval_accuracy"] if last_eval and "splits" in last_eval else None
-
-    def summary(status: str, error: str | None = None) -> dict[str, Any]:
-        tokens = step * train_cfg.batch_size * task.seq_len
-        return {
-            "run_id": record.run_id, "status": status, "error": error,
-            "variant": config.variant, "variant_options": config.variant_options, "variant_name": described,
-            "kernel": model.kernel, "precision": precision, "compiled": train_cfg.compile,
-            "task": config.task, "task_options": config.task_options,
-            "profile": config.profile, "seed": config.seed,
-            "eval_accuracy": last_eval["eval_accuracy"] if last_eval else None,
-            "eval_loss": last_eval["eval_loss"] if last_eval else None,
-            "chance_accuracy": task.chance_accuracy,
-            "accuracy_by_distance": last_eval["accuracy_by_distance"] if last_eval else [],
-            "accuracy_by_split": {split: extra_accuracy(split) for split in task.eval_splits},
-            "accuracy_by_length": [
-                {"length": task.seq_len, "accuracy": last_eval["eval_accuracy"] if last_eval else None},
-                *({"length": length, "accuracy": extra_accuracy(f"length={length}")} for length in task.eval_lengths),
-            ] if task.eval_lengths else [],
-            "tags": dict(tags or {}),
-            "steps": step, "total_steps": train_cfg.steps, "wall_seconds": wall_seconds,
-            "tokens_per_second": tokens / train_seconds if train_seconds else None,
-            "peak_memory_bytes": peak_memory_bytes(device), "device": str(device),
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-            "torch_version": torch.__version__, "git_commit": git_commit(),
-        }
-
-    def save(status: str) -> None:
-        record.save_checkpoint({
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
-            "window": window, "step": step, "history": history, "wall_seconds": wall_seconds,
-            "train_seconds": train_seconds,
-        })
-        record.write_metrics(history)
-        record.write_summary(summary(status))
-
-    record.write_summary(summary("running"))
-
-    # -- the loop -----------------------------------------------------------------------------------
-    started = time.perf_counter() - wall_seconds
-    finite = torch.ones((), dtype=torch.bool, device=device)
+    started = time.perf_counter() - state.wall_seconds
     status = "completed"
-    bar = tqdm(total=train_cfg.steps, initial=step, desc=f"{described}/{config.task}", disable=quiet,
+    bar = tqdm(total=steps, initial=state.step, desc=f"{run.described}/{config.task}", disable=quiet,
                unit="step", dynamic_ncols=True)
     try:
-        while step < train_cfg.steps:
-            if should_stop(step):
+        while state.step < steps:
+            if should_stop(state.step):
                 status = "interrupted"
                 break
-            step_started = time.perf_counter()
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(step, train_cfg)
-            batch = task.batch(train_cfg.batch_size, generator, device)
-            with autocast:
-                logits = step_model(batch.inputs)  # (B, T, classes)
-                loss = scored_loss(logits, batch.targets)
-            scored = batch.targets != tasks.IGNORE
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                model.parameters(), train_cfg.grad_clip if train_cfg.grad_clip > 0 else math.inf
-            )
-            finite &= torch.isfinite(loss) & torch.isfinite(grad_norm)
-            optimizer.step()
-            step += 1
-            window += torch.stack([loss.detach().double(),
-                                   ((logits.detach().argmax(-1) == batch.targets) & scored).sum().double(),
-                                   scored.sum().double()])
-            train_seconds += time.perf_counter() - step_started
+            train_step(run, state)  # state.step += 1
             bar.update()
-
-            logging = step % train_cfg.log_every == 0 or step == train_cfg.steps
-            evaluating = step % train_cfg.eval_every == 0 or step == train_cfg.steps
-            checkpointing = step % train_cfg.checkpoint_every == 0 or step == train_cfg.steps
+            logging = due(state.step, config.train.log_every, steps)
+            evaluating = due(state.step, config.train.eval_every, steps)
+            checkpointing = due(state.step, config.train.checkpoint_every, steps)
             if logging or evaluating or checkpointing:
                 # Divergence guard: a non-finite loss or gradient since the last check ends the run here,
                 # before a checkpoint could keep the broken weights.
-                if not bool(finite):
+                if not bool(state.finite):
                     status = "diverged"
                     break
-                wall_seconds = time.perf_counter() - started
+                state.wall_seconds = time.perf_counter() - started
             if logging:
-                steps_in_window = (step - 1) % train_cfg.log_every + 1
-                loss_sum, correct, scored_count = window.tolist()
-                line = {"kind": "train", "step": step, "loss": loss_sum / steps_in_window,
-                        "accuracy": correct / max(scored_count, 1.0),
-                        "lr": learning_rate(step - 1, train_cfg), "grad_norm": float(grad_norm),
-                        "wall_seconds": wall_seconds}
-                history.append(line)
-                bar.set_postfix(loss=f"{line['loss']:.3f}", acc=f"{line['accuracy']:.3f}")
-                window.zero_()
+                state.history.append(train_line(run, state))
             if evaluating:
-                last_eval = evaluation()
-                history.append(last_eval)
-                bar.set_postfix(loss=f"{history[-2]['loss']:.3f}" if logging else None,
-                                eval=f"{last_eval['eval_accuracy']:.3f}")
+                record_evaluation(run, state)
+            if logging or evaluating:
+                bar.set_postfix(progress(state))
             if checkpointing:
-                save("running")
-            if evaluating and step < train_cfg.steps and should_prune(step, last_eval["eval_accuracy"]):
+                save(run, state, "running")
+            if evaluating and state.step < steps and should_prune(state.step, validation_accuracy(state.last_eval)):
                 status = "pruned"
                 break
     except BaseException as error:
         bar.close()
-        record.write_summary(summary("failed", f"{type(error).__name__}: {error}"))
+        record.write_summary(summarise(run, state, "failed", f"{type(error).__name__}: {error}"))
         raise
     bar.close()
-    wall_seconds = time.perf_counter() - started
-    if status == "diverged":
-        record.write_metrics(history)
-        final = summary("diverged", f"non-finite loss or gradient by step {step}")
-        record.write_summary(final)
-        return final
-    save(status)
-    return summary(status)
-
+    state.wall_seconds = time.perf_counter() - started
+    return finish(run, state, status).to_dict()

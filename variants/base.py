@@ -70,6 +70,9 @@ class Attention(nn.Module):
     pattern: layouts.Layout | None = None
     # Where a sweep searches each option (an option not named keeps its default); see Range and Choice.
     search_space: ClassVar[dict[str, Range | Choice]] = {}
+    # Whether the variant brings its own position terms (as ALiBi, RoPE, T5 and Shaw do, in place of absolute
+    # positions in their papers): the model then adds no absolute positions unless a config asks for them.
+    provides_positions: ClassVar[bool] = False
 
     def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str) -> None:
         super().__init__()

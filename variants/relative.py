@@ -75,6 +75,7 @@ class Relative(Attention):
 
     # The default kind's (alibi); each instance sets its kind's in __init__.
     kernels = ("flex", "sdpa", "chunked", "reference")
+    provides_positions = True  # every kind: its position term replaces absolute positions in its paper
 
     # Each kind's own options, searched only when it is chosen; t5 keeps max_distance at its default
     # (128), which exceeds num_buckets // 2 over the whole range.

@@ -54,7 +54,10 @@ from experiments.tasks.base import IGNORE, Batch, Profile, Task
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
-_LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4}
+# Standard and long evaluate at twice their training length, where a learned position table's rows were never
+# trained: no absolute positions, as in induction, so the causal mask and the variant's own position terms
+# carry position at every length.
+_LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4, "positions": "none"}
 
 _WRITE, _READ, _IGNORE_INSTRUCTION = 2, 3, 4  # token ids of the instructions "w", "r", "i"
 
@@ -72,6 +75,7 @@ class FlipFlop(Task):
     """
 
     eval_splits = ("dense", "sparse")
+    needs_causal = True  # the input after each scored `r` is the bit to be said there
 
     @dataclass(frozen=True)
     class Options:

@@ -10,9 +10,9 @@ from einops import rearrange
 
 from experiments import attention_stats, tasks
 from experiments import config as configs
-from experiments.model import Transformer
+from experiments.model import Transformer, scored_loss
 from experiments.records import RunRecord
-from experiments.train import scored_loss, train
+from experiments.train import train
 
 
 def _entropy(weights: torch.Tensor) -> torch.Tensor:

@@ -48,8 +48,10 @@ def test_run_records_hold_config_metrics_summary_and_a_safe_checkpoint(tmp_path)
     assert saved == json.loads(json.dumps(summary))
     for key in ("run_id", "variant", "variant_options", "task", "profile", "seed", "status", "eval_accuracy",
                 "chance_accuracy", "accuracy_by_distance", "steps", "wall_seconds", "tokens_per_second",
-                "peak_memory_bytes", "device", "torch_version", "git_commit"):
+                "peak_memory_bytes", "device", "torch_version", "git_commit", "decayed_parameters"):
         assert key in saved, key
+    assert "embed.weight" in saved["decayed_parameters"] and "blocks.0.qkv.weight" in saved["decayed_parameters"]
+    assert "positions" not in saved["decayed_parameters"]
     lines = [json.loads(line) for line in (record.path / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines if line["kind"] == "train"] == list(range(5, 41, 5))
     assert [line["step"] for line in lines if line["kind"] == "eval"] == [20, 40]
@@ -88,6 +90,18 @@ def test_interrupted_then_resumed_equals_uninterrupted_bit_for_bit(tmp_path, sto
     assert without_times("split") == without_times("whole")
 
 
+def test_a_checkpoint_that_calls_the_running_sums_window_still_resumes_bit_for_bit(tmp_path):
+    config = tiny_config()
+    whole = train(config, new_record(tmp_path, config, "whole"), quiet=True)
+    record = new_record(tmp_path, config, "old")
+    train(config, record, quiet=True, should_stop=lambda step: step == 23)
+    state = torch.load(record.checkpoint_path, weights_only=True)
+    state["window"] = state.pop("running_sums")  # as checkpoints were written before the rename
+    record.save_checkpoint(state)
+    resumed = train(config, RunRecord.open(tmp_path, "old"), quiet=True)
+    assert (resumed["eval_loss"], resumed["val_loss"]) == (whole["eval_loss"], whole["val_loss"])
+
+
 def test_a_non_finite_loss_ends_the_run_as_diverged_and_keeps_its_record(tmp_path, monkeypatch):
     config = tiny_config()
     calls = {"count": 0}
@@ -118,7 +132,7 @@ def test_learning_rate_warms_up_then_decays_to_its_floor():
 def test_eval_lengths_are_one_config_line_and_give_accuracy_by_length(tmp_path):
     overrides = configs.parse_sets(["task.eval_lengths=16,24", *(f"train.{k}={v}" for k, v in TINY["train"].items())])
     overrides["task"].update({k: v for k, v in TINY["task"].items()})
-    overrides["model"].update(TINY["model"])
+    overrides["model"].update({**TINY["model"], "positions": "sinusoidal"})  # learned ones cannot reach 16 and 24
     config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=3, device="cpu",
                              overrides=overrides)
     assert config.task_options["eval_lengths"] == (16, 24)
@@ -159,7 +173,7 @@ def test_a_pruned_run_stops_after_the_evaluation_that_pruned_it_and_keeps_its_re
     summary = train(config, record, quiet=True, tags={"study": "s", "trial": 4},
                     should_prune=lambda step, accuracy: asked.append((step, accuracy)) or step >= 20)
     assert summary["status"] == "pruned" and summary["steps"] == 20
-    assert asked == [(20, summary["eval_accuracy"])]
+    assert asked == [(20, summary["val_accuracy"])]
     saved = record.read_summary()
     assert saved["status"] == "pruned" and saved["tags"] == {"study": "s", "trial": 4}
     assert torch.load(record.checkpoint_path, weights_only=True)["step"] == 20

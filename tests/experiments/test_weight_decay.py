@@ -1,0 +1,49 @@
+"""AdamW's weight decay: the weights of linear layers and the token embedding, never gains, biases, position
+tables or per-head scalars; the run records which parameters it decayed."""
+
+import pytest
+from torch import nn
+
+import variants
+from experiments import config as configs
+from experiments.model import Transformer
+from experiments.train import build_optimizer
+
+MODEL = configs.ModelConfig(dim=32, depth=2, heads=2)
+# Every registered variant with its defaults, and the options that add parameters of their own.
+CASES = [(name, {}) for name in variants.list_variants()] + [
+    ("relative", {"kind": "t5"}), ("relative", {"kind": "shaw"}), ("temperature", {"learnable": True}),
+    ("qknorm", {"norm": "rms"}),
+]
+
+
+def model_of(variant, options):
+    return Transformer(MODEL, vocab_size=8, num_classes=4, max_len=16, variant=variant, variant_options=options)
+
+
+@pytest.mark.parametrize(("variant", "options"), CASES)
+def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(variant, options):
+    model = model_of(variant, options)
+    optimizer, decayed = build_optimizer(model, configs.TrainConfig(weight_decay=0.1))
+    expected = [f"{prefix}.weight" for prefix, module in model.named_modules()
+                if isinstance(module, (nn.Linear, nn.Embedding))]
+    assert sorted(decayed) == sorted(expected)
+    assert len(decayed) == 2 + 4 * MODEL.depth  # embedding, head, and per block qkv, out and two MLP layers
+    parameters = dict(model.named_parameters())
+    decaying, sparing = optimizer.param_groups
+    assert (decaying["weight_decay"], sparing["weight_decay"]) == (0.1, 0.0)
+    assert {id(p) for p in decaying["params"]} == {id(parameters[name]) for name in decayed}
+    assert {id(p) for p in sparing["params"]} == {id(p) for n, p in parameters.items() if n not in decayed}
+
+
+@pytest.mark.parametrize(("variant", "options", "spared"), [
+    ("qknorm", {}, "blocks.0.attn.query_gain"), ("qknorm", {}, "blocks.0.attn.query_bias"),
+    ("relative", {"kind": "t5"}, "blocks.0.attn.bucket_bias"),
+    ("relative", {"kind": "shaw"}, "blocks.0.attn.distance_embedding"),
+    ("temperature", {"learnable": True}, "blocks.0.attn.log_temperature"),
+    ("dense", {}, "positions"), ("dense", {}, "blocks.0.attn_norm.weight"), ("dense", {}, "blocks.0.qkv.bias"),
+])
+def test_gains_biases_position_tables_and_temperatures_are_not_decayed(variant, options, spared):
+    model = model_of(variant, options)
+    assert spared in dict(model.named_parameters())
+    assert spared not in build_optimizer(model, configs.TrainConfig())[1]
