@@ -61,6 +61,7 @@ from experiments import config as configs
 from experiments import space as spaces
 from experiments.cli import start_record
 from experiments.records import RUN_ID, RunRecord
+from experiments.rerun import rerun_command
 from experiments.train import train
 
 MAX_RETRIES = 3  # a trial whose worker dies this many times is left failed
@@ -481,18 +482,6 @@ def run_workers(sweep: Sweep, study: optuna.Study, command: list[str], workers: 
 # -- the result -----------------------------------------------------------------------------------
 
 
-def rerun_command(sweep: Sweep, trial: FrozenTrial) -> str:
-    """The `make experiment` command that trains the trial's config again."""
-    assignments = [f"{section}.{name}={configs.format_value(value)}"
-                   for section, values in sweep.overrides.items() for name, value in values.items()]
-    assignments += [f"{name}={configs.format_value(value)}" for name, value in trial.params.items()]
-    args = " ".join([*(["--kernel", sweep.kernel] if sweep.kernel != "auto" else []),
-                     *(f"--set {assignment}" for assignment in assignments)])
-    runs = f" RUNS_DIR={sweep.runs_dir}" if sweep.runs_dir != Path("runs") else ""
-    return (f"make experiment VARIANT={sweep.variant} TASK={sweep.task} PROFILE={sweep.profile} SEED={sweep.seed} "
-            f"DEVICE={sweep.device}{runs}" + (f' ARGS="{args}"' if args else ""))
-
-
 def report(sweep: Sweep, study: optuna.Study) -> str:
     """The study's counts, its best trial (value, values, run, config) and the command that reruns it."""
     trials = study.get_trials(deepcopy=False)
@@ -508,5 +497,6 @@ def report(sweep: Sweep, study: optuna.Study) -> str:
     lines.append(f"best: trial {best.number}, eval accuracy {best.value:.4f}, run {run_id} "
                  f"(config: {sweep.runs_dir / run_id / 'config.json'})")
     lines += [f"  {name} = {_short(value)}" for name, value in best.params.items()]
-    lines.append(f"rerun it: {rerun_command(sweep, best)}")
+    config = sweep.config(spaces.as_overrides(best.params))
+    lines.append(f"rerun it: {rerun_command(config, runs_dir=sweep.runs_dir)}")
     return "\n".join(lines)
