@@ -25,9 +25,8 @@ from experiments import config as configs
 from experiments.launch import start_record
 from experiments.records import RunRecord
 from experiments.sweep.definition import Sweep
-from experiments.sweep.objective import VALUE
 from experiments.sweep.result import best_trial
-from experiments.train import train
+from experiments.train import train, validation_accuracy
 
 CONFIRM = "confirm"  # the tag of a confirmation run
 FINISHED = ("completed", "diverged")  # a confirmation run in one of these states is kept, not trained again
@@ -97,7 +96,8 @@ def confirm_best(sweep: Sweep, study: optuna.Study, *, quiet: bool, should_stop:
             return 130
         if summary["status"] == "completed":
             accuracies.append(summary["eval_accuracy"])
-            outcome = f"test accuracy {summary['eval_accuracy']:.4f}, validation accuracy {summary[VALUE]:.4f}"
+            outcome = (f"test accuracy {summary['eval_accuracy']:.4f}, validation accuracy "
+                       f"{validation_accuracy(summary):.4f}")
         else:
             exit_code, outcome = 1, f"{summary['status']}: {summary['error']}"
         print(f"  seed {seed}: {outcome}; run {summary['run_id']}{' (kept)' if kept else ''}", flush=True)

@@ -19,9 +19,7 @@ from experiments.launch import start_record
 from experiments.records import RunRecord
 from experiments.sweep.definition import Sweep
 from experiments.sweep.liveness import machine
-from experiments.train import train
-
-VALUE = "val_accuracy"  # the summary's and evaluation lines' figure a trial is judged on
+from experiments.train import train, validation_accuracy
 
 
 class TrialDiverged(Exception):
@@ -92,9 +90,10 @@ class Objective:
             raise RuntimeError(f"run {record.run_id} of trial {trial.number} failed") from error
         trial.set_user_attr("status", summary["status"])
         if summary["status"] == "pruned":
-            raise optuna.TrialPruned(f"validation accuracy {summary[VALUE]:.3f} at step {summary['steps']}")
+            raise optuna.TrialPruned(f"validation accuracy {validation_accuracy(summary):.3f} at step "
+                                     f"{summary['steps']}")
         if summary["status"] == "diverged":
             raise TrialDiverged(summary["error"])
         if summary["status"] == "interrupted":
             raise SweepInterrupted(trial.number)
-        return summary[VALUE]
+        return validation_accuracy(summary)
