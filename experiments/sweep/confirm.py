@@ -57,7 +57,8 @@ def spread(accuracies: list[float]) -> str:
     std = statistics.stdev(accuracies)
     half = stats.t.ppf(0.975, count - 1) * std / math.sqrt(count)
     return (f"test accuracy over {count} fresh seeds: mean {mean:.4f}, std {std:.4f}, 95% interval of the mean "
-            f"{mean - half:.4f}..{mean + half:.4f} (Student's t, {count - 1} degrees of freedom)")
+            f"{mean - half:.4f}..{mean + half:.4f} (Student's t, {count - 1} degree{'s' if count > 2 else ''} of "
+            "freedom)")
 
 
 def _train_or_keep(config: configs.RunConfig, found: dict[str, RunRecord], sweep: Sweep, *, quiet: bool,
