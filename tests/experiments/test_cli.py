@@ -171,3 +171,17 @@ def test_sample_prints_listops_in_lra_notation():
     for line in done.stdout.splitlines():
         expression, answer = line.split(" -> ")
         assert expression.startswith("[") and expression.endswith("]") and answer.isdigit() and "_" not in line
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_backend_is_an_alias_of_kernel(command):
+    from experiments.cli import build_parser
+
+    assert build_parser().parse_args([command, "--backend", "sdpa"]).kernel == "sdpa"
+
+
+def test_the_modules_that_do_the_work_do_not_import_the_command_line():
+    # The command line is the top layer: it parses and dispatches, and nothing below it imports it.
+    code = ("import sys, experiments.sweep, experiments.launch, experiments.catalogue, experiments.bench; "
+            "sys.exit('experiments.cli' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
