@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from analysis import figures
-from analysis import sections as registry
+from analysis.sections import registry
 from analysis.context import Context, read_bench
 from analysis.render import Figure, Section, Table, to_html, to_markdown
 from analysis.runs import load_runs, parse_filters, select

@@ -13,7 +13,7 @@ from optuna.storages.journal import JournalFileBackend
 
 import analysis
 from analysis import build_report
-from analysis import sections as registry
+from analysis.sections import registry
 from analysis.render import Text
 from experiments import config as configs
 
