@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from analysis import build_report, saturation_findings, saturation_study
+from analysis import build_report, saturation_findings, saturation_readback, saturation_study
 from analysis import figures as style
 from analysis.render import Figure, Table, Text, md_escape
 from analysis.saturation_findings import NOISE
@@ -126,7 +126,8 @@ def _candidates(study):
     speed = saturation_study.learning_speed(study)
     at_model = study.init_model.assign(closed_form=study.init_model["head_dim"] * study.init_model["q_variance"]
                                        * study.init_model["k_variance"])
-    frames = [study.init, at_model, study.variance, study.fading, study.steps_to_accuracy, speed, study.learning_rates, study.lengths,
+    frames = [study.init, at_model, study.variance, study.fading, study.steps_to_accuracy, speed,
+              study.learning_rates, study.lengths,
               study.learning_rates.groupby(["variant_name", "lr"]).mean(numeric_only=True),
               study.lengths.groupby(["variant_name", "length"]).mean(numeric_only=True),
               study.runs.select_dtypes("number")]
@@ -209,6 +210,22 @@ def test_unreadable_pieces_are_skipped_with_their_reason(tmp_path, saturation_di
     assert any(sentence.startswith("Study B (11 runs B-*") for sentence in saturation_findings.findings(study))
     assert any(sentence.startswith("Study D, synthetic (fading with n): no fading.csv")
                for sentence in saturation_findings.findings(study))
+
+
+def test_findings_md_shows_names_from_the_study_folder_as_text(tmp_path, saturation_dir):
+    folder = tmp_path / "quick"
+    shutil.copytree(saturation_dir, folder, ignore=shutil.ignore_patterns("checkpoint.pt", "*.png"))
+    evil = folder / "runs" / '"><img src=x onerror=alert(1)>'
+    shutil.copytree(folder / "runs" / "D-dense-s0", evil)
+    (evil / "summary.json").write_text("{")  # skipped, and listed under its name
+    summary = json.loads((folder / "runs" / "B-dense-d8-s0" / "summary.json").read_text())
+    (folder / "runs" / "B-dense-d8-s0" / "summary.json").write_text(
+        json.dumps({**summary, "variant_name": "<script>alert(2)</script>"}))
+
+    saturation_readback.write(folder)
+    findings = (folder / "findings.md").read_text()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in findings and "&lt;script&gt;alert(2)&lt;/script&gt;" in findings
+    assert "<img" not in findings and "<script" not in findings
 
 
 def test_make_saturation_leaves_tables_figures_and_findings_in_the_study_folder(study, saturation_dir):
