@@ -16,6 +16,7 @@ TRIALS ?= 20
 STUDY ?=
 WORKERS ?=
 STORAGE ?=
+CONFIRM ?=
 OUT ?= reports
 FILTER ?=
 NAME ?=
@@ -50,7 +51,8 @@ endif
 sweep: setup
 	$(BIN)/attnlab sweep --variant $(VARIANT) $(if $(TASK),--task $(TASK)) --seed $(SEED) --profile $(PROFILE) \
 		--trials $(TRIALS) $(if $(STUDY),--study $(STUDY)) $(if $(WORKERS),--workers $(WORKERS)) \
-		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
+		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(CONFIRM),--confirm-seeds $(CONFIRM)) \
+		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
 
 report: setup
 	$(BIN)/attnlab report --runs-dir $(RUNS_DIR) --out $(OUT) $(if $(STUDY),--study $(STUDY)) \

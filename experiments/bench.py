@@ -99,14 +99,20 @@ def _available_bytes() -> float:
     return math.inf
 
 
-def _predicted_too_costly(last: tuple[int, float, float], length: int, budget: float) -> str:
-    """A skip reason when quadratic growth from the last length would exceed the time or memory at hand."""
+def predicted_too_costly(last: tuple[int, float, float] | None, length: int, *, budget: float,
+                         memory_at_hand: Callable[[], float], share: float, memory_name: str) -> str:
+    """A skip reason when quadratic growth from the last length measured, `last` = (length, seconds per
+    call, peak bytes), would take longer than `budget` seconds per call or more than `share` of the memory
+    at hand (`memory_at_hand()` bytes, of what `memory_name` says); "" when the next length may run.
+    bench-variants and gpu-check both decide with it."""
+    if last is None:
+        return ""
     previous_length, previous_seconds, previous_peak = last
     growth = (length / previous_length) ** 2
     if previous_seconds * growth > budget:
-        return f"skipped: predicted {previous_seconds * growth:.0f}s per call > budget {budget:g}s"
-    if previous_peak * growth > 0.6 * _available_bytes():
-        return f"skipped: predicted peak {previous_peak * growth / 2**30:.1f} GiB > 60% of available memory"
+        return f"skipped: predicted {previous_seconds * growth:.1f}s per call > budget {budget:g}s"
+    if previous_peak * growth > share * memory_at_hand():
+        return f"skipped: predicted peak {previous_peak * growth / 2**30:.1f} GiB > {share:.0%} of {memory_name}"
     return ""
 
 
@@ -154,12 +160,13 @@ def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], caus
                 row = {"variant": contender.variant, "kernel": contender.kernel, "seq_len": length,
                        "causal": causal, "batch": batch, "heads": heads, "head_dim": head_dim,
                        "dtype": str(dtype).removeprefix("torch."), "device": device.type}
-                if key in last_measured:
-                    status = _predicted_too_costly(last_measured[key], length, budget)
-                    if status:
-                        rows.append({**row, "status": status})
-                        bar.update()
-                        continue
+                status = predicted_too_costly(last_measured.get(key), length, budget=budget,
+                                              memory_at_hand=_available_bytes, share=0.6,
+                                              memory_name="available memory")
+                if status:
+                    rows.append({**row, "status": status})
+                    bar.update()
+                    continue
                 bar.set_postfix_str(f"n={length} {contender.variant}/{contender.kernel}")
                 call = functools.partial(_step, contender, q, k, v, grad, causal)
                 warmup = seconds(call, device)
@@ -235,3 +242,21 @@ def acceptance(table: pd.DataFrame) -> list[str]:
             lines.append(f"causal {row.variant} (auto): log-log slope of time over {row.lengths} = {row.slope:.2f}"
                          " (goal <= 1.15)")
     return lines
+
+
+def run_and_print(**settings) -> None:
+    """`attnlab bench-variants`: `run(**settings)`, then milliseconds per contender and length, the rows not
+    timed and why, the log-log slopes, the figures the variant issues set goals for, and the CSV's path."""
+    table, path = run(**settings)
+    with_times = table[table["status"] == "ok"]
+    print(with_times.pivot_table(index=["variant", "kernel", "causal"], columns="seq_len", values="ms")
+          .round(1).to_string())
+    for row in table[table["status"] != "ok"].itertuples():
+        print(f"{row.variant}/{row.kernel} n={row.seq_len}: {row.status}")
+    fitted = slopes(table)
+    if len(fitted):
+        print("log-log slope of time against length:")
+        print(fitted.round(2).to_string(index=False))
+    for line in acceptance(table):
+        print(line)
+    print(f"wrote {path}")

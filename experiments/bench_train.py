@@ -97,3 +97,12 @@ def run(*, variant: str, task: str, steps: int, rounds: int, device: str) -> dic
     return {"harness_tokens_per_second": statistics.median(harness),
             "minimal_tokens_per_second": statistics.median(minimal),
             "ratio": statistics.median(harness) / statistics.median(minimal)}
+
+
+def run_and_print(*, variant: str, task: str, steps: int, rounds: int, device: str) -> None:
+    """`attnlab bench-train`: both loops' tokens per second and their ratio."""
+    result = run(variant=variant, task=task, steps=steps, rounds=rounds, device=device)
+    print(f"{variant} on {task} ({device}, {steps} steps, median of {rounds} alternating rounds):")
+    print(f"  harness  {result['harness_tokens_per_second']:,.0f} tokens/s")
+    print(f"  minimal  {result['minimal_tokens_per_second']:,.0f} tokens/s")
+    print(f"  harness / minimal = {result['ratio']:.3f} (goal >= 0.9)")

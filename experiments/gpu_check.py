@@ -90,20 +90,6 @@ def _step(contender: bench.Contender, q, k, v, grad) -> None:
     q.grad = k.grad = v.grad = None
 
 
-def _too_costly(last: tuple[int, float, float] | None, length: int, device: torch.device) -> str:
-    """A skip reason when quadratic growth from the last length would exceed the call budget or memory."""
-    if last is None:
-        return ""
-    previous_length, previous_seconds, previous_peak = last
-    growth = (length / previous_length) ** 2
-    if previous_seconds * growth > CALL_BUDGET:
-        return f"skipped: predicted {previous_seconds * growth:.1f}s per call > {CALL_BUDGET:g}s"
-    free, _ = torch.cuda.mem_get_info(device)
-    if previous_peak * growth > 0.8 * free:
-        return f"skipped: predicted peak {previous_peak * growth / 2**30:.0f} GiB > 80% of free memory"
-    return ""
-
-
 def time_kernels(deadline: float, device: torch.device, specs: list[str] = SPECS, kernels: list[str] = KERNELS,
                  lengths: tuple[int, ...] = LENGTHS, done: frozenset = frozenset()) -> pd.DataFrame:
     """Milliseconds and TFLOP/s per contender and length until `deadline` (time.perf_counter()), leaving out
@@ -124,8 +110,9 @@ def time_kernels(deadline: float, device: torch.device, specs: list[str] = SPECS
             row = {"variant": contender.variant, "kernel": contender.kernel, "seq_len": length, "batch": batch,
                    "heads": HEADS, "head_dim": HEAD_DIM, "dtype": "bfloat16"}
             key = (contender.variant, contender.kernel)
-            status = "skipped: time budget" if time.perf_counter() > deadline else _too_costly(
-                last.get(key), length, device)
+            status = "skipped: time budget" if time.perf_counter() > deadline else bench.predicted_too_costly(
+                last.get(key), length, budget=CALL_BUDGET, memory_at_hand=lambda: torch.cuda.mem_get_info(device)[0],
+                share=0.8, memory_name="free GPU memory")
             if status:
                 rows.append({**row, "status": status})
                 continue

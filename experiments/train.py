@@ -76,6 +76,12 @@ def evaluate_all(model: Transformer, eval_set: tasks.Batch, extra_sets: dict[str
     return result
 
 
+def validation_accuracy(line: dict[str, Any]) -> float | None:
+    """The validation accuracy an evaluation line (or a summary) reports: what sweeps select and prune on,
+    so the eval set stays an untouched test set. None where there is none (a record from before it)."""
+    return line.get("val_accuracy")
+
+
 def scored_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over the scored positions of (B, T, classes) logits and (B, T) targets.
 
@@ -113,7 +119,7 @@ def train(
     """Train (or resume, when the record holds a checkpoint) and return the run's summary.
 
     `should_stop(step)` is asked before every step (True: stop, status "interrupted", resumable);
-    `should_prune(step, eval_accuracy)` after every evaluation (True: stop, status "pruned", as a sweep's
+    `should_prune(step, val_accuracy)` after every evaluation (True: stop, status "pruned", as a sweep's
     pruner decides); `tags` (e.g. a sweep's study and trial number) are copied into the summary.
     """
     device = torch.device(config.device)
@@ -134,7 +140,8 @@ def train(
         lr=train_cfg.lr, betas=(0.9, 0.98),
     )
     generator = tasks.train_generator(config.seed, device)  # training data only; the eval set has its own seed
-    eval_set = task.eval_set(device)  # a fixed held-out set from its own seed
+    eval_set = task.eval_set(device)  # a fixed held-out set from its own seed: the test set
+    validation_set = task.validation_set(device)  # another, from a seed of its own: what sweeps select on
     extra_sets = task.extra_eval_sets(device)  # splits and other lengths, each scored separately
     described = model.blocks[0].attn.describe()
     # bf16 autocast: matmuls and attention in bf16, reductions and the float32 master weights as they are.
@@ -161,7 +168,9 @@ def train(
     def evaluation() -> dict[str, Any]:  # the eval line of this step
         with autocast:
             scores = evaluate_all(model, eval_set, extra_sets, train_cfg.batch_size, task.report_buckets())
-        line = {"kind": "eval", "step": step, "wall_seconds": wall_seconds, **scores}
+            validation = evaluate(model, validation_set, train_cfg.batch_size, [])
+        line = {"kind": "eval", "step": step, "wall_seconds": wall_seconds, **scores,
+                "val_accuracy": validation["eval_accuracy"], "val_loss": validation["eval_loss"]}
         if train_cfg.attention_stats:
             line["attention"] = attention_stats.measure(model, *attention_stats.probe_batch(eval_set))
         return line
@@ -183,6 +192,8 @@ def train(
             "profile": config.profile, "seed": config.seed,
             "eval_accuracy": last_eval["eval_accuracy"] if last_eval else None,
             "eval_loss": last_eval["eval_loss"] if last_eval else None,
+            "val_accuracy": last_eval.get("val_accuracy") if last_eval else None,
+            "val_loss": last_eval.get("val_loss") if last_eval else None,
             "chance_accuracy": task.chance_accuracy,
             "accuracy_by_distance": last_eval["accuracy_by_distance"] if last_eval else [],
             "accuracy_by_split": {split: extra_accuracy(split) for split in task.eval_splits},
@@ -269,7 +280,7 @@ def train(
                                 eval=f"{last_eval['eval_accuracy']:.3f}")
             if checkpointing:
                 save("running")
-            if evaluating and step < train_cfg.steps and should_prune(step, last_eval["eval_accuracy"]):
+            if evaluating and step < train_cfg.steps and should_prune(step, validation_accuracy(last_eval)):
                 status = "pruned"
                 break
     except BaseException as error:

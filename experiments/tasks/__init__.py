@@ -14,11 +14,13 @@ from experiments.tasks.base import (
     IGNORE,
     MAX_TRAIN_SEED,
     PROFILES,
+    VALIDATION_SEED_OFFSET,
     Batch,
     Task,
     distance_buckets,
     eval_seed,
     train_generator,
+    validation_seed,
 )
 from experiments.tasks.registry import create_task, describe_tasks, list_tasks, register_task, task_class
 
@@ -35,6 +37,7 @@ __all__ = [
     "IGNORE",
     "MAX_TRAIN_SEED",
     "PROFILES",
+    "VALIDATION_SEED_OFFSET",
     "Batch",
     "Task",
     "create_task",
@@ -45,4 +48,5 @@ __all__ = [
     "register_task",
     "task_class",
     "train_generator",
+    "validation_seed",
 ]

@@ -14,6 +14,11 @@ Seeds: training batches come from a generator the trainer seeds with the run see
 [0, MAX_TRAIN_SEED = 2**31) (`train_generator` checks it). The eval set is drawn on the CPU from
 `eval_seed(name)` = EVAL_SEED_OFFSET + crc32(name) mod 2**31, which lies in [2**31, 2**32) and so is
 never a training seed, then moved to the device: the same examples on every call and every device.
+
+Validation set: sweeps select hyperparameters on it, so the eval set stays an untouched test set. It is
+drawn like the eval set (`sample_eval`, `validation_size` examples, eval_size unless a task says otherwise)
+from `validation_seed(name)` = VALIDATION_SEED_OFFSET + crc32("validation/" + name) mod 2**31, which lies
+in [2**32, 2**32 + 2**31) and so is neither a training seed nor an eval seed.
 """
 
 from __future__ import annotations
@@ -32,11 +37,18 @@ IGNORE = -100  # the target of a position that is not scored (cross_entropy's de
 PROFILES = ("quick", "standard", "long")
 MAX_TRAIN_SEED = 2**31  # training seeds lie in [0, MAX_TRAIN_SEED)
 EVAL_SEED_OFFSET = MAX_TRAIN_SEED  # eval seeds lie in [EVAL_SEED_OFFSET, 2**32), so never meet a training seed
+VALIDATION_SEED_OFFSET = 2**32  # validation seeds lie in [2**32, 2**32 + 2**31): above every eval seed
 
 
 def eval_seed(name: str) -> int:
     """The seed of task `name`'s eval set, in [2**31, 2**32): stable across processes (crc32, not hash)."""
     return EVAL_SEED_OFFSET + zlib.crc32(name.encode()) % 2**31
+
+
+def validation_seed(name: str) -> int:
+    """The seed of task `name`'s validation set, in [2**32, 2**32 + 2**31): above every training and eval seed,
+    and salted, so the validation and eval sets of one task are drawn from unrelated streams."""
+    return VALIDATION_SEED_OFFSET + zlib.crc32(f"validation/{name}".encode()) % 2**31
 
 
 def train_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
@@ -119,6 +131,11 @@ class Task:
         self.default_model: dict[str, Any] = dict(self.profiles[profile].model)
 
     @property
+    def validation_size(self) -> int:
+        """Examples in the validation set: as many as in the eval set (a task may say otherwise)."""
+        return self.eval_size
+
+    @property
     def eval_lengths(self) -> tuple[int, ...]:
         """The extra sequence lengths the task is evaluated at: its `eval_lengths` option, if it has one."""
         return tuple(getattr(self.options, "eval_lengths", ()))
@@ -177,6 +194,12 @@ class Task:
     def eval_set(self, device: torch.device | str) -> Batch:
         """The fixed held-out set: eval_size examples from `eval_seed(name)`, drawn on the CPU, moved to `device`."""
         return self.sample_eval(self.eval_size, self._eval_generator(self.name), torch.device("cpu")).to(device)
+
+    def validation_set(self, device: torch.device | str) -> Batch:
+        """The fixed set sweeps select on: validation_size examples drawn like the eval set, from
+        `validation_seed(name)`, on the CPU, moved to `device`."""
+        generator = torch.Generator().manual_seed(validation_seed(self.name))
+        return self.sample_eval(self.validation_size, generator, torch.device("cpu")).to(device)
 
     def extra_eval_sets(self, device: torch.device | str) -> dict[str, Batch]:
         """The held-out sets scored beside `eval_set`: each split of `eval_splits` under its name, and

@@ -27,7 +27,7 @@ from optuna.trial import TrialState
 from analysis import build_report, saturation_readback
 from experiments import bench, saturation
 from experiments import config as configs
-from experiments.cli import start_record
+from experiments.launch import start_record
 from experiments.train import train
 
 TINY = {

@@ -75,13 +75,17 @@ def wait_for_a_trial_mid_run(study, runs_dir, processes, *, first_number=0, time
 
 
 def check_trials_are_runs(study, runs_dir):
-    """Every complete or pruned trial has its own run record, saying the same as the trial."""
+    """Every complete or pruned trial has its own run record, saying the same as the trial: the values it
+    reported and its objective are the run's validation accuracies, never the test (eval) set's."""
     finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
     for trial in finished:
         summary = summary_of(runs_dir, trial)
         assert summary["tags"] == {"study": study.study_name, "trial": trial.number}
+        metrics = [json.loads(line) for line in (runs_dir / trial.user_attrs["run_id"] / "metrics.jsonl").open()]
+        validation = {line["step"]: line["val_accuracy"] for line in metrics if line["kind"] == "eval"}
+        assert trial.intermediate_values == {step: validation[step] for step in trial.intermediate_values}
         if trial.state == TrialState.COMPLETE:
-            assert summary["status"] == "completed" and summary["eval_accuracy"] == trial.value
+            assert summary["status"] == "completed" and summary["val_accuracy"] == trial.value
         else:
             assert summary["status"] == "pruned" and summary["steps"] < 40
     assert len({trial.user_attrs["run_id"] for trial in finished}) == len(finished)
@@ -125,9 +129,12 @@ def test_a_killed_sweep_resumes_to_exactly_the_requested_complete_trials(tmp_pat
     runs = [path for path in tmp_path.iterdir() if path.name != "sweeps"]
     assert len(runs) == len(study.trials) - 1  # the retry continued the killed trial's run folder
 
-    # The summary names the best trial, and its command trains the same config to the same accuracy.
+    # The summary names the best trial with its validation and test accuracy, and its command trains the same
+    # config to the same accuracies.
     best = study.best_trial
-    assert f"best: trial {best.number}, eval accuracy {best.value:.4f}" in output
+    test_accuracy = summary_of(tmp_path, best)["eval_accuracy"]
+    assert f"best: trial {best.number}, validation accuracy {best.value:.4f}, test accuracy {test_accuracy:.4f}" \
+        in output
     (rerun,) = [line.removeprefix("rerun it: ") for line in output.splitlines() if line.startswith("rerun it: ")]
     make_args = dict(word.split("=", 1) for word in shlex.split(rerun)[2:])
     assert make_args["VARIANT"] == "local" and make_args["TASK"] == "passkey" and make_args["SEED"] == "1"
@@ -136,7 +143,8 @@ def test_a_killed_sweep_resumes_to_exactly_the_requested_complete_trials(tmp_pat
                    "--seed", make_args["SEED"], "--device", make_args["DEVICE"], *shlex.split(make_args["ARGS"]),
                    "--runs-dir", str(again), "--quiet"))
     (run,) = again.iterdir()
-    assert json.loads((run / "summary.json").read_text())["eval_accuracy"] == best.value
+    rerun_summary = json.loads((run / "summary.json").read_text())
+    assert (rerun_summary["val_accuracy"], rerun_summary["eval_accuracy"]) == (best.value, test_accuracy)
 
 
 def test_two_workers_share_the_embedded_store(tmp_path):
@@ -171,10 +179,11 @@ def test_workers_on_a_postgres_study_finish_it_though_one_is_killed(tmp_path):
         assert "4 of 4 complete" in output and "rerun it: make experiment" in output
 
 
-def in_process_sweep(runs_dir, *space, trials=2):
+def in_process_sweep(runs_dir, *space, trials=2, confirm_seeds=0):
     plan = sweeps.prepare(variant="local", task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
                           sets=TINY_SETS, space_args=list(space), space_file=None, study=None, storage=None,
-                          runs_dir=runs_dir, trials=trials, pruner="none", prune_after=5, heartbeat_seconds=1)
+                          runs_dir=runs_dir, trials=trials, pruner="none", prune_after=5, heartbeat_seconds=1,
+                          confirm_seeds=confirm_seeds)
     return plan, sweeps.open_study(plan)
 
 
@@ -284,6 +293,7 @@ def one_line_error(capsys, argv):
     (["--set", "train.lr=0.1"], ["train.lr", "--space train.lr=VALUE"]),
     (["--study", "../elsewhere"], ["'../elsewhere'", "plain name"]),
     (["--trials", "0"], ["trials", "0", ">= 1"]),
+    (["--confirm-seeds", "-1"], ["confirm-seeds", "-1", ">= 0"]),
     (["--space-file", "missing.toml"], ["missing.toml", "TOML"]),
 ])
 def test_bad_sweep_input_gets_one_sentence_and_exit_code_2(tmp_path, capsys, args, fragments):
@@ -320,6 +330,7 @@ def test_an_unreachable_storage_gets_one_sentence(tmp_path, capsys):
     (["VARIANT=local", "ARGS=--space variant.windw=8:12"], ["'variant.windw'", "did you mean 'variant.window'"]),
     (["VARIANT=local", "ARGS=--space variant.window=64:16"], ["variant.window=64:16", "empty range"]),
     (["VARIANT=local", "STORAGE=postgresql://nobody@127.0.0.1:{port}/x"], ["cannot be used", "Connection refused"]),
+    (["VARIANT=local", "CONFIRM=-1"], ["confirm-seeds", "-1", ">= 0"]),
 ])
 def test_make_sweep_answers_bad_input_in_one_sentence(tmp_path, make_args, fragments):
     env = {key: value for key, value in os.environ.items() if not key.startswith(("MAKE", "MFLAGS"))}
@@ -338,5 +349,5 @@ def test_sweep_help_names_its_options():
     result = subprocess.run([sys.executable, "-m", "experiments", "sweep", "--help"], capture_output=True, text=True,
                             cwd=ROOT)
     for option in ("--trials", "--study", "--storage", "--workers", "--space", "--space-file", "--pruner",
-                   "--heartbeat-seconds"):
+                   "--heartbeat-seconds", "--confirm-seeds"):
         assert option in result.stdout, option

@@ -159,7 +159,7 @@ def test_a_pruned_run_stops_after_the_evaluation_that_pruned_it_and_keeps_its_re
     summary = train(config, record, quiet=True, tags={"study": "s", "trial": 4},
                     should_prune=lambda step, accuracy: asked.append((step, accuracy)) or step >= 20)
     assert summary["status"] == "pruned" and summary["steps"] == 20
-    assert asked == [(20, summary["eval_accuracy"])]
+    assert asked == [(20, summary["val_accuracy"])]
     saved = record.read_summary()
     assert saved["status"] == "pruned" and saved["tags"] == {"study": "s", "trial": 4}
     assert torch.load(record.checkpoint_path, weights_only=True)["step"] == 20

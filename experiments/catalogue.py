@@ -1,0 +1,44 @@
+"""What the harness holds, as a user browses it: `attnlab list` (variants, kernels, tasks, profiles) and
+`attnlab sample` (a task's examples, as text, JSON or images)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+import variants
+from experiments import config as configs
+from experiments import tasks
+from variants.kernels import KERNELS
+
+
+def print_catalogue() -> None:
+    """`attnlab list`."""
+    print("Variants (--variant NAME, options with --set variant.OPTION=VALUE):")
+    print(variants.describe_variants())
+    print("\nKernels (--kernel NAME; auto takes the first a variant lists that runs on the device):")
+    for kernel in KERNELS.values():
+        print(f"{kernel.name}: {kernel.summary}")
+    print("\nTasks (--task NAME, options with --set task.OPTION=VALUE; default suite: "
+          f"{','.join(tasks.DEFAULT_SUITE)}):")
+    print(tasks.describe_tasks())
+    print(f"\nProfiles (--profile NAME): {', '.join(tasks.PROFILES)}; quick for CPU minutes, standard for "
+          "one GPU, long for LRA-scale lengths.")
+
+
+def print_samples(task_name: str, *, profile: str, sets: list[str], count: int, seed: int, format: str,
+                  images: Path | None) -> None:
+    """`attnlab sample`: `count` examples of a task drawn with `seed`, one per line; with `images`, also
+    saved there as PNG files (tasks with images only)."""
+    overrides = configs.parse_sets(sets)
+    task = tasks.create_task(task_name, profile=profile, **overrides["task"])
+    generator = torch.Generator().manual_seed(seed)
+    batch = task.batch(count, generator, torch.device("cpu"))
+    written = task.save_images(batch, images, count) if images else []
+    for index in range(count):
+        print(json.dumps(task.example(batch, index)) if format == "json" else task.text(batch, index))
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)

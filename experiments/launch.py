@@ -1,0 +1,137 @@
+"""Start or resume runs from their configs and train them: `attnlab run`, `attnlab resume`, and the runs of
+sweeps (their trials, and the confirmation of the best configuration with fresh seeds).
+
+A run is a folder under the runs folder (`experiments.records`): `start_record` creates it for a resolved
+config, `train()` fills it, and SIGINT or SIGTERM stop it at a checkpoint so that `resume` continues it.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from experiments import config as configs
+from experiments import tasks
+from experiments.records import RecordError, RunRecord, new_run_id
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def checked_device(device: str | None) -> str:
+    """The device asked for, or the default one; a CUDA device this machine lacks is an error."""
+    device = device or default_device()
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("Device 'cuda' was asked for but this machine has no CUDA device; accepted: cpu.")
+    return device
+
+
+class StopFlag:
+    """SIGINT/SIGTERM ask the running training loop to checkpoint and stop, marking the run interrupted."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    def __call__(self, step: int) -> bool:
+        return self.signal is not None
+
+    def install(self) -> StopFlag:
+        def handler(signum, frame):
+            if self.signal is not None:  # a second signal: stop now
+                raise KeyboardInterrupt
+            self.signal = signum
+
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+        return self
+
+
+def start_record(runs_dir: Path, config: configs.RunConfig) -> RunRecord:
+    """A new run folder for `config`, named after the variant as it describes itself, the task and the
+    seed, holding the resolved config."""
+    record = RunRecord.create(runs_dir, new_run_id(configs.described_variant(config), config.task, config.seed))
+    record.write_config(config.to_dict())
+    return record
+
+
+def results_table(summaries: list[dict]) -> str:
+    """One table per task: a row per run, accuracy per distance bucket as columns."""
+    blocks = []
+    for task in dict.fromkeys(summary["task"] for summary in summaries):
+        rows = []
+        for summary in (s for s in summaries if s["task"] == task):
+            row = {"variant": summary["variant_name"], "status": summary["status"],
+                   "eval_acc": summary["eval_accuracy"], "chance": summary["chance_accuracy"]}
+            for bucket in summary["accuracy_by_distance"]:
+                row[f"d{bucket['lo']}-{bucket['hi']}"] = bucket["accuracy"]
+            row.update({split: accuracy for split, accuracy in summary.get("accuracy_by_split", {}).items()})
+            row.update({f"n={entry['length']}": entry["accuracy"] for entry in summary.get("accuracy_by_length", [])})
+            tokens_per_second = summary["tokens_per_second"]
+            row.update({"steps": summary["steps"], "wall_s": round(summary["wall_seconds"], 1),
+                        "tokens/s": round(tokens_per_second) if tokens_per_second else None,
+                        "run": summary["run_id"]})
+            rows.append(row)
+        table = pd.DataFrame(rows).to_string(index=False, float_format=lambda value: f"{value:.3f}", na_rep="-")
+        blocks.append(f"task {task} (accuracy at scored positions; dN-M = dependency distance N..M; "
+                      f"n=L = at eval length L; other columns: extra eval splits)\n{table}")
+    return "\n\n".join(blocks)
+
+
+def train_runs(pending: list[tuple[configs.RunConfig, RunRecord]], runs_dir: Path, quiet: bool) -> int:
+    """Train each run in turn and print the results table: 0 when all completed, 130 when a signal stopped
+    one (the rest are left untrained), 1 when one diverged or failed."""
+    from experiments.train import train
+
+    stop = StopFlag().install()
+    summaries, exit_code = [], 0
+    for config, record in pending:
+        try:
+            summary = train(config, record, quiet=quiet, should_stop=stop)
+        except ValueError as error:  # inputs were validated before training: this is a bug, show its trace
+            raise RuntimeError(f"run {record.run_id} failed") from error
+        summaries.append(summary)
+        if summary["status"] == "interrupted":
+            print(f"run {record.run_id} interrupted at step {summary['steps']}; continue it with: "
+                  f"attnlab resume {record.run_id} --runs-dir {runs_dir}", file=sys.stderr)
+            exit_code = 130
+            break
+        if summary["status"] != "completed":
+            exit_code = 1
+            print(f"run {record.run_id} {summary['status']}: {summary['error']}", file=sys.stderr)
+    print(results_table(summaries))
+    print(f"runs saved under {runs_dir}/")
+    return exit_code
+
+
+def run(*, variant_names: str, task_names: str | None, profile: str, seed: int, device: str | None, kernel: str,
+        sets: list[str], runs_dir: Path, quiet: bool) -> int:
+    """`attnlab run`: every variant of the comma-separated list on every task (default: the default suite)."""
+    device = checked_device(device)
+    overrides = configs.parse_sets(sets)
+    names = [name for name in variant_names.split(",") if name]
+    task_list = [name for name in task_names.split(",") if name] if task_names else tasks.DEFAULT_SUITE
+    # Resolve every config before training anything, so a typo in the last one costs nothing.
+    resolved = [
+        configs.resolve(variant=name, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
+                        overrides=configs.for_variant(overrides, name, names))
+        for name in names for task in task_list
+    ]
+    pending = [(config, start_record(runs_dir, config)) for config in resolved]
+    return train_runs(pending, runs_dir, quiet)
+
+
+def resume(run_id: str, runs_dir: Path, quiet: bool) -> int:
+    """`attnlab resume`: continue a run that did not complete from its last checkpoint."""
+    record = RunRecord.open(runs_dir, run_id)
+    config = configs.from_dict(record.read_config())
+    checked_device(config.device)
+    if (record.path / "summary.json").exists() and record.read_summary()["status"] == "completed":
+        raise RecordError(f"Run {run_id!r} is already completed; accepted: a run that is interrupted, "
+                          "failed or was killed.")
+    record.load_checkpoint()  # a corrupt checkpoint is the user's to know about before anything runs
+    return train_runs([(config, record)], runs_dir, quiet)

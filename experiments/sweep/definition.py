@@ -1,0 +1,145 @@
+"""A sweep's definition: validated and resolved before anything runs, and the study it creates or joins."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+import variants
+from common.options import OptionError
+from experiments import config as configs
+from experiments import space as spaces
+from experiments import tasks
+from experiments.records import RUN_ID
+from experiments.sweep.storage import open_storage, shown
+
+PRUNERS = ("median", "none")
+
+
+def check_study_name(name: str) -> str:
+    if not RUN_ID.fullmatch(name) or ".." in name:
+        raise OptionError(f"Study name {name!r} is not a plain name; accepted: letters, digits, '.', '_' and '-', "
+                          "starting with a letter or digit, without '..'.")
+    return name
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep's definition, validated and resolved before anything runs."""
+
+    variant: str
+    task: str
+    profile: str
+    seed: int
+    device: str
+    kernel: str
+    overrides: dict[str, dict[str, Any]]  # the user's --set, fixed in every trial
+    space: spaces.Space
+    study_name: str
+    storage_url: str | None
+    runs_dir: Path
+    trials: int
+    pruner: str
+    prune_after: int
+    heartbeat_seconds: int
+    confirm_seeds: int = 0  # fresh seeds that train the best configuration again once the study is done
+    # The narrowing and fixing as given, for the command of each worker process
+    sets: tuple[str, ...] = ()
+    space_args: tuple[str, ...] = ()
+    space_file: str | None = None
+
+    @property
+    def journal(self) -> Path:
+        return self.runs_dir / "sweeps" / f"{self.study_name}.journal"
+
+    @property
+    def storage_shown(self) -> str:
+        return shown(self.storage_url) if self.storage_url else str(self.journal)
+
+    @property
+    def fresh_seeds(self) -> list[int]:
+        """The seeds that confirm the best configuration: the `confirm_seeds` seeds after the sweep's own.
+        Every trial trains with the sweep's seed, so none of them trained a trial; and they are the same
+        each time, so confirming again finds the runs it already trained."""
+        return [self.seed + offset for offset in range(1, self.confirm_seeds + 1)]
+
+    def definition(self) -> dict[str, Any]:
+        """What makes trials comparable; workers joining a study must agree on it."""
+        return json.loads(json.dumps({
+            "variant": self.variant, "task": self.task, "profile": self.profile, "seed": self.seed,
+            "overrides": self.overrides, "space": [param.describe() for param in self.space.params],
+        }))
+
+    def config(self, chosen: dict[str, dict[str, Any]]) -> configs.RunConfig:
+        """The run config of a trial: the sweep's overrides plus the trial's values."""
+        overrides = {section: {**values, **chosen.get(section, {})} for section, values in self.overrides.items()}
+        return configs.resolve(variant=self.variant, task=self.task, profile=self.profile, seed=self.seed,
+                               device=self.device, kernel=self.kernel, overrides=overrides)
+
+    def trial_config(self, trial: FrozenTrial) -> configs.RunConfig:
+        """The run config of a trial that has drawn its values."""
+        return self.config(spaces.as_overrides(trial.params))
+
+    def make_pruner(self) -> optuna.pruners.BasePruner:
+        if self.pruner == "none":
+            return optuna.pruners.NopPruner()
+        return optuna.pruners.MedianPruner(n_startup_trials=self.prune_after)
+
+
+def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, kernel: str, sets: list[str],
+            space_args: list[str], space_file: str | None, study: str | None, storage: str | None,
+            runs_dir: Path, trials: int, pruner: str, prune_after: int, heartbeat_seconds: int,
+            confirm_seeds: int = 0) -> Sweep:
+    """Validate everything a sweep needs, touching nothing: a bad value is a one-sentence error."""
+    for name, value, least in (("trials", trials, 1), ("heartbeat seconds", heartbeat_seconds, 1),
+                               ("prune-after", prune_after, 0), ("confirm-seeds", confirm_seeds, 0)):
+        if value < least:
+            raise OptionError(f"Sweep {name} got {value}; accepted: an integer >= {least}.")
+    if seed + confirm_seeds >= tasks.MAX_TRAIN_SEED:
+        raise OptionError(f"Sweep confirm-seeds got {confirm_seeds}, but seeds {seed + 1}..{seed + confirm_seeds} "
+                          f"pass the largest seed; accepted: at most {tasks.MAX_TRAIN_SEED - 1 - seed}.")
+    if pruner not in PRUNERS:
+        raise OptionError(f"Pruner {pruner!r} is unknown; accepted: {', '.join(PRUNERS)}.")
+    variants.variant_class(variant)
+    overrides = configs.for_variant(configs.parse_sets(sets), variant, [variant])
+    searched = spaces.declared(variant)
+    for section in spaces.SECTIONS:
+        for name in overrides[section]:
+            if f"{section}.{name}" in searched:
+                raise OptionError(f"--set {section}.{name} names an option the sweep searches; accepted: narrowing "
+                                  f"or fixing it with --space {section}.{name}=VALUE.")
+    base = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
+                           overrides=overrides)
+    sizes = {"seq_len": base.task_options["seq_len"], "head_dim": base.model.attention_head_dim,
+             "steps": base.train.steps}
+    narrowing = spaces.read_space_file(Path(space_file)) if space_file else {}
+    narrowing.update(spaces.parse_space_args(space_args))
+    resolved = spaces.resolve(variant, sizes, narrowing)
+    name = check_study_name(study or f"{variant}-{task}-{profile}-s{seed}")
+    return Sweep(variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
+                 overrides=overrides, space=resolved, study_name=name, storage_url=storage, runs_dir=runs_dir,
+                 trials=trials, pruner=pruner, prune_after=prune_after, heartbeat_seconds=heartbeat_seconds,
+                 confirm_seeds=confirm_seeds, sets=tuple(sets), space_args=tuple(space_args), space_file=space_file)
+
+
+def open_study(sweep: Sweep) -> optuna.Study:
+    """Create the sweep's study, or join it after checking that it was created for the same sweep."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # each trial is announced by the sweep itself
+    storage = open_storage(sweep.storage_url, sweep.journal, sweep.heartbeat_seconds)
+    study = optuna.create_study(storage=storage, study_name=sweep.study_name, direction="maximize",
+                                load_if_exists=True, pruner=sweep.make_pruner())
+    mine, theirs = sweep.definition(), study.user_attrs.get("definition")
+    if theirs is None:
+        study.set_user_attr("definition", mine)
+    elif theirs != mine:
+        differing = ", ".join(key for key in mine if mine[key] != theirs.get(key))
+        raise OptionError(f"Study {sweep.study_name!r} in {sweep.storage_shown} was created for another sweep (its "
+                          f"{differing} differ); accepted: the variant, task, profile, seed, --set and --space it was "
+                          "created with, or another study name.")
+    return study
+

@@ -1,0 +1,145 @@
+"""The workers of a sweep: one process runs trials until the study holds `--trials` complete ones
+(`work`), and `--workers N` starts N such processes on this machine (`run_workers`).
+
+Exactly `--trials` complete trials: before each trial a worker counts the study's complete and running
+trials; it starts one only while they fall short of the target, and waits (taking over trials whose
+worker died) while the last ones are in flight. Workers that start trials at the same instant are ordered
+by trial number: a trial that finds the target already filled by earlier ones fails at once as `surplus`,
+before its run begins. Running the same command again continues the study until the target is reached.
+Pruned and failed trials do not count.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+from optuna.exceptions import ExperimentalWarning
+from optuna.trial import FrozenTrial, TrialState
+
+from experiments.sweep.definition import Sweep
+from experiments.sweep.objective import Objective, SweepInterrupted, TrialDiverged, TrialSurplus
+from experiments.sweep.storage import retry_callback
+
+
+def short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _params(trial: FrozenTrial) -> str:
+    return " ".join(f"{name}={short(value)}" for name, value in trial.params.items())
+
+
+def announce(prefix: str) -> Callable[[optuna.Study, FrozenTrial], None]:
+    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+        run = trial.user_attrs.get("run_id", "-")
+        if trial.state == TrialState.COMPLETE:
+            outcome = f"completed: validation accuracy {trial.value:.3f}"
+        elif trial.state == TrialState.PRUNED:
+            step, accuracy = max(trial.intermediate_values.items())
+            outcome = f"pruned at step {step}: validation accuracy {accuracy:.3f}"
+        else:
+            outcome = f"failed ({trial.user_attrs.get('status', 'error')})"
+        print(f"{prefix}trial {trial.number} {outcome}; {_params(trial)}; run {run}", flush=True)
+
+    return callback
+
+
+def work(sweep: Sweep, study: optuna.Study, *, worker: int | None = None, quiet: bool = False,
+         should_stop: Callable[[int], bool] = lambda step: False) -> int:
+    """Run trials until the study holds `sweep.trials` complete ones: 0; stopped by a signal: 130;
+    more diverged trials than the target: 1."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        objective = Objective(sweep, quiet=quiet, should_stop=should_stop)
+        callbacks = [announce("" if worker is None else f"[worker {worker}] ")]
+        poll = max(0.5, min(5.0, sweep.heartbeat_seconds / 2))
+        while not should_stop(0):
+            optuna.storages.fail_stale_trials(study)
+            trials = study.get_trials(deepcopy=False)
+            count = Counter(trial.state for trial in trials)
+            if count[TrialState.COMPLETE] >= sweep.trials:
+                return 0
+            diverged = sum(trial.user_attrs.get("status") == "diverged" for trial in trials)
+            if diverged > sweep.trials:
+                print(f"sweep {sweep.study_name}: stopped after {diverged} diverged trials, more than the "
+                      f"{sweep.trials} asked for; their run records say where (a narrower train.lr may help)",
+                      file=sys.stderr)
+                return 1
+            if count[TrialState.COMPLETE] + count[TrialState.RUNNING] >= sweep.trials:
+                time.sleep(poll)  # the last trials are in flight: wait, and take over any whose worker dies
+                continue
+            try:
+                study.optimize(objective, n_trials=1, catch=(TrialDiverged, TrialSurplus), callbacks=callbacks)
+            except SweepInterrupted as interrupted:
+                # Queued again with its run id, so the next invocation resumes the run from its checkpoint.
+                retry_callback()(study, study.get_trials(deepcopy=False)[interrupted.number])
+                print(f"sweep {sweep.study_name}: trial {interrupted.number} interrupted; run the same command to "
+                      "continue", file=sys.stderr)
+                return 130
+    return 130
+
+
+def run_workers(sweep: Sweep, study: optuna.Study, command: list[str], workers: int) -> int:
+    """`workers` processes running `command --worker-index I`; on CUDA each sees one GPU (round robin),
+    on CPU each gets its share of the cores. SIGINT or SIGTERM here is passed on to each; they die with
+    this process. 0 when the study reached its target; else 130 after a signal, 1 otherwise."""
+    import torch
+
+    def die_with_parent() -> None:  # Linux: a worker whose parent is killed gets SIGTERM, and checkpoints
+        if sys.platform == "linux":
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    gpus = torch.cuda.device_count() if sweep.device == "cuda" else 0
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    processes = []
+    for index in range(workers):
+        env = dict(os.environ)
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = str(index % gpus)
+        else:
+            env.setdefault("OMP_NUM_THREADS", str(threads))
+        processes.append(subprocess.Popen([*command, "--worker-index", str(index)], env=env,
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          preexec_fn=die_with_parent))
+
+    def forward(signum, frame):
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    codes = [process.wait() for process in processes]
+    for index, code in enumerate(codes):
+        if code != 0:
+            ended = f"was killed by signal {-code}" if code < 0 else f"ended with exit code {code}"
+            print(f"sweep {sweep.study_name}: worker {index} {ended}", file=sys.stderr)
+    complete = sum(trial.state == TrialState.COMPLETE for trial in study.get_trials(deepcopy=False))
+    return 0 if complete >= sweep.trials else 130 if 130 in codes else 1
+
+
+
+def worker_command(sweep: Sweep, quiet: bool) -> list[str]:
+    """The command of one worker process of `sweep`; `run_workers` adds --worker-index."""
+    command = [sys.executable, "-m", "experiments", "sweep", "--variant", sweep.variant, "--task", sweep.task,
+               "--profile", sweep.profile, "--seed", str(sweep.seed), "--trials", str(sweep.trials),
+               "--study", sweep.study_name, "--device", sweep.device, "--kernel", sweep.kernel,
+               "--pruner", sweep.pruner, "--prune-after", str(sweep.prune_after),
+               "--heartbeat-seconds", str(sweep.heartbeat_seconds), "--runs-dir", str(sweep.runs_dir),
+               "--workers", "1"]
+    command += [item for assignment in sweep.sets for item in ("--set", assignment)]
+    command += [item for assignment in sweep.space_args for item in ("--space", assignment)]
+    command += ["--space-file", sweep.space_file] if sweep.space_file else []
+    command += ["--storage", sweep.storage_url] if sweep.storage_url else []
+    return command + (["--quiet"] if quiet else [])
