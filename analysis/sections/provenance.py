@@ -3,14 +3,10 @@ and the command that trains it again."""
 
 from __future__ import annotations
 
-import functools
 import importlib.metadata
-import json
 import platform
-import shlex
 import time
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -18,39 +14,10 @@ from analysis.context import Context
 from analysis.render import Block, Table, Text
 from analysis.sections.registry import section
 from common.provenance import git_commit
-from experiments import config as configs
 from experiments.records import RecordError, RunRecord
+from experiments.rerun import rerun_command
 
 PACKAGES = ("torch", "numpy", "pandas", "seaborn", "matplotlib", "optuna", "scikit-learn", "einops")
-
-
-@functools.cache
-def _defaults(variant: str, task: str, profile: str, device: str, kernel: str) -> dict[str, Any] | None:
-    try:  # as config.json holds it: tuples as lists
-        return json.loads(configs.to_json(configs.resolve(variant=variant, task=task, profile=profile, seed=0,
-                                                          device=device, kernel=kernel)))
-    except ValueError:
-        return None
-
-
-def rerun_command(config: dict[str, Any]) -> str:
-    """The `make experiment` command that trains this config again: --set for each field that differs from
-    the profile's defaults (every field, when the defaults cannot be resolved)."""
-    fields = ("variant", "task", "profile", "seed", "device")
-    head = {name: config.get(name) for name in fields}
-    kernel = config.get("kernel", "auto")
-    defaults = _defaults(*(str(head[name]) for name in ("variant", "task", "profile", "device")), str(kernel)) or {}
-    assignments = []
-    for part, prefix in (("variant_options", "variant"), ("task_options", "task"), ("model", "model"),
-                         ("train", "train")):
-        default = defaults.get(part, {})
-        for name, value in (config.get(part) or {}).items():
-            if name not in default or default[name] != value:
-                assignments.append(shlex.quote(f"{prefix}.{name}={configs.format_value(value)}"))
-    args = " ".join([*(["--kernel", shlex.quote(str(kernel))] if kernel != "auto" else []),
-                     *(f"--set {assignment}" for assignment in assignments)])
-    command = " ".join(f"{name.upper()}={shlex.quote(str(head[name]))}" for name in fields)
-    return f"make experiment {command}" + (f' ARGS="{args}"' if args else "")
 
 
 def _version(package: str) -> str:
