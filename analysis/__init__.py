@@ -9,14 +9,17 @@ studies beside them (`runs/sweeps/<study>.journal`) and the benchmark CSVs under
 
 A report section is one function registered with `analysis.section` (see `analysis.sections`). The softmax
 saturation studies (`make saturation`) are read back by `analysis.saturation_study` (its figures drawn in
-`analysis.saturation_figures`, its findings stated in `analysis.saturation_findings`):
+`analysis.saturation_figures`, its findings stated in `analysis.saturation_findings`, all three written into
+the study folder by `analysis.saturation_readback`):
 
-    >>> study = analysis.saturation_study.load("runs/saturation/quick")   # tables; write(folder)
+    >>> study = analysis.saturation_study.load("runs/saturation/quick")   # tables
+    >>> analysis.saturation_readback.write("runs/saturation/quick")       # tables, figures, findings.md
 """
 
-from analysis import saturation_study
+from analysis import saturation_readback, saturation_study
 from analysis.report import build_report
 from analysis.runs import load_runs, parse_filters, select
 from analysis.sections import SECTIONS, section
 
-__all__ = ["SECTIONS", "build_report", "load_runs", "parse_filters", "saturation_study", "section", "select"]
+__all__ = ["SECTIONS", "build_report", "load_runs", "parse_filters", "saturation_readback", "saturation_study",
+           "section", "select"]

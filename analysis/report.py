@@ -24,10 +24,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from analysis import figures
-from analysis import sections as registry
 from analysis.context import Context, read_bench
 from analysis.render import Figure, Section, Table, to_html, to_markdown
 from analysis.runs import load_runs, parse_filters, select
+from analysis.sections import registry
 from analysis.sweeps import load_studies, select_studies
 
 REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

@@ -11,7 +11,8 @@ or the kernel the config forced);
 the summary's `status`, `error`, `variant_name` (the variant as it describes itself, e.g. `local_w16`),
 `kernel` (the kernel it ran on), `eval_accuracy`, `eval_loss`, `chance_accuracy`, `steps`,
 `total_steps`, `wall_seconds`, `tokens_per_second`, `peak_memory_bytes`, `device_name`,
-`torch_version`, `git_commit`, the sweep tags `study` and `trial` (None outside sweeps), and the
+`torch_version`, `git_commit`, the sweep tags `study` and `trial` (None outside sweeps), `confirm` (True for a
+study's confirmation runs, tagged `confirm: true`), and the
 per-evaluation lists `accuracy_by_distance`, `accuracy_by_length` and the dict `accuracy_by_split`.
 List-valued options are tuples, so every config column can be grouped on.
 
@@ -39,7 +40,7 @@ SUMMARY_FIELDS = ("status", "error", "variant_name", "eval_accuracy", "eval_loss
                   "torch_version", "git_commit")
 LIST_FIELDS = ("accuracy_by_distance", "accuracy_by_length")
 BASE_COLUMNS = ("run_id", "path", *CONFIG_FIELDS, *SUMMARY_FIELDS, "kernel", "kernel_requested", "study", "trial",
-                *LIST_FIELDS, "accuracy_by_split")
+                "confirm", *LIST_FIELDS, "accuracy_by_split")
 
 
 def _hashable(value: Any) -> Any:
@@ -92,6 +93,7 @@ def _row(record: RunRecord) -> dict[str, Any]:
     row["kernel"] = summary.kernel  # the one that ran; config.json's is what was asked for (auto)
     row["kernel_requested"] = config.get("kernel", "auto")
     row["study"], row["trial"] = tags.get("study"), tags.get("trial")
+    row["confirm"] = tags.get("confirm") is True
     row.update({name: getattr(summary, name) for name in LIST_FIELDS})
     row["accuracy_by_split"] = summary.accuracy_by_split
     return row

@@ -1,6 +1,6 @@
 """The seaborn figures of a softmax saturation study (`figures(study)`), drawn from the tables that
-`analysis.saturation_study.load` reads; `saturation_study.write` saves them under figures/ and `blocks` shows
-them in the report.
+`analysis.saturation_study.load` reads; `analysis.saturation_readback.write` saves them under figures/ and the
+report's "Softmax saturation" section (`analysis.sections.saturation`) shows them.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import LogFormatter, NullFormatter
 
 from analysis import figures as style
-from analysis import saturation
-from analysis.saturation_findings import fading_label, plus_minus
 from analysis.saturation_study import THRESHOLD, Study, learning_speed, shown_dtype
+from analysis.saturation_text import fading_label, plus_minus
+from experiments.saturation_tables import VANISHING_DERIVATIVE
 
 Drawn = tuple[str, str, MplFigure, pd.DataFrame]  # (name, caption, figure, the data it draws)
 
@@ -100,13 +100,13 @@ def _init_figures(init: pd.DataFrame) -> list[Drawn]:
         style.log_axes(ax, head_dims, y=False)
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("head dim d_k (log scale)")
-        ax.set_ylabel(f"fraction of p(1 - p) below {saturation.VANISHING_DERIVATIVE:g}")
+        ax.set_ylabel(f"fraction of p(1 - p) below {VANISHING_DERIVATIVE:g}")
         ax.set_title(f"vanishing derivatives, n = {num_keys}")
         _no_legend(ax)
     _legend_outside(axes[0, -1])
     style.suptitle(fig, "Study A: the softmax derivatives that vanish, in float32 and float64")
     second = ("a-vanishing-derivatives", "Study A (init_stats.csv): the fraction of softmax derivatives p(1 - p) "
-              f"below {saturation.VANISHING_DERIVATIVE:g} against head dim, per key count, in float32 and float64",
+              f"below {VANISHING_DERIVATIVE:g} against head dim, per key count, in float32 and float64",
               fig, table)
     return [first, second]
 

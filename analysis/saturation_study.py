@@ -1,18 +1,24 @@
-"""The softmax saturation studies, read back: a study folder -> tables, seaborn figures and findings
-stated from the data, never typed in. This module reads the folder into tables and writes the results;
-the figures are drawn in `analysis.saturation_figures`, the findings stated in `analysis.saturation_findings`.
+"""The softmax saturation studies, read back: a study folder -> tables, from which figures and findings
+are drawn and stated, never typed in. This module reads the folder into tables; the figures are drawn in
+`analysis.saturation_figures`, the findings stated in `analysis.saturation_findings`, and
+`analysis.saturation_readback.write` saves all three into the folder.
 
-    >>> from analysis import saturation_findings, saturation_study
+    >>> from analysis import saturation_findings, saturation_readback, saturation_study
     >>> study = saturation_study.load("runs/saturation/quick")
     >>> study.steps_to_accuracy.groupby(["variant_name", "head_dim"])["steps_to_threshold"].mean()
     >>> print("\\n".join(saturation_findings.findings(study)))
-    >>> saturation_study.write("runs/saturation/quick")  # tables/*.csv, figures/*.png, findings.md
+    >>> saturation_readback.write("runs/saturation/quick")  # tables/*.csv, figures/*.png, findings.md
 
 A study folder is what `make saturation` writes (RUNS_DIR/saturation/<setting>/, see
-`experiments.saturation`): setting.json, init_stats.csv (study A), fading.csv (study D's synthetic part)
-and runs/<name>/, ordinary run records tagged {"saturation": "B" | "C" | "D"}.
+`experiments.saturation`): setting.json, init_stats.csv (study A), model_variance.csv (the variance of q
+and k that study A's model-variance rows use), fading.csv (study D's synthetic part) and runs/<name>/,
+ordinary run records tagged {"saturation": "B" | "C" | "D"}.
 
 Tables (`Study` fields; `write` saves the run tables under tables/):
+
+    init               study A's rows at unit variance (q, k ~ N(0, I))
+    init_model         study A's rows at the variance study B's model has at initialisation
+    variance           model_variance.csv: that variance of q and k, per head dim and layer, measured
 
     runs               load_runs' row per run, plus `part` (B, C, D), `head_dim` and `lr`
     evaluations        one row per finished run x evaluation: eval accuracy and loss at each step
@@ -25,27 +31,22 @@ Tables (`Study` fields; `write` saves the run tables under tables/):
     lengths            D, per run and evaluation length: accuracy (`trained`: the training length)
 
 `learning_speed(study)` aggregates steps_to_accuracy over seeds (with the statistics at step 0);
-`saturation_figures.figures`, `saturation_findings.findings` and `blocks` (the report's "Softmax
-saturation" section) read only these tables.
+`saturation_figures.figures`, `saturation_findings.findings` and the report's "Softmax saturation" section
+(`analysis.sections.saturation`) read only these tables.
 A piece of the folder that cannot be read is left out with its reason in `Study.skipped`, never a crash.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from analysis import figures as style
-from analysis import saturation
-from analysis.render import Block, Figure, Table, Text
 from analysis.runs import load_runs
-from common.files import atomic_write_bytes, atomic_write_text
+from experiments import saturation_tables
 from experiments.attention_stats import STATISTICS
 from experiments.records import RecordError, RunRecord
 from experiments.saturation import Setting
@@ -64,6 +65,8 @@ class Study:
     path: Path
     setting: Setting | None
     init: pd.DataFrame | None
+    init_model: pd.DataFrame | None
+    variance: pd.DataFrame | None
     fading: pd.DataFrame | None
     runs: pd.DataFrame
     evaluations: pd.DataFrame
@@ -226,11 +229,15 @@ def load(study_dir: str | Path) -> Study:
     path = Path(study_dir)
     skipped: list[dict[str, str]] = []
     setting = _read_setting(path / "setting.json", skipped)
-    init = _read_csv(path / "init_stats.csv", saturation.COLUMNS, skipped)
-    fading = _read_csv(path / "fading.csv", saturation.FADING_COLUMNS, skipped)
+    init = _read_csv(path / "init_stats.csv", saturation_tables.COLUMNS, skipped)
+    unit = None if init is None else (init["q_variance"] == 1) & (init["k_variance"] == 1)
+    variance = _read_csv(path / "model_variance.csv", saturation_tables.VARIANCE_COLUMNS, skipped)
+    fading = _read_csv(path / "fading.csv", saturation_tables.FADING_COLUMNS, skipped)
     runs = _read_runs(path / "runs", skipped)
     evaluations, dynamics = _read_metrics(runs, skipped)
-    return Study(path=path, setting=setting, init=init, fading=fading, runs=runs, evaluations=evaluations,
+    return Study(path=path, setting=setting, init=None if init is None else init[unit].reset_index(drop=True),
+                 init_model=None if init is None else init[~unit].reset_index(drop=True), variance=variance,
+                 fading=fading, runs=runs, evaluations=evaluations,
                  dynamics=dynamics, steps_to_accuracy=_steps_to_accuracy(evaluations),
                  learning_rates=_learning_rates(evaluations, dynamics), lengths=_lengths(runs), skipped=skipped)
 
@@ -268,53 +275,9 @@ def learning_speed(study: Study) -> pd.DataFrame:
                                        "start_grad_norm_q"])
 
 
-def over_seeds(frame: pd.DataFrame, keys: list[str], columns: list[str]) -> pd.DataFrame:
-    """Means over seeds per group of `keys`, with the number of seeds."""
-    grouped = frame.groupby(keys, sort=True)
-    return grouped[columns].mean().join(grouped.size().rename("seeds")).reset_index()
-
-
 def shown_dtype(init: pd.DataFrame) -> str:
     """The dtype of study A that the figures and findings show: float32 where there is one."""
     return "float32" if (init["dtype"] == "float32").any() else str(init["dtype"].iloc[0])
-
-
-# -- writing and the report section ------------------------------------------------------------------
-
-
-def _tables(study: Study) -> dict[str, pd.DataFrame]:
-    return {"dynamics": study.dynamics, "steps_to_accuracy": study.steps_to_accuracy,
-            "learning_speed": learning_speed(study), "learning_rates": study.learning_rates,
-            "lengths": study.lengths}
-
-
-def write(study_dir: str | Path) -> list[Path]:
-    """tables/*.csv, figures/*.png and findings.md into the study folder, each file replaced atomically;
-    returns the paths written."""
-    # imported here, not at the top: both modules import this one (Study, its tables), a cycle otherwise
-    from analysis.saturation_figures import figures
-    from analysis.saturation_findings import findings
-
-    study_dir = Path(study_dir)
-    study = load(study_dir)
-    written = []
-    for name, table in _tables(study).items():
-        path = study_dir / "tables" / f"{name}.csv"
-        atomic_write_text(path, table.to_csv(index=False))
-        written.append(path)
-    with style.style():
-        for name, _, fig, _ in figures(study):
-            buffer = io.BytesIO()
-            fig.savefig(buffer, format="png", dpi=style.DPI)
-            path = study_dir / "figures" / f"{name}.png"
-            atomic_write_bytes(path, buffer.getvalue())
-            written.append(path)
-    lines = [f"# Softmax saturation: setting {study.name}", "", *(f"- {finding}" for finding in findings(study))]
-    if study.skipped:
-        lines += ["", "## Skipped", "", *(f"- {entry['run']}: {entry['reason']}" for entry in study.skipped)]
-    path = study_dir / "findings.md"
-    atomic_write_text(path, "\n".join(lines) + "\n")
-    return [*written, path]
 
 
 def study_folder(runs_dir: str | Path) -> Path | None:
@@ -325,54 +288,4 @@ def study_folder(runs_dir: str | Path) -> Path | None:
     return next((folder for folder in (quick, full) if folder.is_dir()), None)
 
 
-def _shown(frame: pd.DataFrame, formats: dict[str, Callable[[pd.Series], str]]) -> pd.DataFrame:
-    return pd.DataFrame({column: frame.apply(format_row, axis=1) if len(frame) else pd.Series(dtype=object)
-                         for column, format_row in formats.items()})
-
-
-def blocks(runs_dir: str | Path) -> list[Block]:
-    """The report's "Softmax saturation" section: findings, figures and tables of the study under
-    RUNS_DIR/saturation, or one sentence saying how to make one."""
-    # imported here, not at the top: both modules import this one (Study, its tables), a cycle otherwise
-    from analysis.saturation_figures import figures
-    from analysis.saturation_findings import early_text, findings, number, plus_minus, steps_text
-
-    folder = study_folder(runs_dir)
-    if folder is None:
-        return [Text(f"No softmax saturation study in {Path(runs_dir) / 'saturation'}: {MAKE} produces one.")]
-    study = load(folder)
-    result: list[Block] = [Text(
-        f"The softmax saturation studies of setting {study.name}, read from {folder} (written by `make saturation "
-        f"SETTING={study.name}`; its tables/, figures/ and findings.md are the same numbers). A: q.k statistics at "
-        "initialisation; B: training dynamics per variant and head dim; C: entropy collapse over learning rates; "
-        "D: fading with length. Every number below is computed from those files."
-    )]
-    result += [Text(finding) for finding in findings(study)]
-    result += [Figure(f"saturation-{name}", caption, fig, data) for name, caption, fig, data in figures(study)]
-    speed = learning_speed(study)
-    if len(speed):
-        shown = _shown(speed, {
-            "variant": lambda row: row["variant_name"], "d_k": lambda row: str(row["head_dim"]),
-            f"steps to {THRESHOLD:g}": steps_text, "early accuracy": early_text,
-            "final accuracy": lambda row: plus_minus(row["final_accuracy_mean"], row["final_accuracy_se"]),
-            "largest weight at step 0": lambda row: number(row["start_max_weight"]),
-            "W_q gradient at step 0": lambda row: number(row["start_grad_norm_q"]),
-        })
-        result.append(Table("saturation-learning-speed", f"Study B over seeds: steps to eval accuracy {THRESHOLD:g} "
-                            "(mean ± se over the seeds that reached it; reached/seeds), early accuracy (first half of "
-                            "training) and final accuracy (mean ± se)", shown, data=speed))
-    if len(study.learning_rates):
-        result.append(Table("saturation-learning-rates", "Study C per run: final loss and accuracy, largest |logit|, "
-                            "smallest entropy / log n, largest sigma, and the entropy bound's checks, largest value "
-                            "and violations",
-                            study.learning_rates.drop(columns="run_id")))
-    if len(study.lengths):
-        means = over_seeds(study.lengths, ["variant_name", "length", "trained"], ["accuracy"])
-        result.append(Table("saturation-lengths", "Study D: eval accuracy per variant and evaluation length, mean over "
-                            "seeds (trained: the training length)", means, data=study.lengths))
-    if study.skipped:
-        result.append(Table("saturation-skipped", "Pieces of the study folder left out, and why",
-                            pd.DataFrame(study.skipped, columns=["run", "reason"])))
-    return result
-
-__all__ = ["FINISHED", "THRESHOLD", "Study", "blocks", "learning_speed", "load", "study_folder", "write"]
+__all__ = ["FINISHED", "THRESHOLD", "Study", "learning_speed", "load", "shown_dtype", "study_folder"]

@@ -65,13 +65,19 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _saturation(args: argparse.Namespace) -> int:
+    from analysis import saturation_readback
     from experiments import saturation
 
     workers = saturation.default_workers() if args.workers is None else args.workers
     if workers < 1:
         raise ValueError(f"--workers got {workers}; accepted: an integer >= 1.")
     out = Path(args.out) if args.out else Path(args.runs_dir) / "saturation" / args.setting
-    return saturation.run(saturation.setting_named(args.setting), out, workers=workers, quiet=args.quiet)
+    problems = saturation.run(saturation.setting_named(args.setting), out, workers=workers, quiet=args.quiet)
+    written = saturation_readback.write(out)  # the read-back: tables, figures and findings of what ran
+    for problem in problems:
+        print(f"run {problem}", file=sys.stderr)
+    print(f"wrote {len(written)} tables and figures under {out}/")
+    return 1 if problems else 0
 
 
 def _bench_variants(args: argparse.Namespace) -> int:

@@ -5,18 +5,20 @@
 
 Each study is a list of configs built with plain loops below; its runs are ordinary runs (with
 `train.attention_stats`) under `RUNS_DIR/saturation/<setting>/runs/`, named after what they are, so running
-the command again skips what finished and resumes what was interrupted. Then the tables and figures are
-written beside them (`analysis.saturation_study`), and `make report` shows them in its "Softmax
-saturation" section.
+the command again skips what finished and resumes what was interrupted. `run` computes and trains; the
+command line then writes the read-back beside them (`analysis.saturation_readback.write`: tables, figures,
+findings), and `make report` shows them in its "Softmax saturation" section.
 
 A. At initialisation: q.k statistics over head dims and key counts, unscaled, scaled and at temperatures
-   (analysis.saturation.init_table) -> init_stats.csv.
+   (experiments.saturation_tables.init_table) -> init_stats.csv; and unscaled and scaled at the variance of
+   q and k that study B's model really has at initialisation, measured per layer and head dim
+   (experiments.saturation_tables.model_variance) -> model_variance.csv.
 B. Training dynamics: one small model on one task (passkey, 32 tokens) with dense, unscaled, learned
    temperature, qknorm, softcap and additive attention at head dims 16, 64 and 256 (model width fixed;
    the q/k/v width follows the head dim), over seeds; attention statistics at every evaluation.
 C. Entropy collapse and the learning-rate proxy: dense and qknorm over learning rates spanning orders of
    magnitude; sigma, the entropy and its lower bound per head at every evaluation.
-D. Fading with length: one strong logit among n (analysis.saturation.fading_table) -> fading.csv; and
+D. Fading with length: one strong logit among n (experiments.saturation_tables.fading_table) -> fading.csv; and
    dense, ssmax, learned temperature and ALiBi trained on passkey at one length and evaluated at longer
    ones (no position embedding, so that only attention decides what happens at unseen lengths).
 """
@@ -28,15 +30,17 @@ import dataclasses
 import json
 import multiprocessing
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 from tqdm import tqdm
 
+from common.files import atomic_write_text
 from experiments import config as configs
+from experiments import saturation_tables
 from experiments.records import RecordError, RunRecord
 
 TASK = "passkey"
@@ -209,29 +213,48 @@ def setting_named(name: str) -> Setting:
     return SETTINGS[name]
 
 
-def run(setting: Setting, out_dir: Path, *, workers: int, quiet: bool) -> int:
-    """All four studies of a setting into `out_dir` (RUNS_DIR/saturation/<setting name>)."""
-    from analysis import saturation, saturation_study
-    from common.files import atomic_write_text
+def measured_variance(setting: Setting, runs: list[PlannedRun]) -> pd.DataFrame:
+    """The per-component variance of q and k at each layer of study B's model (dense, its first seed) at
+    initialisation, at each of B's head dims (`saturation_tables.model_variance`)."""
+    first = min(setting.seeds)
+    configs_measured = [planned.config for planned in runs if planned.study == "B"
+                        and planned.config.variant == "dense" and planned.config.seed == first]
+    return pd.concat([saturation_tables.model_variance(config, batch_size=setting.batch_size)
+                      for config in sorted(configs_measured, key=lambda config: config.model.attention_head_dim)],
+                     ignore_index=True)
 
+
+def _write_tables(setting: Setting, out_dir: Path, runs: list[PlannedRun], *, quiet: bool) -> None:
+    """Study A (init_stats.csv, model_variance.csv) and D's fading.csv; A is computed again only when the
+    setting, the measured variance or the table's columns changed."""
+    described = json.dumps(dataclasses.asdict(setting), indent=2) + "\n"
+    variance = measured_variance(setting, runs)
+    measured = variance.to_csv(index=False)
+    saved, init_path, variance_path = (out_dir / name for name in ("setting.json", "init_stats.csv",
+                                                                   "model_variance.csv"))
+    current = (init_path.exists() and saved.exists() and saved.read_text() == described and variance_path.exists()
+               and variance_path.read_text() == measured
+               and init_path.read_text().partition("\n")[0] == ",".join(saturation_tables.COLUMNS))
+    if not current:
+        table = saturation_tables.init_table(
+            setting.head_dims, setting.key_counts, setting.temperatures, samples=setting.samples,
+            seed=setting.init_seed, variances=[(variance["q_variance"].mean(), variance["k_variance"].mean())],
+            quiet=quiet)
+        atomic_write_text(init_path, table.to_csv(index=False))
+        atomic_write_text(variance_path, measured)
+        atomic_write_text(saved, described)  # after the tables it describes
+    fading = saturation_tables.fading_table(setting.fading_key_counts, strong_logit=setting.strong_logit,
+                                            length_scales=setting.length_scales)
+    atomic_write_text(out_dir / "fading.csv", fading.to_csv(index=False))
+
+
+def run(setting: Setting, out_dir: Path, *, workers: int, quiet: bool) -> list[str]:
+    """All four studies of a setting into `out_dir` (RUNS_DIR/saturation/<setting name>): A's and D's
+    tables, then the training runs; returns the runs that did not complete (run: status)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = plan(setting)  # resolved before anything trains: a bad config costs nothing
-    described = json.dumps(dataclasses.asdict(setting), indent=2) + "\n"
-    saved = out_dir / "setting.json"
-    if not (out_dir / "init_stats.csv").exists() or not saved.exists() or saved.read_text() != described:
-        table = saturation.init_table(setting.head_dims, setting.key_counts, setting.temperatures,
-                                      samples=setting.samples, seed=setting.init_seed, quiet=quiet)
-        atomic_write_text(out_dir / "init_stats.csv", table.to_csv(index=False))
-        atomic_write_text(saved, described)  # after the table it describes
-    fading = saturation.fading_table(setting.fading_key_counts, strong_logit=setting.strong_logit,
-                                     length_scales=setting.length_scales)
-    atomic_write_text(out_dir / "fading.csv", fading.to_csv(index=False))
-    problems = train_all(runs, out_dir / "runs", workers=workers, quiet=quiet)
-    written = saturation_study.write(out_dir)
-    for problem in problems:
-        print(f"run {problem}", file=sys.stderr)
-    print(f"wrote {len(written)} tables and figures under {out_dir}/")
-    return 1 if problems else 0
+    _write_tables(setting, out_dir, runs, quiet=quiet)
+    return train_all(runs, out_dir / "runs", workers=workers, quiet=quiet)
 
 
 def default_workers() -> int:

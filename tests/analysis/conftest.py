@@ -4,7 +4,7 @@ The runs folder holds: dense and local (window 4) on passkey, seeds 0 and 1 (com
 trials of local in a study stored as the sweep command stores it (two complete, one pruned); a failed
 run whose variant name and error are HTML; a record whose summary.json is not JSON; a
 `bench-variants` CSV of dense and local at three lengths; and a tiny softmax saturation study at
-saturation/quick, made by the study runner itself (`saturation_dir`, also used on its own).
+saturation/quick, made by the study runner and its read-back (`saturation_dir`, also used on its own).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from analysis import build_report
+from analysis import build_report, saturation_readback
 from experiments import bench, saturation
 from experiments import config as configs
 from experiments.launch import start_record
@@ -121,7 +121,9 @@ def _once(tmp_path_factory, name: str, build) -> Path:
 
 def _make_saturation(folder: Path) -> None:
     torch.set_num_threads(1)
-    saturation.run(SATURATION, folder / "saturation" / "quick", workers=1, quiet=True)
+    study = folder / "saturation" / "quick"
+    assert saturation.run(SATURATION, study, workers=1, quiet=True) == []
+    saturation_readback.write(study)  # as `attnlab saturation` does after the runs
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@ import json
 import math
 import re
 import shlex
+import shutil
 
 import numpy as np
 import optuna
@@ -13,8 +14,8 @@ from optuna.storages.journal import JournalFileBackend
 
 import analysis
 from analysis import build_report
-from analysis import sections as registry
 from analysis.render import Text
+from analysis.sections import registry
 from experiments import config as configs
 
 
@@ -183,7 +184,10 @@ def test_the_sweep_section_lists_the_trials_best_settings_and_importances(report
     assert list(trials["run status"]) == ["completed", "completed", "pruned"]
     best = _table(report, "best-sweep-settings").iloc[0]
     assert (best["study"], best["best trial"]) == (STUDY, study.best_trial.number)
-    assert best["best eval accuracy"] == pytest.approx(study.best_value)
+    assert best["selection value (objective)"] == pytest.approx(study.best_value)
+    best_run = json.loads((runs_dir / study.best_trial.user_attrs["run_id"] / "summary.json").read_text())
+    assert best["test accuracy (its run's eval accuracy)"] == pytest.approx(best_run["eval_accuracy"])
+    assert best["confirmation seeds"] == 0
     history = _table(report, f"sweep-00-{STUDY}-history")
     assert len(history) == sum(len(trial.intermediate_values) for trial in study.trials)
     importance = _table(report, f"sweep-00-{STUDY}-importance")
@@ -251,3 +255,86 @@ def test_a_new_section_is_one_registered_function(tmp_path, monkeypatch):
     (tmp_path / "runs").mkdir()
     page = build_report(tmp_path / "runs", tmp_path / "reports", name="with-example").read_text()
     assert '<section id="example"><h2>Example</h2><p>0 runs &lt;checked&gt;</p></section>' in page
+
+
+EVIL_LABEL = "<script>alert(3)</script>"
+EVIL_FOLDER = 'evil-"><img src=x onerror=alert(4)>'
+EVIL_STUDY = '"><img src=x onerror=alert(5)><script>alert(6)</script>'
+
+
+def _evil_runs(runs_dir, folder):
+    """A completed run with a checkpoint whose variant name and folder (run id) are HTML, and a sweep study
+    whose name is HTML and whose best trial is that run."""
+    folder.mkdir()
+    source = next(path for path in sorted(runs_dir.iterdir()) if "-dense-" in path.name
+                  and json.loads((path / "summary.json").read_text())["status"] == "completed"
+                  and not json.loads((path / "summary.json").read_text())["tags"])
+    evil = folder / EVIL_FOLDER
+    shutil.copytree(source, evil)
+    summary = json.loads((evil / "summary.json").read_text())
+    summary.update(run_id=EVIL_FOLDER, variant_name=EVIL_LABEL)
+    (evil / "summary.json").write_text(json.dumps(summary))
+    (folder / "sweeps").mkdir()
+    storage = JournalStorage(JournalFileBackend(str(folder / "sweeps" / "evil.journal")))
+    study = optuna.create_study(storage=storage, study_name=EVIL_STUDY, direction="maximize")
+    study.set_user_attr("definition", {"variant": "dense", "task": "passkey", "profile": "quick", "seed": 0})
+    lr = optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
+    for value, rate in ((summary["eval_accuracy"], 1e-3), (0.1, 1e-2)):
+        study.add_trial(optuna.trial.create_trial(params={"train.lr": rate}, distributions={"train.lr": lr},
+                                                  value=value, user_attrs={"run_id": EVIL_FOLDER}))
+
+
+def test_names_from_runs_and_studies_are_escaped_in_captions_titles_and_tables(runs_dir, tmp_path):
+    _evil_runs(runs_dir, tmp_path / "runs")
+    page = build_report(tmp_path / "runs", tmp_path / "reports").read_text()
+    markdown = (tmp_path / "reports" / "all" / "report.md").read_text()
+    pictures = re.findall(r'<figure><img src="figures/attention-[^"]*" alt="([^"]*)">', page)
+    assert len(pictures) == 1 and "&lt;script&gt;alert(3)&lt;/script&gt;" in pictures[0]
+    assert "evil-&quot;&gt;&lt;img src=x onerror=alert(4)&gt;" in pictures[0]  # the run id, in the alt text
+    assert re.search(r'<figcaption>Study &quot;&gt;&lt;img src=x onerror=alert\(5\)&gt;&lt;script&gt;alert\(6\)'
+                     r"&lt;/script&gt;: optimisation history", page)
+    for text in (page, markdown):
+        assert "<script" not in text.lower()
+        assert "<img src=x" not in text and '"><img' not in text
+    assert "&lt;img src=x onerror=alert(5)&gt;" in markdown
+
+
+def test_the_results_table_shows_each_rows_position_scheme_from_its_config(report, runs_dir):
+    results = _table(report, "results")
+    expected = {}
+    for path in runs_dir.glob("*/config.json"):
+        summary_path = path.parent / "summary.json"
+        try:
+            summary = json.loads(summary_path.read_text())
+        except json.JSONDecodeError:
+            continue
+        if not summary["tags"]:
+            expected.setdefault(summary["variant_name"], set()).add(json.loads(path.read_text())["model"]["positions"])
+    assert dict(zip(results["variant"], results["model.positions"], strict=True)) == {
+        name: ",".join(sorted(schemes)) for name, schemes in expected.items()}
+    assert "<th>model.positions</th>" in report.read_text()
+
+
+def test_a_study_shows_its_best_trials_selection_value_apart_from_test_accuracy_and_its_confirmation_runs(
+        runs_dir, tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(runs_dir, runs, ignore=shutil.ignore_patterns("checkpoint.pt", "saturation", "bench"))
+    sources = [path for path in sorted(runs.iterdir()) if "-dense-" in path.name
+               and json.loads((path / "summary.json").read_text())["status"] == "completed"][:2]
+    for index, (source, accuracy) in enumerate(zip(sources, (0.5, 0.7), strict=True)):
+        confirm = runs / f"20260102-000000-confirm-passkey-s{index}-0000"
+        shutil.copytree(source, confirm)
+        summary = json.loads((confirm / "summary.json").read_text())
+        summary.update(run_id=confirm.name, eval_accuracy=accuracy, tags={"study": STUDY, "confirm": True})
+        (confirm / "summary.json").write_text(json.dumps(summary))
+    index = build_report(runs, tmp_path / "reports")
+    best = _table(index, "best-sweep-settings").iloc[0]
+    assert best["confirmation seeds"] == 2
+    assert best["confirmation mean"] == pytest.approx(0.6)
+    assert best["confirmation std"] == pytest.approx(np.std([0.5, 0.7], ddof=1))
+    page = index.read_text()
+    sweeps = re.search(r'<section id="sweeps">(.*?)</section>', page).group(1)
+    assert re.search(rf"Study {STUDY}: best trial \d+, selection value \(the sweep&#x27;s objective, which chose it\) "
+                     r"[\d.]+; test accuracy of its run \S+ \(that run&#x27;s eval accuracy, not used to choose\) "
+                     r"[\d.]+; confirmation runs \(tagged with the study and confirm\) test accuracy "
+                     r"0\.600 ± 0\.141 \(n=2\)", sweeps)

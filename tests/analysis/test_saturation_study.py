@@ -13,13 +13,14 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from analysis import build_report, saturation_findings, saturation_study
+from analysis import build_report, saturation_findings, saturation_readback, saturation_study
 from analysis import figures as style
-from analysis.render import Figure, Table, Text
-from analysis.saturation import SATURATED_WEIGHT, VANISHING_DERIVATIVE
+from analysis.render import Figure, Table, Text, md_escape
 from analysis.saturation_findings import NOISE
 from analysis.saturation_study import THRESHOLD
+from analysis.sections import saturation as saturation_section
 from experiments.attention_stats import SATURATED
+from experiments.saturation_tables import VANISHING_DERIVATIVE
 
 NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:e([-+]?\d+))?(?!\w)")
 
@@ -123,7 +124,10 @@ def _candidates(study):
     """Every value the findings may state: table cells, their means over seeds, counts and totals,
     the setting, and the thresholds the text names; percentages as x100."""
     speed = saturation_study.learning_speed(study)
-    frames = [study.init, study.fading, study.steps_to_accuracy, speed, study.learning_rates, study.lengths,
+    at_model = study.init_model.assign(closed_form=study.init_model["head_dim"] * study.init_model["q_variance"]
+                                       * study.init_model["k_variance"])
+    frames = [study.init, at_model, study.variance, study.fading, study.steps_to_accuracy, speed,
+              study.learning_rates, study.lengths,
               study.learning_rates.groupby(["variant_name", "lr"]).mean(numeric_only=True),
               study.lengths.groupby(["variant_name", "length"]).mean(numeric_only=True),
               study.runs.select_dtypes("number")]
@@ -132,7 +136,7 @@ def _candidates(study):
     values += [len(study.steps_to_accuracy), len(study.learning_rates), study.lengths["run_id"].nunique()]
     values += [value for field in vars(study.setting).values()
                for value in (field if isinstance(field, tuple) else [field]) if isinstance(value, (int, float))]
-    values += [THRESHOLD, NOISE, SATURATED, SATURATED_WEIGHT, VANISHING_DERIVATIVE, 0, 1]
+    values += [THRESHOLD, NOISE, SATURATED, VANISHING_DERIVATIVE, 0, 1]
     values = [value for value in values if math.isfinite(value)]
     return values + [100 * value for value in values]
 
@@ -208,6 +212,22 @@ def test_unreadable_pieces_are_skipped_with_their_reason(tmp_path, saturation_di
                for sentence in saturation_findings.findings(study))
 
 
+def test_findings_md_shows_names_from_the_study_folder_as_text(tmp_path, saturation_dir):
+    folder = tmp_path / "quick"
+    shutil.copytree(saturation_dir, folder, ignore=shutil.ignore_patterns("checkpoint.pt", "*.png"))
+    evil = folder / "runs" / '"><img src=x onerror=alert(1)>'
+    shutil.copytree(folder / "runs" / "D-dense-s0", evil)
+    (evil / "summary.json").write_text("{")  # skipped, and listed under its name
+    summary = json.loads((folder / "runs" / "B-dense-d8-s0" / "summary.json").read_text())
+    (folder / "runs" / "B-dense-d8-s0" / "summary.json").write_text(
+        json.dumps({**summary, "variant_name": "<script>alert(2)</script>"}))
+
+    saturation_readback.write(folder)
+    findings = (folder / "findings.md").read_text()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in findings and "&lt;script&gt;alert(2)&lt;/script&gt;" in findings
+    assert "<img" not in findings and "<script" not in findings
+
+
 def test_make_saturation_leaves_tables_figures_and_findings_in_the_study_folder(study, saturation_dir):
     for name, table in (("steps_to_accuracy", study.steps_to_accuracy), ("learning_rates", study.learning_rates),
                         ("lengths", study.lengths), ("dynamics", study.dynamics)):
@@ -223,20 +243,21 @@ def test_make_saturation_leaves_tables_figures_and_findings_in_the_study_folder(
             assert image.width >= 380 and image.height >= 200, name
     findings = (saturation_dir / "findings.md").read_text()
     for sentence in saturation_findings.findings(study):
-        assert f"- {sentence}\n" in findings
+        assert f"- {md_escape(sentence)}\n" in findings
 
 
 def test_the_section_shows_findings_figures_and_tables_and_prefers_the_full_setting(study, saturation_dir, tmp_path):
     runs_dir = saturation_dir.parent.parent
     assert saturation_study.study_folder(runs_dir) == saturation_dir
     with style.style():
-        blocks = saturation_study.blocks(runs_dir)
+        blocks = saturation_section.blocks(runs_dir)
     texts = [block.text for block in blocks if isinstance(block, Text)]
     assert texts[1:] == saturation_findings.findings(study)
     figures = [block for block in blocks if isinstance(block, Figure)]
     assert len(figures) == 9 and all(block.name.startswith("saturation-") for block in figures)
     tables = {block.name: block for block in blocks if isinstance(block, Table)}
-    assert set(tables) == {"saturation-learning-speed", "saturation-learning-rates", "saturation-lengths"}
+    assert set(tables) == {"saturation-learning-speed", "saturation-learning-rates", "saturation-lengths",
+                           "saturation-model-variance", "saturation-init-at-model-variance"}
     assert len(tables["saturation-learning-speed"].frame) == 12  # 6 variants x 2 head dims, one seed each
 
     (tmp_path / "saturation" / "quick").mkdir(parents=True)

@@ -7,7 +7,8 @@ import time
 
 import pandas as pd
 
-from analysis import build_report, sections
+from analysis import build_report
+from analysis.sections import attention
 from experiments.records import RunRecord
 
 RUNS = 1000
@@ -50,7 +51,7 @@ def test_a_thousand_runs_report_loading_only_a_handful_of_checkpoints(runs_dir, 
     with capsys.disabled():
         print(f"\nreport of {RUNS} runs built in {elapsed:.1f} s")
 
-    assert 0 < len(loads) <= sections.MAX_ATTENTION_RUNS
+    assert 0 < len(loads) <= attention.MAX_ATTENTION_RUNS
     results = pd.read_csv(index.parent / "tables" / "results.csv")
     assert results["seeds"].sum() == RUNS and sorted(results["seeds"]) == [RUNS // 2, RUNS // 2]
     provenance = pd.read_csv(index.parent / "tables" / "provenance.csv")

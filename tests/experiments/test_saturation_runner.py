@@ -6,9 +6,12 @@ import math
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
+import torch
 
-from experiments import saturation
+from experiments import saturation, saturation_tables, tasks
+from experiments.model import Transformer
 from experiments.records import RecordError, RunRecord
 from experiments.train import train
 
@@ -87,3 +90,62 @@ def test_an_unknown_setting_is_one_sentence_without_a_traceback(tmp_path):
 
 def test_settings_are_saved_as_json_the_report_can_read():
     assert json.loads(json.dumps(dataclasses.asdict(TINY)))["name"] == "tiny"
+
+
+def _dense_b_config(setting):
+    return next(run.config for run in saturation.plan(setting) if run.study == "B" and run.config.variant == "dense")
+
+
+def test_the_model_variance_is_that_of_q_and_k_in_the_model_the_study_trains():
+    config = _dense_b_config(TINY)
+    measured = saturation_tables.model_variance(config, batch_size=8)
+    assert list(measured["layer"]) == list(range(config.model.depth))
+    assert set(measured["head_dim"]) == {config.model.attention_head_dim}
+
+    torch.manual_seed(config.seed)  # as the training loop builds it
+    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
+    model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
+                        max_len=task.max_len, variant=config.variant, variant_options=config.variant_options)
+    inputs = task.batch(8, tasks.train_generator(config.seed), "cpu").inputs
+    with torch.no_grad():
+        projected = model.blocks[0].qkv(model.blocks[0].attn_norm(model.embedded(inputs)))  # (B, T, 3 * width)
+    width = projected.shape[-1] // 3
+    q, k = projected[..., :width].flatten(0, 1).double(), projected[..., width: 2 * width].flatten(0, 1).double()
+    first = measured.iloc[0]
+    assert first["q_variance"] == pytest.approx(q.var(dim=0).mean().item(), rel=1e-9)
+    assert first["k_variance"] == pytest.approx(k.var(dim=0).mean().item(), rel=1e-9)
+    assert 0.2 < first["q_variance"] < 0.5  # PyTorch's Linear initialisation: about 1/3, not 1
+
+
+def test_the_model_variance_follows_the_models_initialisation(monkeypatch):
+    config = _dense_b_config(TINY)
+    before = saturation_tables.model_variance(config, batch_size=8)
+
+    class Doubled(Transformer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            with torch.no_grad():
+                for block in self.blocks:
+                    block.qkv.weight.mul_(2)
+                    block.qkv.bias.mul_(2)
+
+    monkeypatch.setattr(saturation_tables, "Transformer", Doubled)
+    after = saturation_tables.model_variance(config, batch_size=8)
+    assert after.loc[0, "q_variance"] == pytest.approx(4 * before.loc[0, "q_variance"], rel=1e-5)
+    assert after.loc[0, "k_variance"] == pytest.approx(4 * before.loc[0, "k_variance"], rel=1e-5)
+
+
+def test_study_a_has_rows_at_the_variance_measured_on_the_model(tmp_path):
+    setting = dataclasses.replace(TINY, head_dims=(8, 32), key_counts=(16,), temperatures=(2.0,), samples=16,
+                                  dynamics_head_dims=(8, 16))
+    saturation._write_tables(setting, tmp_path, saturation.plan(setting), quiet=True)
+    variance = pd.read_csv(tmp_path / "model_variance.csv")
+    assert sorted(set(variance["head_dim"])) == [8, 16] and set(variance["layer"]) == {0}
+    expected = saturation.measured_variance(setting, saturation.plan(setting))
+    pd.testing.assert_frame_equal(variance, expected, rtol=1e-12)
+    init = pd.read_csv(tmp_path / "init_stats.csv")
+    at_model = init[init["q_variance"] != 1]
+    assert len(at_model) == 2 * 2 * 2  # unscaled and scaled, at 2 head dims, in float32 and float64
+    assert at_model["q_variance"].tolist() == pytest.approx([variance["q_variance"].mean()] * len(at_model))
+    assert at_model["k_variance"].tolist() == pytest.approx([variance["k_variance"].mean()] * len(at_model))
+    assert set(at_model["normalisation"]) == {"unscaled", "scaled"}

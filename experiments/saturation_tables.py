@@ -1,4 +1,5 @@
-"""Softmax saturation at initialisation: why attention divides q.k by sqrt(d_k), measured.
+"""The saturation studies' tables computed without training: study A at initialisation, and the fading of
+study D. Why attention divides q.k by sqrt(d_k), measured.
 
 With q and k drawn N(0, I_d) (d = head_dim) the dot product q.k has mean 0 and variance d. Unscaled, the
 logits of one query spread over about sqrt(d) units, the softmax puts nearly all its weight on one key, and
@@ -6,11 +7,16 @@ its Jacobian diag(p) - p p^T, through which every gradient reaches the logits, s
 by sqrt(d) gives the logits unit variance again; a temperature tau divides by tau sqrt(d).
 
     >>> import torch
-    >>> from analysis.saturation import init_stats, init_table, fading_table
+    >>> from experiments.saturation_tables import init_stats, init_table, fading_table
     >>> init_stats(1024, 16, scale=1.0, dtype=torch.float32, samples=256, seed=0)["frac_max_above_0.99"]
     >>> table = init_table([16, 64, 256, 1024], [16, 256, 4096], [0.5, 2.0], samples=256, seed=0)
     >>> table.to_csv("runs/saturation/init.csv", index=False)
     >>> fading_table([16, 256, 4096], strong_logit=2.0, length_scales=[0.5])
+
+The harness's own model does not draw q and k with unit variance: `model_variance(config)` builds the
+model a run of `config` trains, at initialisation, feeds it a training batch of its task and measures the
+per-component variance of q and k at each layer (PyTorch's default Linear initialisation gives about 1/3).
+`init_table(..., variances=[(q_variance, k_variance)])` adds unscaled and scaled rows drawn at that variance.
 
 Draws. Sample i draws its query q_i (d values), then n standard normals z_ij (n = num_keys), in float64,
 from one torch.Generator seeded with `seed`, sample after sample. Its dot products are q_i.k_ij =
@@ -21,11 +27,14 @@ per sample instead of n d (drawing the keys at d = 1024, n = 4096 and 256 sample
 in float32 a dot product is thus rounded once rather than summed over d float32 terms, a relative
 difference of order 1e-7 in the logits. The draws depend on neither the scale, the dtype nor the chunking
 (chunks hold at most CHUNK_ELEMENTS logits), so the rows of a table compare on common random numbers.
+At variances (v_q, v_k) other than 1 the query is sqrt(v_q) q_i and the normals sqrt(v_k) z_ij, scaled in
+float64 before the cast: the same draws, the law of q ~ N(0, v_q I) and k ~ N(0, v_k I).
 
 Statistics, each the mean over samples with its Monte-Carlo standard error `<name>_se` (the standard
 deviation over samples over sqrt(samples): samples are independent, the keys of one sample share its query):
 
-- `qk_variance`: the mean of (q.k_j)^2 over a sample's keys (q.k has mean 0), unscaled; its closed form is d.
+- `qk_variance`: the mean of (q.k_j)^2 over a sample's keys (q.k has mean 0), unscaled; its closed form is
+  d v_q v_k (d at unit variance).
 - `max_weight`: the largest weight max_j p_j.
 - `frac_max_above_0.99`: whether the largest weight exceeds 0.99 (so the mean is a fraction of samples).
 - `entropy_over_log_n`: the entropy H(p) in nats over log n, 1 for uniform weights (NaN when n = 1).
@@ -47,16 +56,22 @@ from typing import Any
 
 import pandas as pd
 import torch
+from einops import rearrange
 from torch import Tensor
 from tqdm import tqdm
 
-KEY_COLUMNS = ("normalisation", "temperature", "head_dim", "num_keys", "dtype")
+from experiments import tasks
+from experiments.attention_stats import SATURATED
+from experiments.config import RunConfig
+from experiments.model import Transformer
+
+KEY_COLUMNS = ("normalisation", "temperature", "head_dim", "num_keys", "dtype", "q_variance", "k_variance")
 STATISTICS = ("qk_variance", "max_weight", "frac_max_above_0.99", "entropy_over_log_n", "jacobian_norm",
               "frac_grad_below_1e-10")
 COLUMNS = (*KEY_COLUMNS, *(name for statistic in STATISTICS for name in (statistic, f"{statistic}_se")))
 FADING_COLUMNS = ("normaliser", "length_scale", "num_keys", "strong_logit", "max_weight", "entropy_over_log_n")
 DTYPES = {torch.float32: "float32", torch.float64: "float64"}
-SATURATED_WEIGHT = 0.99
+VARIANCE_COLUMNS = ("head_dim", "layer", "q_variance", "k_variance")
 VANISHING_DERIVATIVE = 1e-10
 CHUNK_ELEMENTS = 2**20  # logits per chunk, (samples, num_keys); the bisection holds a few such float64 tensors
 BISECTION_STEPS = 64  # the bracket is at most as wide as the root: 64 halvings pass float64's 53 bits
@@ -113,14 +128,15 @@ def jacobian_norm(p: Tensor) -> Tensor:
     return ((low + high) / 2).squeeze(-1)
 
 
-def _dot_products(generator: torch.Generator, head_dim: int, num_keys: int, count: int,
-                  dtype: torch.dtype) -> Tensor:
+def _dot_products(generator: torch.Generator, head_dim: int, num_keys: int, count: int, dtype: torch.dtype,
+                  q_variance: float, k_variance: float) -> Tensor:
     """The next `count` samples' unscaled dot products q.k_j = |q| z_j, (count, num_keys) in dtype."""
     queries = torch.empty(count, head_dim, dtype=torch.float64)
     normals = torch.empty(count, num_keys, dtype=torch.float64)
     for query, row in zip(queries, normals, strict=True):  # sample by sample: the stream ignores chunking
         query.normal_(generator=generator)
         row.normal_(generator=generator)
+    queries, normals = queries * math.sqrt(q_variance), normals * math.sqrt(k_variance)
     lengths = torch.linalg.vector_norm(queries.to(dtype), dim=-1, keepdim=True)  # |q|: (count, 1)
     return lengths * normals.to(dtype)
 
@@ -133,7 +149,7 @@ def _per_sample(dot_products: Tensor, scale: float) -> dict[str, Tensor]:
     values = {
         "qk_variance": dot_products.square().mean(dim=-1),
         "max_weight": largest,
-        "frac_max_above_0.99": largest > SATURATED_WEIGHT,
+        "frac_max_above_0.99": largest > SATURATED,
         "entropy_over_log_n": entropy(weights) / math.log(num_keys),
         "jacobian_norm": jacobian_norm(weights),
         "frac_grad_below_1e-10": (weights * (1 - weights) < VANISHING_DERIVATIVE).sum(dim=-1) / num_keys,
@@ -149,9 +165,10 @@ def _mean_and_standard_error(values: Tensor) -> tuple[float, float]:
 
 
 def init_stats(head_dim: int, num_keys: int, *, scale: float, dtype: torch.dtype, samples: int,
-               seed: int) -> dict[str, Any]:
+               seed: int, q_variance: float = 1.0, k_variance: float = 1.0) -> dict[str, Any]:
     """One row of the saturation table: the statistics of softmax(scale * q.k_j) over `num_keys` keys,
-    for `samples` independent queries, drawn and computed as the module docstring describes.
+    for `samples` independent queries, drawn and computed as the module docstring describes (q and k of
+    per-component variance `q_variance` and `k_variance`).
 
     `scale` 1 is "unscaled", 1/sqrt(head_dim) "scaled", 1/(tau sqrt(head_dim)) temperature tau; the row's
     `normalisation` is "unscaled" when scale == 1 and "scaled" otherwise, its `temperature`
@@ -159,15 +176,18 @@ def init_stats(head_dim: int, num_keys: int, *, scale: float, dtype: torch.dtype
     head_dim, num_keys = _integer("head_dim", head_dim, 1), _integer("num_keys", num_keys, 1)
     samples, seed = _integer("samples", samples, 1), _integer("seed", seed, 0)
     scale = _positive("scale", scale, "a finite number > 0 (1 unscaled, 1/sqrt(head_dim) scaled)")
+    q_variance, k_variance = _positive("q_variance", q_variance), _positive("k_variance", k_variance)
     row: dict[str, Any] = {"normalisation": "unscaled" if scale == 1 else "scaled",
                            "temperature": 1 / (scale * math.sqrt(head_dim)), "head_dim": head_dim,
-                           "num_keys": num_keys, "dtype": _dtype_name(dtype)}
+                           "num_keys": num_keys, "dtype": _dtype_name(dtype), "q_variance": q_variance,
+                           "k_variance": k_variance}
 
     generator = torch.Generator().manual_seed(seed)
     chunk = max(1, CHUNK_ELEMENTS // num_keys)
     per_sample: dict[str, list[Tensor]] = {name: [] for name in STATISTICS}
     for start in range(0, samples, chunk):
-        dot_products = _dot_products(generator, head_dim, num_keys, min(chunk, samples - start), dtype)
+        dot_products = _dot_products(generator, head_dim, num_keys, min(chunk, samples - start), dtype,
+                                     q_variance, k_variance)
         for name, values in _per_sample(dot_products, scale).items():
             per_sample[name].append(values)
     for name in STATISTICS:
@@ -175,39 +195,80 @@ def init_stats(head_dim: int, num_keys: int, *, scale: float, dtype: torch.dtype
     return row
 
 
-def init_table(head_dims: Iterable[int], key_counts: Iterable[int], temperatures: Iterable[float], *,
-               dtypes: Iterable[torch.dtype] = (torch.float32, torch.float64), samples: int, seed: int,
-               quiet: bool = False) -> pd.DataFrame:
-    """`init_stats` over a grid, one row per (normalisation, temperature, head_dim, num_keys, dtype):
-    for every head_dim d and key count, "unscaled" (scale 1, temperature 1/sqrt(d)), "scaled" (scale
-    1/sqrt(d), temperature 1) and "temperature" for each tau in `temperatures` other than 1 (scale
-    1/(tau sqrt(d))). Every row draws from the same `seed`. Columns are COLUMNS, in order; `attrs` holds
-    `samples` and `seed`. A progress bar counts rows unless `quiet`."""
-    head_dims = [_integer("head_dim", head_dim, 1) for head_dim in head_dims]
-    key_counts = [_integer("num_keys", num_keys, 1) for num_keys in key_counts]
-    temperatures = [_positive("temperature", temperature) for temperature in temperatures]
-    dtypes = list(dtypes)
-    for dtype in dtypes:
-        _dtype_name(dtype)
-
-    plan = []  # (normalisation, temperature, scale, head_dim, num_keys, dtype)
+def _init_plan(head_dims: list[int], key_counts: list[int], temperatures: list[float], dtypes: list[torch.dtype],
+               variances: list[tuple[float, float]]) -> list[tuple]:
+    """(normalisation, temperature, scale, head_dim, num_keys, dtype, q_variance, k_variance) per row."""
+    plan = []
     for head_dim in head_dims:
         root = math.sqrt(head_dim)
         normalisations = [("unscaled", 1 / root, 1.0), ("scaled", 1.0, 1 / root),
                           *(("temperature", tau, 1 / (tau * root)) for tau in temperatures if tau != 1)]
-        plan += [(normalisation, temperature, scale, head_dim, num_keys, dtype) for num_keys in key_counts
-                 for normalisation, temperature, scale in normalisations for dtype in dtypes]
+        for q_variance, k_variance in [(1.0, 1.0), *variances]:
+            # at a measured variance, the two normalisations a model uses; temperatures at unit variance only
+            shown = normalisations if (q_variance, k_variance) == (1.0, 1.0) else normalisations[:2]
+            plan += [(normalisation, temperature, scale, head_dim, num_keys, dtype, q_variance, k_variance)
+                     for num_keys in key_counts for normalisation, temperature, scale in shown for dtype in dtypes]
+    return plan
 
+
+def init_table(head_dims: Iterable[int], key_counts: Iterable[int], temperatures: Iterable[float], *,
+               dtypes: Iterable[torch.dtype] = (torch.float32, torch.float64), samples: int, seed: int,
+               variances: Iterable[tuple[float, float]] = (), quiet: bool = False) -> pd.DataFrame:
+    """`init_stats` over a grid, one row per (normalisation, temperature, head_dim, num_keys, dtype, q_variance,
+    k_variance): for every head_dim d and key count, at unit variance "unscaled" (scale 1, temperature
+    1/sqrt(d)), "scaled" (scale 1/sqrt(d), temperature 1) and "temperature" for each tau in `temperatures`
+    other than 1 (scale 1/(tau sqrt(d))); at each (q_variance, k_variance) of `variances` (other than
+    (1, 1)), "unscaled" and "scaled". Every row draws from the same `seed`. Columns are COLUMNS, in order;
+    `attrs` holds `samples` and `seed`. A progress bar counts rows unless `quiet`."""
+    head_dims = [_integer("head_dim", head_dim, 1) for head_dim in head_dims]
+    key_counts = [_integer("num_keys", num_keys, 1) for num_keys in key_counts]
+    temperatures = [_positive("temperature", temperature) for temperature in temperatures]
+    variances = [(_positive("q_variance", q), _positive("k_variance", k)) for q, k in variances if (q, k) != (1, 1)]
+    dtypes = list(dtypes)
+    for dtype in dtypes:
+        _dtype_name(dtype)
+
+    plan = _init_plan(head_dims, key_counts, temperatures, dtypes, variances)
     rows = []
     with tqdm(total=len(plan), disable=quiet, unit="row", desc="init_table") as bar:
-        for normalisation, temperature, scale, head_dim, num_keys, dtype in plan:
+        for normalisation, temperature, scale, head_dim, num_keys, dtype, q_variance, k_variance in plan:
             bar.set_postfix_str(f"d={head_dim} n={num_keys} {normalisation} {DTYPES[dtype]}")
-            row = init_stats(head_dim, num_keys, scale=scale, dtype=dtype, samples=samples, seed=seed)
+            row = init_stats(head_dim, num_keys, scale=scale, dtype=dtype, samples=samples, seed=seed,
+                             q_variance=q_variance, k_variance=k_variance)
             rows.append({**row, "normalisation": normalisation, "temperature": temperature})
             bar.update()
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     table.attrs.update(samples=samples, seed=seed)
     return table
+
+
+def _component_variance(values: Tensor) -> float:
+    """The variance of each component (head, dim) over examples and positions, averaged over the
+    components. values: (batch, heads, seq, head_dim)."""
+    per_token = rearrange(values.double(), "b h t d -> (b t) (h d)")
+    return per_token.var(dim=0).mean().item()
+
+
+def model_variance(config: RunConfig, *, batch_size: int = 16) -> pd.DataFrame:
+    """The per-component variance of q and k at each layer of the model a run of `config`
+    trains, at its initialisation (seeded as the training loop seeds it), on one training batch of its
+    task. Columns are VARIANCE_COLUMNS; the global random state is left as it was."""
+    batch_size = _integer("batch_size", batch_size, 2)
+    rows = []
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(config.seed)
+        task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
+        model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
+                            max_len=task.max_len, variant=config.variant, variant_options=config.variant_options,
+                            kernel=config.kernel)
+        inputs = task.batch(batch_size, tasks.train_generator(config.seed), "cpu").inputs
+        x = model.embedded(inputs)  # (B, T, dim)
+        for layer, block in enumerate(model.blocks):
+            q, k, _ = block.heads_qkv(x)  # (B, H, T, head_dim) each
+            rows.append({"head_dim": config.model.attention_head_dim, "layer": layer,
+                         "q_variance": _component_variance(q), "k_variance": _component_variance(k)})
+            x, _ = block(x, config.model.causal)
+    return pd.DataFrame(rows, columns=list(VARIANCE_COLUMNS))
 
 
 def fading_table(key_counts: Iterable[int], *, strong_logit: float, length_scales: Iterable[float]) -> pd.DataFrame:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis import saturation
-from analysis.saturation import COLUMNS, entropy, fading_table, init_stats, init_table, jacobian_norm
+from experiments import saturation_tables as saturation
+from experiments.saturation_tables import COLUMNS, entropy, fading_table, init_stats, init_table, jacobian_norm
 
 MONTE_CARLO = ("qk_variance", "max_weight", "frac_max_above_0.99", "entropy_over_log_n", "jacobian_norm",
                "frac_grad_below_1e-10")
@@ -181,8 +181,10 @@ def test_a_single_key_takes_all_the_weight_and_has_no_normalised_entropy():
 def test_init_table_has_the_csv_columns_and_one_row_per_grid_point():
     table = init_table([4, 16], [8, 32], [0.5, 1.0, 2.0], samples=8, seed=1, quiet=True)
     assert tuple(table.columns) == COLUMNS
-    assert COLUMNS[:5] == ("normalisation", "temperature", "head_dim", "num_keys", "dtype")
-    assert COLUMNS[5:] == tuple(name for stat in MONTE_CARLO for name in (stat, f"{stat}_se"))
+    assert COLUMNS[:7] == ("normalisation", "temperature", "head_dim", "num_keys", "dtype", "q_variance",
+                           "k_variance")
+    assert COLUMNS[7:] == tuple(name for stat in MONTE_CARLO for name in (stat, f"{stat}_se"))
+    assert set(table["q_variance"]) == set(table["k_variance"]) == {1.0}
     keys = list(zip(table["normalisation"], table["temperature"], table["head_dim"], table["num_keys"],
                     table["dtype"], strict=True))
     expected = {(normalisation, temperature, head_dim, num_keys, dtype)
@@ -266,3 +268,24 @@ def test_tables_reject_a_bad_argument_with_one_sentence_naming_it(call, prefix):
         call()
     assert "\n" not in str(error.value)
     assert str(error.value).startswith(prefix + "; accepted: ")
+
+
+def test_init_table_adds_unscaled_and_scaled_rows_at_each_given_variance_on_the_same_draws():
+    table = init_table([16], [8], [2.0], dtypes=[torch.float64], samples=8, seed=1, variances=[(0.25, 0.5)],
+                       quiet=True)
+    at_variance = table[table["q_variance"] == 0.25].set_index("normalisation")
+    assert sorted(at_variance.index) == ["scaled", "unscaled"] and set(at_variance["k_variance"]) == {0.5}
+    unit = table[table["q_variance"] == 1.0].set_index("normalisation")
+    for normalisation, scale in (("unscaled", 1.0), ("scaled", 0.25)):
+        direct = init_stats(16, 8, scale=scale, dtype=torch.float64, samples=8, seed=1, q_variance=0.25,
+                            k_variance=0.5)
+        assert at_variance.loc[normalisation, list(COLUMNS[2:])].tolist() == [direct[name] for name in COLUMNS[2:]]
+        # the same draws scaled by sqrt(0.25 * 0.5): the dot products' mean square by 0.125 exactly (to rounding)
+        assert direct["qk_variance"] == pytest.approx(0.125 * unit.loc[normalisation, "qk_variance"], rel=1e-12)
+
+
+@pytest.mark.parametrize("head_dim", [16, 256])
+def test_qk_variance_at_given_variances_estimates_their_product_times_head_dim(head_dim):
+    row = init_stats(head_dim, 64, scale=1.0, dtype=torch.float64, samples=2000, seed=3, q_variance=0.34,
+                     k_variance=0.3)
+    assert abs(row["qk_variance"] - 0.34 * 0.3 * head_dim) <= 5 * row["qk_variance_se"]

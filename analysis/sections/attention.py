@@ -1,0 +1,168 @@
+"""The report's attention pictures: heat maps of trained models' attention weights, and the layouts of
+the local and sparse variants the runs used."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from matplotlib.colors import ListedColormap
+
+import variants
+from analysis import figures
+from analysis.context import Context
+from analysis.render import Block, Figure, Text
+from analysis.sections import common
+from analysis.sections.registry import section
+from experiments import config as configs
+from experiments import tasks
+from experiments.model import Transformer
+from experiments.records import RecordError, RunRecord
+
+MAX_ATTENTION_RUNS = 6  # checkpoints loaded for attention pictures: one per task and variant, at most this many
+MAX_FULL_ATTENTION = 96  # longer sequences show only the scored query rows
+MAX_ATTENTION_LENGTH = 4096  # the weights are materialised (batch 1, heads, T, T) per layer
+MAX_SCORED_ROWS = 16
+MAX_LAYOUTS = 8
+MAX_LAYOUT_DRAWN = 128  # positions of a layout drawn (the top-left corner of longer ones)
+
+
+def _attention_runs(context: Context) -> pd.DataFrame:
+    """A handful of completed runs with a checkpoint: the lowest seed of each (task, variant, setting)."""
+    candidates = context.completed.sort_values(["task", "label", "seed", "run_id"])
+    candidates = candidates[[Path(path, "checkpoint.pt").is_file() for path in candidates["path"]]]
+    return candidates.drop_duplicates(["task", "label"]).head(MAX_ATTENTION_RUNS)
+
+
+def _trained_model(run: pd.Series) -> tuple[tasks.Task, Transformer]:
+    """The run's task and its model with the checkpoint's weights, in eval mode."""
+    record = RunRecord(Path(run["path"]))
+    config = configs.from_dict(record.read_config())
+    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
+    if task.seq_len > MAX_ATTENTION_LENGTH:
+        raise RecordError(f"sequences of {task.seq_len} tokens: the dense weights of every head would not fit; "
+                          f"pictures are drawn up to {MAX_ATTENTION_LENGTH} tokens")
+    model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
+                        max_len=task.max_len, variant=config.variant, variant_options=config.variant_options)
+    state = record.load_checkpoint()
+    if state is None:
+        raise RecordError("no checkpoint.pt")
+    model.load_state_dict(state["model"])
+    model.eval()
+    return task, model
+
+
+def _attention_picture(run: pd.Series, index: int) -> Figure:
+    """The trained model's attention weights on the eval example with the farthest dependency, one heat map
+    per layer and head; raises ValueError (RecordError, OptionError) or RuntimeError for unusable records."""
+    task, model = _trained_model(run)
+    eval_set = task.eval_set("cpu")
+    scored = eval_set.targets != tasks.IGNORE
+    farthest = torch.where(scored, eval_set.distance, -1).max(dim=1).values
+    example = int(farthest.argmax())
+    inputs = eval_set.inputs[example : example + 1]
+    with torch.no_grad():
+        _, weights = model(inputs, return_weights=True)  # per layer (1, H, T, T)
+    tokens = task.decode(inputs[0])
+    length = len(tokens)
+    rows = list(range(length)) if length <= MAX_FULL_ATTENTION else scored[example].nonzero().flatten().tolist()
+    rows = rows[-MAX_SCORED_ROWS:] if length > MAX_FULL_ATTENTION else rows
+    names = [f"{position} {token}" for position, token in enumerate(tokens)]
+    depth, heads = len(weights), weights[0].shape[1]
+    full = length <= MAX_FULL_ATTENTION
+    panel = (4.2, 4.0) if full else (6.4, 1.0 + 0.22 * len(rows))
+    fig, axes = figures.figure(depth, heads, width=panel[0] * heads, height=panel[1] * depth + 0.6)
+    step = max(1, math.ceil(length / 32))
+    data = []
+    for layer, layer_weights in enumerate(weights):
+        for head in range(heads):
+            matrix = layer_weights[0, head, rows].numpy()  # (rows, keys)
+            ax = axes[layer, head]
+            figures.heatmap(ax, matrix, [names[row] for row in rows], names, every=step,
+                            cmap="Blues", vmin=0.0, square=full, cbar_kws={"shrink": 0.6, "label": "weight"})
+            ax.set_title(f"layer {layer}, head {head}", fontsize=10)
+            ax.set_xlabel("key (position token)")
+            ax.set_ylabel("query (position token)")
+            ax.tick_params(labelsize=8 if length / step <= 16 else 6)
+            data += [{"layer": layer, "head": head, "query": row, "query_token": tokens[row], "key": key,
+                      "key_token": tokens[key], "weight": round(float(matrix[position, key]), 5)}
+                     for position, row in enumerate(rows) for key in range(length)]
+    figures.suptitle(fig, f"{run['label']} on {run['task']} (seed {run['seed']}): attention on eval example "
+                          f"{example}, answer {task.label_text(eval_set, example)}, farthest dependency "
+                          f"{int(farthest[example])}")
+    shown = "every query row" if full else f"the scored query rows (sequence of {length} tokens)"
+    caption = (f"{run['label']} on {run['task']}, run {run['run_id']}: attention weights of the trained model for "
+               f"eval example {example} (the one whose dependency lies farthest back), per layer and head; "
+               f"{shown}, keys as columns")
+    return Figure(f"attention-{index:02d}-{common.slug(run['task'])}-{common.slug(run['variant_name'])}", caption, fig,
+                  pd.DataFrame(data))
+
+
+def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
+    columns = min(4, len(entries))
+    rows = math.ceil(len(entries) / columns)
+    fig, axes = figures.figure(rows, columns, width=max(6.4, 3.8 * columns), height=4.2 * rows)
+    data = []
+    for ax in axes.flat[len(entries):]:
+        ax.set_axis_off()
+    for ax, entry in zip(axes.flat, entries, strict=False):
+        attention = variants.create(entry["variant"], num_heads=entry["heads"],
+                                    head_dim=entry["head_dim"], **json.loads(entry["options"]))
+        drawn = min(entry["seq_len"], MAX_LAYOUT_DRAWN)
+        allowed = attention.layout(entry["seq_len"], entry["seq_len"], causal=entry["causal"])[:drawn, :drawn]
+        step = max(1, math.ceil(drawn / 16))
+        positions = [str(position) for position in range(drawn)]
+        figures.heatmap(ax, allowed.int().numpy(), positions, positions, every=step, vmin=0, vmax=1, cbar=False,
+                        cmap=ListedColormap(["white", context.colour(entry["variant_name"])]), square=True,
+                        linewidths=0.2 if drawn <= 32 else 0, linecolor="#eee")
+        corner = "" if drawn == entry["seq_len"] else f", first {drawn} of {entry['seq_len']}"
+        ax.set_title(f"{entry['variant_name']} ({'causal' if entry['causal'] else 'bidirectional'}{corner})",
+                     fontsize=10)
+        ax.set_xlabel("key position")
+        ax.set_ylabel("query position")
+        ax.tick_params(labelsize=8)
+        pairs = allowed.nonzero().tolist()
+        data += [{"variant_name": entry["variant_name"], "seq_len": entry["seq_len"], "causal": entry["causal"],
+                  "query": query, "key": key} for query, key in pairs]
+    figures.suptitle(fig, "Layouts: the (query, key) pairs each local and sparse variant attends")
+    return Figure("layouts", "Layouts of the local and sparse variants as the models used them: a coloured cell "
+                             "is a (query, key) pair attended", fig, pd.DataFrame(data))
+
+
+@section("attention", "Attention pictures")
+def attention(context: Context) -> list[Block]:
+    blocks: list[Block] = [Text(
+        f"Heat maps of trained models' attention (rows: queries, columns: keys, labelled 'position token'), for "
+        f"the lowest seed of each task and variant, at most {MAX_ATTENTION_RUNS} checkpoints."
+    )]
+    chosen = _attention_runs(context)
+    problems = []
+    for index, (_, run) in enumerate(chosen.iterrows()):
+        try:
+            blocks.append(_attention_picture(run, index))
+        except (ValueError, RuntimeError, KeyError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            problems.append({"run": run["run_id"], "reason": f"attention not drawn ({reason})"})
+    if chosen.empty:
+        blocks.append(Text("No completed run with a checkpoint to draw attention from."))
+    layouts = []
+    for entry in common.layout_variants(context.ordinary):
+        try:
+            has_pattern = variants.create(entry["variant"], num_heads=entry["heads"],
+                                          head_dim=entry["head_dim"],
+                                          **json.loads(entry["options"])).pattern is not None
+        except ValueError as error:
+            problems.append({"run": entry["variant_name"], "reason": f"layout not drawn ({error})"})
+            continue
+        if has_pattern:
+            layouts.append(entry)
+    if layouts:
+        blocks.append(_layout_figure(context, layouts[:MAX_LAYOUTS]))
+    else:
+        blocks.append(Text("No local or sparse variant among the runs: no layout to draw."))
+    blocks += common.problems_table("attention-problems", "Runs whose pictures could not be drawn", problems)
+    return blocks

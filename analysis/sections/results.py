@@ -1,0 +1,128 @@
+"""The report's first section: eval accuracy per task and variant over seeds, the variant x task table,
+the runs that did not complete, the records skipped, and the best setting of each sweep study."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from analysis.context import Context
+from analysis.render import Block, Table, Text
+from analysis.sections import common
+from analysis.sections.registry import section
+from experiments.records import STATUSES
+
+STATUS_COLUMNS = ("completed", *(status for status in STATUSES if status != "completed"))  # completed first
+
+
+def _positions(group: pd.DataFrame) -> str:
+    """The position schemes (config's model.positions) of a group's runs, '–' where a record has none."""
+    if "model.positions" not in group:
+        return "–"
+    schemes = sorted({str(value) for value in group["model.positions"].dropna()})
+    return ",".join(schemes) or "–"
+
+
+def result_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (task, variant, setting) of ordinary runs: seeds averaged (completed runs with an eval
+    accuracy), mean and sample standard deviation of the eval accuracy, chance level, the position scheme
+    (`model.positions`), and the number of runs in each status (`other`: a status this version does not know)."""
+    rows = []
+    for (task, name, setting, label), group in runs.groupby(["task", "variant_name", "setting", "label"],
+                                                            sort=True):
+        done = group[(group["status"] == "completed") & group["eval_accuracy"].notna()]
+        accuracy = done["eval_accuracy"].astype(float)
+        chance = group["chance_accuracy"].dropna()
+        row = {"task": task, "variant": name, "setting": setting, "label": label,
+               "model.positions": _positions(group), "seeds": len(done),
+               "accuracy_mean": accuracy.mean() if len(done) else math.nan,
+               "accuracy_std": accuracy.std(ddof=1) if len(done) > 1 else math.nan,
+               "chance": float(chance.iloc[0]) if len(chance) else math.nan, "runs": len(group)}
+        counts = group["status"].value_counts()
+        row.update({status: int(counts.get(status, 0)) for status in STATUS_COLUMNS})
+        row["other"] = int(sum(number for status, number in counts.items() if status not in STATUS_COLUMNS))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def by_task(cells: pd.DataFrame) -> pd.DataFrame:
+    """Variant x task means (numbers), each row's average recomputed from its cells and the number of
+    tasks it averages, and a last row of chance levels averaged the same way."""
+    means = cells.pivot_table(index="label", columns="task", values="accuracy_mean", aggfunc="first", dropna=False)
+    means = means.reindex(sorted(cells["label"].unique()))
+    table = means.copy()
+    table["average"] = means.mean(axis=1, skipna=True)
+    table["tasks_averaged"] = means.notna().sum(axis=1)
+    chance = cells.groupby("task")["chance"].first().reindex(means.columns)
+    table.loc["chance"] = [*chance, chance.mean(), int(chance.notna().sum())]
+    return table.rename_axis("variant").reset_index()
+
+
+def _cell_text(row: pd.Series) -> str:
+    if row["seeds"] == 0:
+        return "–"
+    return common.mean_std_text(row["accuracy_mean"], row["accuracy_std"], row["seeds"])
+
+
+def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
+    """The per-cell table and the variant x task table."""
+    cells = result_cells(ordinary)
+    shown = cells.assign(**{"eval accuracy": cells.apply(_cell_text, axis=1)})
+    status_columns = [status for status in (*STATUS_COLUMNS, "other") if shown[status].any()]
+    columns = ["task", "variant", *(["setting"] if shown["setting"].any() else []), "model.positions",
+               "eval accuracy", "seeds", "chance", "runs", *status_columns]
+    blocks: list[Block] = [Table("results", "Eval accuracy per task and variant, over seeds (runs counted by status; "
+                                 "model.positions: the position scheme of the runs)",
+                                 shown[columns].assign(chance=shown["chance"].map(common.fmt)), data=cells)]
+    table = by_task(cells)
+    task_names = [column for column in table.columns if column not in ("variant", "average", "tasks_averaged")]
+    text = table.copy()
+    labelled = cells.set_index(["label", "task"])
+    for task in task_names:
+        text[task] = [
+            (common.fmt(row[task]) if row["variant"] == "chance"
+             else _cell_text(labelled.loc[(row["variant"], task)]) if (row["variant"], task) in labelled.index
+             else "–")
+            for _, row in table.iterrows()
+        ]
+    text["average"] = table["average"].map(common.fmt)
+    text["tasks_averaged"] = table["tasks_averaged"].astype(int)
+    blocks.append(Table(
+        "results-by-task", "Variant x task eval accuracy; the average is computed from the row's cell means "
+        "(over the tasks the row has: tasks_averaged), never typed in", text, data=table))
+    return blocks
+
+
+@section("results", "Results")
+def results(context: Context) -> list[Block]:
+    runs, ordinary = context.runs, context.ordinary
+    trials = runs[runs["study"].notna()]
+    blocks: list[Block] = [Text(
+        f"{common.count(len(runs), 'run')} read from {context.runs_dir} "
+        f"({common.count(len(ordinary), 'ordinary run')}, {common.count(len(trials), 'sweep trial')} in "
+        f"{common.count(trials['study'].nunique(), 'study', 'studies')}); "
+        f"{common.count(len(context.skipped), 'unreadable record')} skipped"
+        f"{' (listed below)' if context.skipped else ''}. "
+        "Eval accuracy is the accuracy at the scored positions of each task's fixed held-out set, averaged over "
+        "seeds of completed runs (mean ± sample standard deviation, n = seeds); runs in other states are "
+        "counted, never averaged."
+    )]
+    if runs.empty:
+        blocks.append(Text(f"No runs in {context.runs_dir}" + (" match the filters" if context.filters else "")
+                           + ": `make experiment` writes runs there, `make report RUNS_DIR=...` reads another "
+                           "folder."))
+    if len(ordinary):
+        blocks += _results_tables(ordinary)
+    unfinished = ordinary[ordinary["status"] != "completed"]
+    if len(unfinished):
+        blocks.append(Table(
+            "unfinished-runs", "Runs that did not complete (counted above, not averaged)",
+            unfinished[["run_id", "task", "variant_name", "seed", "status", "steps", "total_steps", "error"]]))
+    blocks += common.problems_table("skipped-records", "Records skipped: they could not be read", context.skipped)
+    if context.studies:
+        shown, data = common.best_trials(context)
+        blocks.append(Table("best-sweep-settings", "Best sweep settings: the complete trial of highest selection "
+                            "value (the sweep's objective) in each study, beside the test accuracy of its run "
+                            "(that run's eval accuracy) and of the study's confirmation runs", shown, data=data))
+    return blocks

@@ -1,0 +1,90 @@
+"""The report's "Softmax saturation" section: findings, figures and tables of the study under
+RUNS_DIR/saturation (`make saturation`), read through `analysis.saturation_study`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.aggregate import over_seeds
+from analysis.context import Context
+from analysis.render import Block, Figure, Table, Text
+from analysis.saturation_figures import figures
+from analysis.saturation_findings import findings
+from analysis.saturation_study import MAKE, THRESHOLD, Study, learning_speed, load, study_folder
+from analysis.saturation_text import early_text, number, plus_minus, steps_text
+from analysis.sections.registry import section
+
+
+def _shown(frame: pd.DataFrame, formats: dict[str, Callable[[pd.Series], str]]) -> pd.DataFrame:
+    """One text column per format, each computed from a row of `frame`."""
+    return pd.DataFrame({column: frame.apply(format_row, axis=1) if len(frame) else pd.Series(dtype=object)
+                         for column, format_row in formats.items()})
+
+
+def _speed_table(study: Study) -> list[Block]:
+    speed = learning_speed(study)
+    if not len(speed):
+        return []
+    shown = _shown(speed, {
+        "variant": lambda row: row["variant_name"], "d_k": lambda row: str(row["head_dim"]),
+        f"steps to {THRESHOLD:g}": steps_text, "early accuracy": early_text,
+        "final accuracy": lambda row: plus_minus(row["final_accuracy_mean"], row["final_accuracy_se"]),
+        "largest weight at step 0": lambda row: number(row["start_max_weight"]),
+        "W_q gradient at step 0": lambda row: number(row["start_grad_norm_q"]),
+    })
+    return [Table("saturation-learning-speed", f"Study B over seeds: steps to eval accuracy {THRESHOLD:g} "
+                  "(mean ± se over the seeds that reached it; reached/seeds), early accuracy (first half of "
+                  "training) and final accuracy (mean ± se)", shown, data=speed)]
+
+
+def _model_variance_tables(study: Study) -> list[Block]:
+    """The variance of q and k measured on the model, and study A's rows at that variance."""
+    if study.variance is None or study.variance.empty or study.init_model is None or study.init_model.empty:
+        return []
+    columns = ["normalisation", "head_dim", "num_keys", "dtype", "q_variance", "k_variance", "qk_variance",
+               "max_weight", "frac_max_above_0.99", "entropy_over_log_n", "jacobian_norm"]
+    return [Table("saturation-model-variance", "Study A's model: the per-component variance of q and k at "
+                  "initialisation, per head dim and layer, measured on study B's dense model fed a training batch",
+                  study.variance),
+            Table("saturation-init-at-model-variance", "Study A at the model's variance: unscaled and scaled rows "
+                  "drawn with the mean measured variance of q and k (not 1)", study.init_model[columns],
+                  data=study.init_model)]
+
+
+def blocks(runs_dir: str | Path) -> list[Block]:
+    """The section's blocks: findings, figures and tables of the study under RUNS_DIR/saturation, or one
+    sentence saying how to make one."""
+    folder = study_folder(runs_dir)
+    if folder is None:
+        return [Text(f"No softmax saturation study in {Path(runs_dir) / 'saturation'}: {MAKE} produces one.")]
+    study = load(folder)
+    result: list[Block] = [Text(
+        f"The softmax saturation studies of setting {study.name}, read from {folder} (written by `make saturation "
+        f"SETTING={study.name}`; its tables/, figures/ and findings.md are the same numbers). A: q.k statistics at "
+        "initialisation; B: training dynamics per variant and head dim; C: entropy collapse over learning rates; "
+        "D: fading with length. Every number below is computed from those files."
+    )]
+    result += [Text(finding) for finding in findings(study)]
+    result += [Figure(f"saturation-{name}", caption, fig, data) for name, caption, fig, data in figures(study)]
+    result += _model_variance_tables(study)
+    result += _speed_table(study)
+    if len(study.learning_rates):
+        result.append(Table("saturation-learning-rates", "Study C per run: final loss and accuracy, largest |logit|, "
+                            "smallest entropy / log n, largest sigma, and the entropy bound's checks, largest value "
+                            "and violations", study.learning_rates.drop(columns="run_id")))
+    if len(study.lengths):
+        means = over_seeds(study.lengths, ["variant_name", "length", "trained"], ["accuracy"])
+        result.append(Table("saturation-lengths", "Study D: eval accuracy per variant and evaluation length, mean over "
+                            "seeds (trained: the training length)", means, data=study.lengths))
+    if study.skipped:
+        result.append(Table("saturation-skipped", "Pieces of the study folder left out, and why",
+                            pd.DataFrame(study.skipped, columns=["run", "reason"])))
+    return result
+
+
+@section("saturation", "Softmax saturation")
+def saturation(context: Context) -> list[Block]:
+    return blocks(context.runs_dir)
