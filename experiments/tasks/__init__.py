@@ -28,7 +28,7 @@ from experiments.tasks.registry import create_task, describe_tasks, list_tasks, 
 from experiments.tasks import flipflop, induction, listops, mqar, passkey, pathfinder, selective_copy  # noqa: E402,F401  isort: skip
 
 # What `attnlab run` trains when no task is named: every task whose quick profile is discriminative (dense
-# clearly above chance, and a local window of 16 measurably below dense; each task's docstring has the figures).
+# clearly above chance, and a local window of 16 measurably below dense; docs/calibration.md has the figures).
 DEFAULT_SUITE = ["passkey", "mqar", "selective_copy", "induction", "flipflop", "listops", "pathfinder"]
 
 __all__ = [

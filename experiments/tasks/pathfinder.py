@@ -7,18 +7,21 @@ of image_size x image_size pixels (seq_len = image_size**2 + 1) holds two marker
 paths; label 1 ("same") when the markers lie on one path, 0 ("different") when on two. The image is
 flattened row by row into grey-level tokens, followed by a query token `?` where the label is scored.
 
-Paths: a path is a curve of path_length points (drawn uniformly from min_path_length..max_path_length)
-one unit apart, whose heading turns by at most max_turn degrees from one step to the next, rounded to
-pixels with floor(x + 0.5); its dashes leave every dash_period-th point dark, from a random phase, but
-never its two end points. Every image holds paths C1 and C2, as long as each other. C1 starts at one
-marker. Positive: the other marker sits at C1's end and C2 lies elsewhere. Negative: C2 starts at the
-other marker, which sits where C1's end would be after one of the 8 symmetries of the pixel grid about
-C1's start (a turn by a multiple of 90 degrees or a mirror image). Both ways are drawn for every example
-and only geometries valid both ways are kept, so the two classes light exactly as many pixels and put
-their markers exactly as far apart: neither predicts the label (a test fits a logistic regression on
-the two). num_distractors more paths keep clear of both (one that finds no room after a few shapes is
-left out of both ways alike: rare at the profiles' sizes). Pixels of two different paths always lie at
-least 3 apart on some axis (Chebyshev distance >= 3), and so do the two markers.
+Paths: a path is a curve of path_length points one unit apart, whose heading turns by at most max_turn
+degrees from one step to the next, rounded to pixels with floor(x + 0.5); its dashes leave every
+dash_period-th point dark, from a random phase, but never its two end points. Both classes are drawn
+from the same kind of picture, as in Linsley et al. 2018, and differ only in where the markers sit.
+Every picture holds a long path P of L points (L uniform in min_path_length..max_path_length), two half
+paths H1 and H2 of ceil(L / 2) points each, and num_distractors distractor paths (lengths uniform in
+min_path_length..max_path_length). "same": the markers sit at P's two ends. "different": at the starts
+of H1 and H2, where H2 starts at H1's start plus P's span (end minus start) under one of the 8
+symmetries of the pixel grid (turns by multiples of 90 degrees, mirror images). So the markers lie as
+far apart on each axis in both classes, each marks the end of a path, and the marked paths light as
+many pixels as the unmarked ones: the unmarked half paths of a positive balance the unmarked long path
+of a negative, so no count of lit pixels near or far from the markers tells the classes apart (a test
+fits a logistic regression on such statistics). A distractor that finds no room after a few shapes is
+left out (rare at the profiles' sizes). Pixels of two different paths always lie at least 3 apart on
+some axis (Chebyshev distance >= 3), and so do the two markers.
 
 Connectivity (what the label means): lit pixels at most FLOOD_RADIUS = 2 apart on both axes are
 neighbours (a 5x5 neighbourhood). That bridges a dash's one-point gap and never joins two paths, so a
@@ -32,12 +35,12 @@ of a class drawn at random), and so is the eval set (eval_size is even).
 
 Distances: only the final `?` is scored; its distance is seq_len - 1 minus the row-major position of the
 marker pixel that comes first in row-major order (the first marker). Metadata: `distance` (the same),
-`path_length` (points of each marker's path, C1 and C2 alike: for positives the path between the
-markers, for negatives each marker's own path; a path of n points spans at most n - 1 pixels).
+`path_length` (L, the points of the long path P: a positive's path between the markers; a negative's
+markers lie on half paths of ceil(L / 2) points; a path of n points spans at most n - 1 pixels).
 `save_images(task, batch, folder, count)` writes the first `count` examples as PNG files.
 
-Profiles: quick, 16x16 (seq_len 257): paths of 4-5 points (markers 3-4 pixels apart), no distractors,
-max_turn 20, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 300 steps of 32 at lr 1e-3 (a
+Profiles: quick, 12x12 (seq_len 145): paths of 5-7 points (markers 3-6 pixels apart), one distractor,
+max_turn 20, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 1,500 steps of 32 at lr 2e-3 (a
 small, local version a CPU can learn). standard, 32x32 (1,025 tokens, LRA's Pathfinder): paths of 10-20
 points, 4 distractors, max_turn 30, 8 grey levels; dim 128, depth 4; 5,000 steps of 32 at lr 5e-4.
 long, 128x128 (16,385 tokens, LRA's Path-X): paths of 48-96 points, 10 distractors, max_turn 30, 8 grey
@@ -46,16 +49,11 @@ levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
 Purpose: can attention follow a curve across the image? The evidence is spread along a path, not held
 in one token, and a pixel's neighbours above and below lie image_size tokens apart in the sequence.
 Cost: one scored position per sequence of image_size**2 + 1 tokens; drawing a batch is O(batch *
-(num_distractors + 2) * image_size**2 log image_size) (one FFT correlation per path places it clear of
+(num_distractors + 3) * image_size**2 log image_size) (one FFT correlation per path places it clear of
 the others): about 1 s for the 1,000 examples of the standard eval set on one core, about 6 s for the 200
 of the long one.
 
-Calibration (quick profile, seed 0, 2-core CPU, `attnlab run --variant dense,local --task pathfinder`):
-dense reaches eval accuracy 0.736 after its 300 steps (0.728 at step 200), in 76 s; 1.000 on distances 1-32,
-0.68-0.84 beyond. local with its default window of 16 (2 causal layers, a reach of 30 positions: less than two
-image rows) stays near chance at 0.526 (chance 0.500). Harder quick settings stayed at chance within this
-budget: one distractor with paths of 4-6 points (0.505 at step 200), or paths of 4-6 points at lr 2e-3 (0.500
-at step 200).
+Calibration: the measured accuracies of each profile are in docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -91,32 +89,32 @@ def _pixels(points: torch.Tensor) -> torch.Tensor:
 class Pathfinder(Task):
     """Say whether the two marker pixels of a flattened image lie on one dashed path ("same") or two.
 
-    Worked example: the eval set of
-    `create_task("pathfinder", seq_len=26, min_path_length=4, max_path_length=4, eval_size=2)`, a 5x5 image
-    (g2 marks a marker, g1 a path pixel; pixels as (row, column)). One path runs down column 0 from the
-    marker at (0, 0) through (1, 0) and a dark dash point at (2, 0) to the marker at (3, 0); the other runs
-    down column 3, its dash point (2, 3) dark. Radius-2 neighbours join (0, 0), (1, 0) and (3, 0), so the
-    label is "same".
+    Worked example: the eval set of `create_task("pathfinder", seq_len=26, min_path_length=4,
+    max_path_length=4, num_distractors=0, eval_size=2)`, a 5x5 image (g2 marks a marker, g1 a path pixel;
+    pixels as (row, column)). The long path P runs down column 4 from the marker at (0, 4) through (1, 4)
+    and a dark dash point at (2, 4) to the marker at (3, 4); the half paths, of 2 points, run from (0, 1) to
+    (0, 0) and from (3, 1) to (4, 0). Radius-2 neighbours join (0, 4), (1, 4) and (3, 4), so the label is
+    "same" (a "different" example marks the half paths' starts (0, 1) and (3, 1) instead).
 
-        image:    g2 g0 g0 g1 g0
-                  g1 g0 g0 g1 g0
+        image:    g1 g1 g0 g0 g2
+                  g0 g0 g0 g0 g1
                   g0 g0 g0 g0 g0
-                  g2 g0 g0 g1 g0
-                  g0 g0 g0 g0 g0
-        input:    g2 g0 g0 g1 g0 | g1 g0 g0 g1 g0 | g0 g0 g0 g0 g0 | g2 g0 g0 g1 g0 | g0 g0 g0 g0 g0 | ?
+                  g0 g1 g0 g0 g2
+                  g1 g0 g0 g0 g0
+        input:    g1 g1 g0 g0 g2 | g0 g0 g0 g0 g1 | g0 g0 g0 g0 g0 | g0 g1 g0 g0 g2 | g1 g0 g0 g0 g0 | ?
         label:    same (id 1) at position 25, the `?`; every other position IGNORE
-        distance: 25 - 0 = 25 (back to the first marker pixel); metadata path_length 4
+        distance: 25 - 4 = 21 (back to the first marker pixel); metadata path_length 4
         task.label_text(batch, 0) == "25: ? -> same"
     """
 
     @dataclass(frozen=True)
     class Options:
-        seq_len: int = option(257, "tokens per example: a square image flattened row by row, then the query; "
-                                   "a square + 1 (257 = 16x16 + 1)")
-        min_path_length: int = option(4, "fewest points of a path, markers included (a path of n points spans "
+        seq_len: int = option(145, "tokens per example: a square image flattened row by row, then the query; "
+                                   "a square + 1 (145 = 12x12 + 1)")
+        min_path_length: int = option(5, "fewest points of a path, markers included (a path of n points spans "
                                           "at most n - 1 pixels)")
-        max_path_length: int = option(5, "most points of a path, markers included")
-        num_distractors: int = option(0, "paths besides the two that every image holds (C1 and C2)")
+        max_path_length: int = option(7, "most points of a path, markers included")
+        num_distractors: int = option(1, "paths besides the three that every image holds (P, H1 and H2)")
         max_turn: float = option(20.0, "largest change of heading, in degrees, from one step of a path to the next")
         dash_period: int = option(4, "every dash_period-th point of a path is left dark (the dashes)")
         grey_levels: int = option(3, "quantised grey levels: 0 background, 1..grey_levels-2 paths, the top one "
@@ -140,9 +138,9 @@ class Pathfinder(Task):
                     "a positive even number")
 
     profiles = {
-        # 16x16: short paths (markers 3-4 pixels apart), no distractors, so that dense learns it on a CPU.
+        # 12x12: short paths (markers 3-6 pixels apart) and one distractor, so that dense learns it on a CPU.
         "quick": Profile(options={}, model=_QUICK_MODEL,
-                         train={"steps": 300, "batch_size": 32, "lr": 1e-3, "eval_every": 100}),
+                         train={"steps": 1500, "batch_size": 32, "lr": 2e-3, "eval_every": 250}),
         # 32x32, LRA's Pathfinder size: longer, curvier paths among 4 distractors, 8 grey levels.
         "standard": Profile(options={"seq_len": 1025, "min_path_length": 10, "max_path_length": 20,
                                      "num_distractors": 4, "max_turn": 30.0, "grey_levels": 8},
@@ -220,62 +218,70 @@ class Pathfinder(Task):
         corner = torch.stack([corner // size, corner % size], 1)  # (n, 2)
         return curve - low[:, None, :] + corner[:, None, :], allowed.flatten(1).any(1)
 
-    def _draw_worlds(self, count: int, generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
-        """One geometry per example, drawn both ways: `valid` (count,) says whether it fits both ways.
+    def _draw_world(self, count: int, generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+        """One picture per example and the two ways to mark it: `valid` (count,) says whether it fits.
 
-        Both worlds share path C1, whose start holds one marker, path C2's shape and the distractors.
-        The negative world starts C2 at the other marker, which sits where C1's end would be were C1
-        turned about its start (of NEGATIVE_TRIES angles and C2 shapes, a fitting pair at random); the
-        positive world puts the other marker at C1's end and the same C2 shape anywhere clear of C1.
+        The picture holds a long path P of L points, two half paths H1 and H2 of ceil(L / 2) points and
+        the distractors. H2 starts where P's end would be after one of the 8 symmetries of the pixel grid
+        (turns by multiples of 90 degrees, mirror images) were P moved to start at H1's start (of
+        NEGATIVE_TRIES symmetries and H2 shapes, a fitting pair at random). "same" marks P's two ends,
+        "different" the starts of H1 and H2: the same picture either way, the markers as far apart on
+        each axis, and as many lit pixels on the marked paths as off them.
         """
         options, size = self.options, self.image_size
-        paths = 2 + options.num_distractors
+        paths = 3 + options.num_distractors  # P, H1, H2, the distractors
         lengths = torch.randint(options.min_path_length, options.max_path_length + 1, (count, paths),
-                                generator=generator, device=device)  # (count, paths): C1, C2, distractors
-        lengths[:, 1] = lengths[:, 0]  # C2 as long as C1: a marker's path is as long in either class
+                                generator=generator, device=device)  # (count, paths)
+        lengths[:, 1:3] = (lengths[:, :1] + 1) // 2
         present = torch.arange(options.max_path_length, device=device) < lengths[..., None]  # (count, paths, pts)
         rows = torch.arange(count, device=device)
 
-        # C1, anywhere in the image.
-        shape = _pixels(self._curves((count,), generator, device))  # (count, points, 2) from (0, 0)
+        # P anywhere in the image, then H1 anywhere clear of it.
         empty = torch.zeros(count, size, size, device=device)
-        first, valid = self._place(shape, present[:, 0], empty, generator)  # (count, points, 2), (count,)
-        start, end = first[:, 0], first[rows, lengths[:, 0] - 1]  # (count, 2) each
-        # A negative's markers, on two paths, are SEPARATION apart or more; so are a positive's, or the
-        # distance between the markers would tell the classes apart when it is short.
-        valid &= (end - start).abs().amax(-1) >= SEPARATION
-        near_first = self._near(self._paint(first, present[:, 0]))  # (count, S, S)
+        long, valid = self._place(_pixels(self._curves((count,), generator, device)), present[:, 0], empty, generator)
+        start, end = long[:, 0], long[rows, lengths[:, 0] - 1]  # (count, 2) each: the positive's markers
+        valid &= (end - start).abs().amax(-1) >= SEPARATION  # the markers lie SEPARATION apart or more
+        occupied = self._paint(long, present[:, 0])  # (count, S, S)
+        first, placed = self._place(_pixels(self._curves((count,), generator, device)), present[:, 1],
+                                    self._near(occupied), generator)  # (count, points, 2): H1
+        valid &= placed
+        occupied = (occupied + self._paint(first, present[:, 1])).clamp(max=1)
+        near = self._near(occupied)  # (count, S, S)
 
-        # The negative world's C2 starts where C1's end would be after one of the 8 symmetries of the
-        # pixel grid about C1's start (turns by multiples of 90 degrees, mirror images), so its markers lie
-        # exactly as far apart as the positive world's, on each axis too.
+        # H2 starts at H1's start plus P's span turned by a grid symmetry, and keeps clear of P and H1.
         swap = torch.randint(2, (count, NEGATIVE_TRIES, 1), generator=generator, device=device).bool()
         signs = 2 * torch.randint(2, (count, NEGATIVE_TRIES, 2), generator=generator, device=device) - 1
         offset = (end - start)[:, None, :]  # (count, 1, 2)
-        anchors = start[:, None, :] + signs * torch.where(swap, offset.flip(-1), offset)  # (count, tries, 2)
+        anchors = first[:, None, 0, :] + signs * torch.where(swap, offset.flip(-1), offset)  # (count, tries, 2)
         shapes = _pixels(self._curves((count, NEGATIVE_TRIES), generator, device))  # (count, tries, points, 2)
         candidates = shapes + anchors[:, :, None, :]  # (count, tries, points, 2)
         inside = ((candidates >= 0) & (candidates < size)).all(-1)  # (count, tries, points)
         flat = (candidates[..., 0] * size + candidates[..., 1]).clamp(0, size * size - 1).flatten(1)
-        clear = (near_first.flatten(1).gather(1, flat) < 0.5).view(inside.shape)  # (count, tries, points)
-        fits = ((inside & clear) | ~present[:, 1, None, :]).all(-1)  # (count, tries)
+        clear = (near.flatten(1).gather(1, flat) < 0.5).view(inside.shape)  # (count, tries, points)
+        fits = ((inside & clear) | ~present[:, 2, None, :]).all(-1)  # (count, tries)
         scores = torch.where(fits, torch.rand(fits.shape, generator=generator, device=device), -1.0)
         pick = scores.argmax(1)  # (count,) a fitting try at random
         valid &= fits.any(1)
-        anchor, anchored = anchors[rows, pick], candidates[rows, pick]  # (count, 2), (count, points, 2)
+        second = candidates[rows, pick]  # (count, points, 2): H2
 
-        # The positive world's C2: the same shape, anywhere clear of C1.
-        free, placed = self._place(shapes[rows, pick], present[:, 1], near_first, generator)
-        valid &= placed
+        occupied = (occupied + self._paint(second, present[:, 2])).clamp(max=1)
+        distractors = self._distractors(occupied, present, generator)  # (count, distractors, points, 2)
+        return {
+            "points": torch.cat([long[:, None], first[:, None], second[:, None], distractors], 1),
+            "present": present, "valid": valid, "lengths": lengths,
+            "positive_markers": torch.stack([start, end], 1),
+            "negative_markers": torch.stack([first[:, 0], second[:, 0]], 1),
+        }
 
-        # Distractors keep clear of C1, of C2 in both of its places and of one another; one with no room
-        # after DISTRACTOR_TRIES shapes is left out of both worlds alike.
-        occupied = (self._paint(first, present[:, 0]) + self._paint(free, present[:, 1])
-                    + self._paint(anchored, present[:, 1])).clamp(max=1)  # (count, S, S)
+    def _distractors(self, occupied: torch.Tensor, present: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """(count, num_distractors, points, 2): distractor paths clear of the `occupied` pixels (count, S, S) and
+        of one another. One with no room after DISTRACTOR_TRIES shapes is left out: its points in `present`
+        (count, paths, points), slots 3 onwards, are cleared in place."""
+        count, device = occupied.shape[0], occupied.device
         distractors = []
-        for slot in range(2, paths):
+        for slot in range(3, present.shape[1]):
             blocked = self._near(occupied)  # (count, S, S)
-            points = torch.zeros_like(first)  # (count, points, 2)
+            points = torch.zeros(count, self.options.max_path_length, 2, dtype=torch.long, device=device)
             placed = torch.zeros(count, dtype=torch.bool, device=device)
             for _ in range(DISTRACTOR_TRIES):
                 retry = (~placed).nonzero()[:, 0]  # the examples still without room for this distractor
@@ -286,13 +292,9 @@ class Pathfinder(Task):
             present[:, slot] &= placed[:, None]
             occupied = (occupied + self._paint(points, present[:, slot])).clamp(max=1)
             distractors.append(points)
-        shared = torch.stack(distractors, 1) if distractors else first.new_zeros(count, 0, *first.shape[1:])
-        return {
-            "positive": torch.cat([first[:, None], free[:, None], shared], 1),  # (count, paths, points, 2)
-            "negative": torch.cat([first[:, None], anchored[:, None], shared], 1),
-            "present": present, "valid": valid, "lengths": lengths,
-            "positive_markers": torch.stack([start, end], 1), "negative_markers": torch.stack([start, anchor], 1),
-        }
+        if not distractors:
+            return torch.zeros(count, 0, self.options.max_path_length, 2, dtype=torch.long, device=device)
+        return torch.stack(distractors, 1)
 
     def save_images(self, batch: Batch, folder: str | Path, count: int) -> list[Path]:
         """The first `count` examples of `batch` as PNG files in `folder`: see `save_images` below."""
@@ -309,7 +311,7 @@ class Pathfinder(Task):
         chosen: dict[str, torch.Tensor] = {}
         pending = torch.arange(batch_size, device=device)
         for _ in range(MAX_ROUNDS):
-            worlds = self._draw_worlds(len(pending), generator, device)
+            worlds = self._draw_world(len(pending), generator, device)
             accepted = worlds.pop("valid")  # (pending,)
             for name, values in worlds.items():
                 if name not in chosen:
@@ -319,11 +321,11 @@ class Pathfinder(Task):
             if len(pending) == 0:
                 break
         else:
-            raise ValueError(f"Pathfinder could not place {2 + options.num_distractors} paths of up to "
+            raise ValueError(f"Pathfinder could not place {3 + options.num_distractors} paths of up to "
                              f"{options.max_path_length} points {SEPARATION} pixels apart in a {size}x{size} image; "
                              f"accepted: fewer or shorter paths, or a larger image.")
         positive = label.bool()
-        points = torch.where(positive[:, None, None, None], chosen["positive"], chosen["negative"])
+        points = chosen["points"]  # (batch, paths, points, 2): the same kind of picture in both classes
         present = chosen["present"]
         # Dashes: each path leaves every dash_period-th point dark, from a random phase, but for its ends.
         phase = torch.randint(options.dash_period, present.shape[:2], generator=generator, device=device)

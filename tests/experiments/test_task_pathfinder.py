@@ -1,5 +1,6 @@
-"""Pathfinder: labels a flood fill agrees with, balanced classes, no label in the pixel count or the
-marker distance, dashed paths kept apart, images a reader can look at, and one-sentence errors."""
+"""Pathfinder: labels a flood fill agrees with, balanced classes, markers as far apart in both classes,
+dashed paths kept apart, images a reader can look at, and one-sentence errors (the shortcut probe is in
+test_shortcut_probes.py)."""
 
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from experiments.tasks.pathfinder import FLOOD_RADIUS, save_images
 
 @pytest.fixture(scope="module")
 def eval_sets():
-    """The 1,000-example eval sets at the quick (16x16) and standard (32x32) sizes, built once, with the
+    """The 1,000-example eval sets at the quick (12x12) and standard (32x32) sizes, built once, with the
     CPU seconds each took to build."""
     sets = {}
     for profile in ("quick", "standard"):
@@ -50,37 +51,17 @@ def marker_rows_and_columns(task, batch):
     return marker // task.image_size, marker % task.image_size
 
 
-def features(task, batch):
-    """(examples, 2) float64: the number of lit pixels and the distance between the two markers."""
-    lit = (batch.inputs[:, :-1] - task.num_classes > 0).sum(1).double()  # (batch,)
+def marker_distance(task, batch):
+    """(examples,) float64: the Euclidean distance between the two markers."""
     rows, columns = marker_rows_and_columns(task, batch)
-    apart = torch.hypot((rows[:, 0] - rows[:, 1]).double(), (columns[:, 0] - columns[:, 1]).double())
-    return torch.stack([lit, apart], 1)
-
-
-def logistic_regression_accuracy(train_x, train_y, test_x, test_y):
-    """Fit a logistic regression (standardised features and a bias, Newton's method) on one set and
-    return its accuracy on another."""
-    mean, std = train_x.mean(0), train_x.std(0).clamp(min=1e-9)
-
-    def design(x):  # (examples, features + 1) standardised features and a constant
-        return torch.cat([(x - mean) / std, torch.ones(len(x), 1, dtype=x.dtype)], 1)
-
-    train_x, test_x, target = design(train_x), design(test_x), train_y.double()
-    weights = torch.zeros(train_x.shape[1], dtype=torch.float64)
-    for _ in range(30):
-        probability = torch.sigmoid(train_x @ weights)  # (examples,)
-        gradient = train_x.T @ (probability - target)
-        hessian = train_x.T @ (train_x * (probability * (1 - probability))[:, None])
-        weights -= torch.linalg.solve(hessian + 1e-6 * torch.eye(len(weights), dtype=torch.float64), gradient)
-    return ((test_x @ weights > 0).long() == test_y).double().mean().item()
+    return torch.hypot((rows[:, 0] - rows[:, 1]).double(), (columns[:, 0] - columns[:, 1]).double())
 
 
 def test_vocabulary_numbers_the_answers_first_then_grey_levels_then_the_query():
     task = tasks.create_task("pathfinder", grey_levels=4)
     assert task.vocabulary == ["different", "same", "g0", "g1", "g2", "g3", "?"]
-    assert (task.num_classes, task.chance_accuracy, task.image_size, task.seq_len) == (2, 0.5, 16, 257)
-    assert [tasks.create_task("pathfinder", profile=profile).image_size for profile in tasks.PROFILES] == [16, 32, 128]
+    assert (task.num_classes, task.chance_accuracy, task.image_size, task.seq_len) == (2, 0.5, 12, 145)
+    assert [tasks.create_task("pathfinder", profile=profile).image_size for profile in tasks.PROFILES] == [12, 32, 128]
 
 
 @pytest.mark.parametrize("batch_size", [64, 2, 1001])
@@ -106,29 +87,13 @@ def test_a_flood_fill_from_one_marker_agrees_with_the_label_on_every_eval_exampl
                                                 batch.distance[index, -1].item()), index
 
 
-@pytest.mark.parametrize("profile", ["quick", "standard"])
-def test_lit_pixel_count_and_marker_distance_predict_the_label_no_better_than_chance(eval_sets, profile):
-    task, held_out, _ = eval_sets[profile]
-    training = task.batch(1000, tasks.train_generator(0), "cpu")
-    accuracy = logistic_regression_accuracy(features(task, training), labels(training),
-                                            features(task, held_out), labels(held_out))
-    assert abs(accuracy - 0.5) <= 0.05, accuracy
-
-
-def test_the_logistic_regression_finds_a_label_where_there_is_one(eval_sets):
-    task, held_out, _ = eval_sets["quick"]
-    x = features(task, held_out)
-    leaky = x + torch.stack([3.0 * labels(held_out), torch.zeros(len(x))], 1)  # positives light 3 more pixels
-    assert logistic_regression_accuracy(leaky[:500], labels(held_out)[:500], leaky[500:], labels(held_out)[500:]) > 0.6
-
-
-@pytest.mark.parametrize("profile", ["quick", "standard"])
-def test_paths_keep_apart_so_each_image_has_one_component_per_path(eval_sets, profile):
+@pytest.mark.parametrize("profile, least", [("quick", 0.9), ("standard", 0.95)])
+def test_paths_keep_apart_so_each_image_has_one_component_per_path(eval_sets, profile, least):
     task, batch, _ = eval_sets[profile]
-    paths = 2 + task.options.num_distractors
+    paths = 3 + task.options.num_distractors  # P, H1, H2 and the distractors
     counts = [len(components(solver.image(task, tokens), FLOOD_RADIUS)) for tokens in batch.inputs[:300].tolist()]
     assert max(counts) == paths  # no two paths merge; a path never breaks at a dash
-    assert sum(count == paths for count in counts) >= 0.95 * len(counts)  # a distractor is seldom left out
+    assert sum(count == paths for count in counts) >= least * len(counts)  # a distractor is seldom left out
 
 
 @pytest.mark.parametrize("profile, least", [("quick", 0.5), ("standard", 0.9)])
@@ -141,7 +106,7 @@ def test_paths_are_dashed_so_that_touching_pixels_often_do_not_join_the_markers(
         first, second = solver.markers(task, pixels)
         assert second in solver.reachable(pixels, first, FLOOD_RADIUS)
         broken += second not in solver.reachable(pixels, first, 1)  # 8-connectivity stops at a dash's gap
-    assert broken >= least * 200  # quick's paths of 4-5 points hold at most one dark point, never at an end
+    assert broken >= least * 200  # a path's ends are never dark
 
 
 def test_path_length_bounds_the_path_of_each_marker(eval_sets):
@@ -161,7 +126,7 @@ def test_path_length_bounds_the_path_of_each_marker(eval_sets):
 @pytest.mark.parametrize("profile", ["quick", "standard"])
 def test_markers_lie_at_least_3_pixels_apart_and_as_far_in_both_classes(eval_sets, profile):
     task, batch, _ = eval_sets[profile]
-    apart = features(task, batch)[:, 1]
+    apart = marker_distance(task, batch)
     positive = labels(batch) == 1
     assert abs(apart[positive].mean() - apart[~positive].mean()) < 0.05 * apart.mean()
     rows, columns = marker_rows_and_columns(task, batch)

@@ -3,6 +3,7 @@ eval set on its own seed, and one-sentence errors for bad names, profiles and op
 
 import dataclasses
 import inspect
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from experiments import tasks
 SOLVERS = {name: solver(name) for name in tasks.list_tasks()}  # a missing solver fails the test below
 SMALL = {name: module.SMALL for name, module in SOLVERS.items() if module}
 WORKED = {name: module.WORKED for name, module in SOLVERS.items() if module}
+CALIBRATION = Path(__file__).resolve().parents[2] / "docs" / "calibration.md"
 
 
 def assert_solver_agrees(task, batch):
@@ -45,12 +47,15 @@ def test_every_registered_task_has_a_solver_small_sizes_and_a_worked_example():
 
 
 @pytest.mark.parametrize("name", tasks.list_tasks())
-def test_task_documents_options_example_cost_and_calibration(name):
+def test_task_documents_options_example_cost_and_profiles_and_has_calibration_rows(name):
     cls = tasks.task_class(name)
     assert cls.Options.__dataclass_params__.frozen
     assert all(field.metadata["help"] for field in dataclasses.fields(cls.Options))
     module_doc = inspect.getmodule(cls).__doc__
-    assert "Calibration (quick profile" in module_doc and "Cost:" in module_doc and "Purpose:" in module_doc
+    assert "Profiles:" in module_doc and "Cost:" in module_doc and "Purpose:" in module_doc
+    assert "docs/calibration.md" in module_doc and "Calibration (" not in module_doc  # the figures live in one table
+    rows = [line for line in CALIBRATION.read_text().splitlines() if line.startswith(f"| {name} | quick | ")]
+    assert {row.split(" | ")[2] for row in rows} >= {"dense", "local"}
     task = tasks.create_task(name, **WORKED[name])
     batch = task.eval_set("cpu")
     docstring = cls.__doc__.replace("| ", "")

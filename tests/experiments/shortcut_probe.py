@@ -1,0 +1,52 @@
+"""A shortcut probe: a logistic regression over statistics that need no attention to a task's evidence.
+
+`sequence_rows` turns a batch into one row per scored position: the bag of tokens seen up to it (the
+inputs a causal model has at that position), its position, and the one-hot last `context` tokens (the
+query included). Rows whose evidence lies within those last tokens are dropped: there the evidence is
+local and reading it is the task, not a shortcut. `probe_accuracy` fits the probe on one set of rows and
+scores it on another; `leak_label` plants the answer in some rows, to check the probe finds a label where
+there is one.
+"""
+
+import numpy as np
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from experiments.tasks import IGNORE
+
+
+def sequence_rows(task, batch, context, bag_tokens=None):
+    """(features, labels) for every scored position whose evidence lies `context` or more tokens back.
+
+    Features: counts of each token id in `bag_tokens` (default every id) among the inputs up to the
+    position, the position itself, and the one-hot ids of the last `context` inputs up to it.
+    """
+    vocab = task.vocab_size
+    bag_tokens = list(range(vocab)) if bag_tokens is None else list(bag_tokens)
+    examples, positions = (batch.targets != IGNORE).nonzero(as_tuple=True)  # (rows,) each
+    keep = batch.distance[examples, positions] >= context
+    examples, positions = examples[keep], positions[keep]
+    one_hot = torch.nn.functional.one_hot(batch.inputs, vocab).double()  # (batch, seq, vocab)
+    prefix_counts = one_hot.cumsum(1)[examples, positions][:, bag_tokens]  # (rows, bag) counts up to the position
+    offsets = torch.arange(context)  # the query and the context - 1 tokens before it
+    last = batch.inputs[examples[:, None], (positions[:, None] - offsets).clamp(min=0)]  # (rows, context)
+    last_one_hot = torch.nn.functional.one_hot(last, vocab).flatten(1).double()  # (rows, context * vocab)
+    features = torch.cat([prefix_counts, positions[:, None].double(), last_one_hot], 1)
+    return features.numpy(), batch.targets[examples, positions].numpy()
+
+
+def probe_accuracy(train, test):
+    """Held-out accuracy of a standardised logistic regression fitted on `train` = (features, labels)."""
+    probe = make_pipeline(StandardScaler(), LogisticRegression(max_iter=300))
+    return probe.fit(*train).score(*test)
+
+
+def leak_label(rows, num_classes, fraction, seed=0):
+    """`rows` = (features, labels) with the label's one-hot appended in a random `fraction` of the rows
+    (zeros elsewhere): a shortcut that lifts a perfect probe from chance c to about c + fraction * (1 - c)."""
+    features, labels = rows
+    chosen = np.random.default_rng(seed).random(len(labels)) < fraction
+    planted = np.eye(num_classes)[labels] * chosen[:, None]  # (rows, classes)
+    return np.concatenate([features, planted], 1), labels
