@@ -25,23 +25,19 @@ D. Fading with length: one strong logit among n (experiments.saturation_tables.f
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
-import multiprocessing
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
-from tqdm import tqdm
 
 from common.files import atomic_write_text
 from experiments import config as configs
 from experiments import saturation_tables
-from experiments.records import RecordError, RunRecord
+from experiments.planned import PlannedRun, train_all
 
 TASK = "passkey"
 
@@ -108,13 +104,6 @@ LR_HEAD_DIM = 64
 LENGTH_VARIANTS = (("dense", {}), ("ssmax", {}), ("temperature", {"learnable": True}), ("relative", {"kind": "alibi"}))
 
 
-@dataclass(frozen=True)
-class PlannedRun:
-    study: str  # "B", "C" or "D"
-    name: str  # the run folder's name: what the run is
-    config: configs.RunConfig
-
-
 def _config(variant: str, options: dict, seed: int, *, task: dict, model: dict, train: dict) -> configs.RunConfig:
     return configs.resolve(variant=variant, task=TASK, profile="quick", seed=seed, device="cpu",
                            overrides={"variant": dict(options), "task": task, "model": model,
@@ -136,7 +125,7 @@ def plan(setting: Setting) -> list[PlannedRun]:
             config = _config(variant, options, seed, task=length_task, model={**setting.model, "positions": "none"},
                              train={**train, "steps": setting.length_steps, "eval_every": setting.length_steps // 2,
                                     "attention_stats": False})
-            runs.append(PlannedRun("D", f"D-{configs.described_variant(config)}-s{seed}", config))
+            runs.append(PlannedRun(f"D-{configs.described_variant(config)}-s{seed}", config, {"saturation": "D"}))
     for head_dim in sorted(setting.dynamics_head_dims, reverse=True):
         for variant, options in DYNAMICS_VARIANTS:
             if variant == "additive":
@@ -144,67 +133,16 @@ def plan(setting: Setting) -> list[PlannedRun]:
             for seed in setting.seeds:
                 config = _config(variant, options, seed, task=task, model={**setting.model, "head_dim": head_dim},
                                  train=train)
-                runs.append(PlannedRun("B", f"B-{configs.described_variant(config)}-d{head_dim}-s{seed}", config))
+                runs.append(PlannedRun(f"B-{configs.described_variant(config)}-d{head_dim}-s{seed}", config,
+                                           {"saturation": "B"}))
     for lr in setting.learning_rates:
         for variant, options in LR_VARIANTS:
             for seed in setting.lr_seeds:
                 config = _config(variant, options, seed, task=task,
                                  model={**setting.model, "head_dim": LR_HEAD_DIM}, train={**train, "lr": lr})
                 name = f"C-{configs.described_variant(config)}-lr{configs.format_value(lr)}-s{seed}"
-                runs.append(PlannedRun("C", name, config))
+                runs.append(PlannedRun(name, config, {"saturation": "C"}))
     return runs
-
-
-def _record(runs_dir: Path, planned: PlannedRun) -> RunRecord | None:
-    """The run's record, created or reopened; None when it already completed."""
-    path = runs_dir / planned.name
-    if not path.exists():
-        record = RunRecord.create(runs_dir, planned.name)
-        record.write_config(planned.config.to_dict())
-        return record
-    record = RunRecord.open(runs_dir, planned.name)
-    if record.read_config() != json.loads(configs.to_json(planned.config)):
-        raise RecordError(f"Run {planned.name!r} in {runs_dir} was made with other settings; accepted: the folder "
-                          "of this setting as this version of attnlab writes it (remove the run to redo it).")
-    if (path / "summary.json").exists() and record.read_summary()["status"] == "completed":
-        return None
-    return record
-
-
-def _train_one(runs_dir: str, planned: PlannedRun) -> dict[str, Any]:
-    """One run in a worker process (one thread: the workers share the cores)."""
-    from experiments.train import train
-
-    torch.set_num_threads(1)
-    record = RunRecord.open(Path(runs_dir), planned.name)
-    return train(planned.config, record, quiet=True, tags={"saturation": planned.study})
-
-
-def train_all(runs: list[PlannedRun], runs_dir: Path, *, workers: int, quiet: bool) -> list[str]:
-    """Train the runs not yet completed, `workers` at a time; returns the problems (run: status)."""
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    pending = [planned for planned in runs if _record(runs_dir, planned) is not None]
-    problems = []
-    bar = tqdm(total=len(runs), initial=len(runs) - len(pending), desc="saturation runs", unit="run",
-               disable=quiet, dynamic_ncols=True)
-
-    def finished(planned: PlannedRun, summary: dict[str, Any]) -> None:
-        if summary["status"] != "completed":
-            problems.append(f"{planned.name}: {summary['status']} ({summary['error']})")
-        bar.set_postfix_str(planned.name)
-        bar.update()
-
-    if workers == 1:
-        for planned in pending:
-            finished(planned, _train_one(str(runs_dir), planned))
-    else:
-        context = multiprocessing.get_context("spawn")  # fresh interpreters: no inherited thread pools
-        with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = {pool.submit(_train_one, str(runs_dir), planned): planned for planned in pending}
-            for future in concurrent.futures.as_completed(futures):
-                finished(futures[future], future.result())
-    bar.close()
-    return problems
 
 
 def setting_named(name: str) -> Setting:
@@ -217,7 +155,7 @@ def measured_variance(setting: Setting, runs: list[PlannedRun]) -> pd.DataFrame:
     """The per-component variance of q and k at each layer of study B's model (dense, its first seed) at
     initialisation, at each of B's head dims (`saturation_tables.model_variance`)."""
     first = min(setting.seeds)
-    configs_measured = [planned.config for planned in runs if planned.study == "B"
+    configs_measured = [planned.config for planned in runs if planned.tags["saturation"] == "B"
                         and planned.config.variant == "dense" and planned.config.seed == first]
     return pd.concat([saturation_tables.model_variance(config, batch_size=setting.batch_size)
                       for config in sorted(configs_measured, key=lambda config: config.model.attention_head_dim)],
@@ -254,7 +192,7 @@ def run(setting: Setting, out_dir: Path, *, workers: int, quiet: bool) -> list[s
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = plan(setting)  # resolved before anything trains: a bad config costs nothing
     _write_tables(setting, out_dir, runs, quiet=quiet)
-    return train_all(runs, out_dir / "runs", workers=workers, quiet=quiet)
+    return train_all(runs, out_dir / "runs", workers=workers, quiet=quiet, desc="saturation runs")
 
 
 def default_workers() -> int:

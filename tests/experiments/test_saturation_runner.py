@@ -12,6 +12,7 @@ import torch
 
 from experiments import saturation, saturation_tables, tasks
 from experiments.model import Transformer
+from experiments.planned import open_record, train_all
 from experiments.records import RecordError, RunRecord
 from experiments.train import train
 
@@ -26,7 +27,7 @@ def test_each_setting_trains_what_the_studies_ask_for(name):
     setting = saturation.SETTINGS[name]
     runs = saturation.plan(setting)
     assert len({run.name for run in runs}) == len(runs)
-    dynamics = [run for run in runs if run.study == "B"]
+    dynamics = [run for run in runs if run.tags["saturation"] == "B"]
     assert {(run.config.variant, run.config.model.attention_head_dim, run.config.seed) for run in dynamics} == {
         (variant, head_dim, seed) for variant in ("dense", "unscaled", "temperature", "qknorm", "softcap", "additive")
         for head_dim in (16, 64, 256) for seed in setting.seeds}
@@ -36,13 +37,13 @@ def test_each_setting_trains_what_the_studies_ask_for(name):
     learned = [run for run in dynamics if run.config.variant == "temperature"]
     assert all(run.config.variant_options["learnable"] for run in learned)
 
-    rates = [run for run in runs if run.study == "C"]
+    rates = [run for run in runs if run.tags["saturation"] == "C"]
     assert {run.config.variant for run in rates} == {"dense", "qknorm"}
     learning_rates = sorted({run.config.train.lr for run in rates})
     assert math.log10(learning_rates[-1] / learning_rates[0]) >= 3  # orders of magnitude
     assert all(run.config.train.attention_stats for run in rates)
 
-    lengths = [run for run in runs if run.study == "D"]
+    lengths = [run for run in runs if run.tags["saturation"] == "D"]
     assert {(run.config.variant, run.config.variant_options.get("kind")) for run in lengths} == {
         ("dense", None), ("ssmax", None), ("temperature", None), ("relative", "alibi")}
     assert all(run.config.task == "passkey" and run.config.model.positions == "none" for run in lengths)
@@ -53,16 +54,16 @@ def test_each_setting_trains_what_the_studies_ask_for(name):
 def test_a_second_call_keeps_finished_runs_and_resumes_interrupted_ones(tmp_path):
     planned = saturation.plan(TINY)[-1]
     whole, interrupted = tmp_path / "whole", tmp_path / "interrupted"
-    assert saturation.train_all([planned], whole, workers=1, quiet=True) == []
+    assert train_all([planned], whole, workers=1, quiet=True) == []
     finished = (whole / planned.name / "summary.json").read_text()
-    assert saturation.train_all([planned], whole, workers=1, quiet=True) == []
+    assert train_all([planned], whole, workers=1, quiet=True) == []
     assert (whole / planned.name / "summary.json").read_text() == finished  # not trained again
 
     interrupted.mkdir()
-    record = saturation._record(interrupted, planned)
+    record = open_record(interrupted, planned)
     stopped = train(planned.config, record, quiet=True, should_stop=lambda step: step >= 2)
     assert stopped["status"] == "interrupted" and stopped["steps"] == 2
-    assert saturation.train_all([planned], interrupted, workers=1, quiet=True) == []
+    assert train_all([planned], interrupted, workers=1, quiet=True) == []
 
     def numbers(folder):
         return [{key: value for key, value in line.items() if key != "wall_seconds"}
@@ -77,7 +78,7 @@ def test_a_run_folder_of_other_settings_is_refused_in_one_sentence(tmp_path):
     record = RunRecord.create(tmp_path, planned.name)
     record.write_config({**planned.config.to_dict(), "seed": 5})
     with pytest.raises(RecordError) as error:
-        saturation.train_all([planned], tmp_path, workers=1, quiet=True)
+        train_all([planned], tmp_path, workers=1, quiet=True)
     assert planned.name in str(error.value) and "\n" not in str(error.value)
 
 
@@ -93,7 +94,8 @@ def test_settings_are_saved_as_json_the_report_can_read():
 
 
 def _dense_b_config(setting):
-    return next(run.config for run in saturation.plan(setting) if run.study == "B" and run.config.variant == "dense")
+    return next(run.config for run in saturation.plan(setting)
+                if run.tags["saturation"] == "B" and run.config.variant == "dense")
 
 
 def test_the_model_variance_is_that_of_q_and_k_in_the_model_the_study_trains():
