@@ -22,7 +22,7 @@ FILTER ?=
 NAME ?=
 SETTING ?= quick
 
-.PHONY: setup test lint list experiment sweep report saturation bench-variants bench-train gpu-check
+.PHONY: setup test lint list experiment sweep report saturation calibration bench-variants bench-train gpu-check
 
 setup: $(STAMP)
 
@@ -35,7 +35,7 @@ test: setup
 	$(BIN)/python -m pytest -q -n auto --durations=10
 
 lint: setup
-	$(BIN)/ruff check variants experiments analysis tests
+	$(BIN)/ruff check common variants experiments analysis tests
 
 list: setup
 	$(BIN)/attnlab list
@@ -60,6 +60,11 @@ report: setup
 
 saturation: setup
 	$(BIN)/attnlab saturation --setting $(SETTING) --runs-dir $(RUNS_DIR) $(if $(WORKERS),--workers $(WORKERS)) $(ARGS)
+
+calibration: setup
+	$(BIN)/attnlab calibration --variant $(if $(filter command line,$(origin VARIANT)),$(VARIANT),dense,local) \
+		$(if $(TASK),--task $(TASK)) --profile $(PROFILE) --seed $(SEED) $(if $(DEVICE),--device $(DEVICE)) \
+		--runs-dir $(RUNS_DIR) $(ARGS)
 
 bench-variants: setup
 	$(BIN)/attnlab bench-variants $(ARGS)

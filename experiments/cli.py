@@ -6,6 +6,7 @@
     attnlab sample passkey --count 5 --seed 0
     attnlab list
     attnlab report --filter task=passkey
+    attnlab calibration --variant dense,local --profile quick
     attnlab bench-variants --variants local:window=256 --lengths 2048 16384
 """
 
@@ -77,6 +78,21 @@ def _saturation(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"run {problem}", file=sys.stderr)
     print(f"wrote {len(written)} tables and figures under {out}/")
+    return 1 if problems else 0
+
+
+def _calibration(args: argparse.Namespace) -> int:
+    from analysis import calibration as table
+    from experiments import calibration
+
+    device = launch.checked_device(args.device)
+    problems = calibration.run(args.variant.split(","), args.task.split(",") if args.task else None,
+                               profile=args.profile, seed=args.seed, device=device, runs_dir=Path(args.runs_dir),
+                               quiet=args.quiet)
+    written = table.write(calibration.runs_folder(Path(args.runs_dir), args.profile), args.profile, Path(args.out))
+    for problem in problems:
+        print(f"run {problem}", file=sys.stderr)
+    print(f"wrote {written}")
     return 1 if problems else 0
 
 
@@ -265,6 +281,23 @@ def _add_saturation(commands) -> None:
     saturation.set_defaults(func=_saturation)
 
 
+def _add_calibration(commands) -> None:
+    calibration = commands.add_parser(
+        "calibration", help="train the reference variants on the suite and write the calibration table",
+        description="Trains each (variant, task) at the profile's defaults under RUNS_DIR/calibration/PROFILE (a run "
+                    "that completed is kept, an interrupted one resumes), then writes the table of what each "
+                    "reached, with chance and the commands, to --out.")
+    calibration.add_argument("--variant", default="dense,local", help="comma-separated (default: dense,local)")
+    calibration.add_argument("--task", help="comma-separated (default: the default suite)")
+    calibration.add_argument("--profile", default="quick", help=PROFILE_HELP)
+    calibration.add_argument("--seed", type=int, default=0)
+    calibration.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
+    calibration.add_argument("--out", default="docs/calibration.md", help="default: docs/calibration.md")
+    _runs_dir(calibration)
+    calibration.add_argument("--quiet", **QUIET)
+    calibration.set_defaults(func=_calibration)
+
+
 def _add_bench_train(commands) -> None:
     bench_train = commands.add_parser("bench-train", help="training throughput against a minimal PyTorch loop")
     bench_train.add_argument("--variant", default="dense")
@@ -296,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_list, _add_bench_variants, _add_report,
-                _add_saturation, _add_bench_train, _add_gpu_check):
+                _add_saturation, _add_calibration, _add_bench_train, _add_gpu_check):
         add(commands)
     return parser
 

@@ -1,0 +1,43 @@
+"""`make calibration`: what each task's profile reaches with the reference variants, measured, not assumed.
+
+    attnlab calibration                                   # dense and local on the default suite, quick profile
+    attnlab calibration --variant dense,local,relative --task induction --profile standard
+
+Each (variant, task) is one planned run (`experiments.planned`) under RUNS_DIR/calibration/<profile>/, named
+after what it is, so the command trains only what has not completed and resumes what was interrupted; the
+command line then writes the table (`analysis.calibration`) to docs/calibration.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from experiments import config as configs
+from experiments import tasks
+from experiments.planned import PlannedRun, train_all
+
+DEFAULT_VARIANTS = ("dense", "local")
+
+
+def plan(variant_names: list[str], task_names: list[str], *, profile: str, seed: int, device: str) -> list[PlannedRun]:
+    """One run per (task, variant) at the profile's defaults, every config resolved before anything trains."""
+    runs = []
+    for task in task_names:
+        for variant in variant_names:
+            config = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device)
+            name = f"{task}-{configs.described_variant(config)}-s{seed}"
+            runs.append(PlannedRun(name, config, {"calibration": profile}))
+    return runs
+
+
+def runs_folder(runs_dir: Path, profile: str) -> Path:
+    return runs_dir / "calibration" / profile
+
+
+def run(variant_names: list[str], task_names: list[str] | None, *, profile: str, seed: int, device: str,
+        runs_dir: Path, quiet: bool) -> list[str]:
+    """Train what the calibration lacks, one run at a time on every core (its wall times are the table's);
+    returns the runs that did not complete (run: status)."""
+    runs = plan(variant_names, task_names or tasks.DEFAULT_SUITE, profile=profile, seed=seed, device=device)
+    return train_all(runs, runs_folder(runs_dir, profile), workers=1, quiet=quiet, threads=None,
+                     desc="calibration runs")

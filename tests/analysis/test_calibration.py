@@ -1,0 +1,48 @@
+"""`make calibration`: the planned runs, and the table written from what they measured."""
+
+import dataclasses
+
+from analysis import calibration as table
+from experiments import calibration, tasks
+from experiments import config as configs
+from experiments.planned import open_record, train_all
+from experiments.train import train
+
+
+def test_the_plan_is_one_run_per_task_and_variant_at_the_profiles_defaults():
+    runs = calibration.plan(["dense", "local"], tasks.DEFAULT_SUITE, profile="quick", seed=0, device="cpu")
+    assert len({run.name for run in runs}) == len(runs) == 2 * len(tasks.DEFAULT_SUITE)
+    assert {(run.config.variant, run.config.task) for run in runs} == {
+        (variant, task) for variant in ("dense", "local") for task in tasks.DEFAULT_SUITE}
+    assert all(run.config.profile == "quick" and run.config.seed == 0 for run in runs)
+    assert all(run.name.startswith(run.config.task + "-") for run in runs)
+
+
+def _tiny(run):
+    train = dataclasses.replace(run.config.train, steps=2, eval_every=2, checkpoint_every=2, warmup_steps=0)
+    return dataclasses.replace(run, config=dataclasses.replace(run.config, train=train))
+
+
+def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp_path):
+    runs = [_tiny(run) for run in calibration.plan(["dense", "local"], ["passkey"], profile="quick", seed=0,
+                                                   device="cpu")]
+    folder = calibration.runs_folder(tmp_path, "quick")
+    assert train_all(runs, folder, workers=1, quiet=True, threads=None) == []
+    page = table.write(folder, "quick", tmp_path / "calibration.md").read_text()
+
+    frame = table.rows(table.load_runs(folder))
+    assert list(frame["variant"]) == [configs.described_variant(run.config) for run in runs]
+    assert set(frame["chance"]) == {f"{tasks.create_task('passkey', profile='quick').chance_accuracy:.3f}"}
+    for run in table.load_runs(folder).to_dict("records"):
+        assert f"| passkey | {run['variant_name']} | {run['model.positions']} | {run['eval_accuracy']:.3f} |" in page
+    assert page.count("make experiment VARIANT=") == 2 and "train.steps=2" in page
+    assert "Not in the table" not in page
+
+
+def test_a_run_that_did_not_complete_is_named_under_the_table(tmp_path):
+    run = _tiny(calibration.plan(["dense"], ["passkey"], profile="quick", seed=0, device="cpu")[0])
+    folder = calibration.runs_folder(tmp_path, "quick")
+    folder.mkdir(parents=True)
+    train(run.config, open_record(folder, run), quiet=True, should_stop=lambda step: step >= 1)
+    page = table.markdown(folder, "quick")
+    assert "Not in the table" in page and "(interrupted)" in page
