@@ -215,7 +215,7 @@ def _reach(variant: str, options_json: str, heads: int, head_dim: int, depth: in
         attention = variants.create(variant, num_heads=heads, head_dim=head_dim, **json.loads(options_json))
     except ValueError:
         return None
-    if attention.pattern is None:
+    if attention.block_layout is None:
         return None
     allowed = attention.layout(seq_len, seq_len, causal=causal)  # (query, key)
     reached = torch.zeros(seq_len, dtype=torch.bool)
@@ -525,7 +525,7 @@ def attention(context: Context) -> list[Block]:
         try:
             has_pattern = variants.create(entry["variant"], num_heads=entry["heads"],
                                           head_dim=entry["head_dim"],
-                                          **json.loads(entry["options"])).pattern is not None
+                                          **json.loads(entry["options"])).block_layout is not None
         except ValueError as error:
             problems.append({"run": entry["variant_name"], "reason": f"layout not drawn ({error})"})
             continue

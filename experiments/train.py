@@ -124,7 +124,7 @@ def train(
     task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
     model = Transformer(
         config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
-        variant=config.variant, variant_options=config.variant_options, kernel=config.kernel,
+        variant=config.variant, variant_options=config.variant_options, kernel=config.kernel, seed=config.seed,
     ).to(device)
     # Weight decay on matrices only: not on biases, norms, scalars per head or position tables.
     decays = {name: param.dim() >= 2 and "positions" not in name for name, param in model.named_parameters()}
