@@ -8,13 +8,17 @@ from typing import Any, Literal
 from common.options import build_options, describe_options
 from common.registry import Registry
 from variants import kernels
-from variants.base import Attention
+from variants.base import HONOURED_BY, Attention
 
 
 def _check_kernels(name: str, cls: type[Attention]) -> None:
     unknown = [kernel for kernel in cls.kernel_preference if kernel not in kernels.KERNELS]
     if unknown:
         raise ValueError(f"Variant {name!r} prefers unknown kernels {unknown}; known: {list(kernels.KERNELS)}.")
+    unread = [hook for hook in cls.overridden_hooks() if "reference" not in HONOURED_BY[hook]]
+    if unread:  # the reference is the truth every other kernel is tested against
+        raise ValueError(f"Variant {name!r} overrides {', '.join(unread)}, which the reference kernel does not "
+                         "read; accepted: override pair_bias, which sdpa and blocked read through logit_bias.")
 
 
 VARIANTS = Registry("variant", _check_kernels)

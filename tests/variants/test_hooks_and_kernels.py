@@ -34,7 +34,17 @@ def test_the_table_names_every_hook_once_and_only_known_kernels():
     for hook, honoured in HONOURED_BY.items():
         assert hook == "block_layout" or callable(getattr(Attention, hook)), hook
         assert honoured <= set(KERNELS), hook
-    assert "reference" in set.intersection(*(set(honoured) for honoured in HONOURED_BY.values()))
+    assert [hook for hook, honoured in HONOURED_BY.items() if "reference" not in honoured] == ["logit_bias"]
+
+
+def test_a_variant_overriding_a_hook_the_reference_does_not_read_is_refused_when_registered():
+    class Biased(Dense):
+        def logit_bias(self, q_pos, k_pos, causal):
+            return None
+
+    with pytest.raises(ValueError, match=r"^Variant 'biased_only' overrides logit_bias, which the reference kernel "
+                                         r"does not read; accepted: override pair_bias"):
+        VARIANTS.register("biased_only")(Biased)
 
 
 def test_a_variant_that_overrides_score_mod_runs_only_where_score_mod_is_read_without_a_kernel_list():

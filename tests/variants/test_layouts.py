@@ -89,15 +89,15 @@ def test_perturbing_a_key_changes_exactly_the_queries_whose_layout_allows_it(cas
     name, options = case
     seq = 41
     attn = variants.create(name, num_heads=2, head_dim=8, **options).double()
-    layout = attn.layout(seq, seq, causal=causal)
+    layout = torch.stack([attn.layout(seq, seq, causal=causal, head=head) for head in range(2)])  # (H, seq, seq)
     q, k, v, _ = random_inputs(1, seq, seq, seed=11, heads=2)
     base = attn(q, k, v, causal=causal).detach()
     for key in (0, 7, 20, 40):
         k2, v2 = k.detach().clone(), v.detach().clone()
         k2[:, :, key] += 1.0
         v2[:, :, key] += 1.0
-        changed = (attn(q, k2, v2, causal=causal).detach() - base).abs().amax(dim=(0, 1, 3)) > 1e-12  # (seq,)
-        assert torch.equal(changed, layout[:, key]), key
+        changed = (attn(q, k2, v2, causal=causal).detach() - base).abs().amax(dim=(0, 3)) > 1e-12  # (H, seq)
+        assert torch.equal(changed, layout[:, :, key]), key
 
 
 @pytest.mark.parametrize("causal", [False, True])
