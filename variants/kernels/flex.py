@@ -62,7 +62,7 @@ def _ordered(tiles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     layout the same in every head: the BlockMask broadcasts it)."""
     counts = tiles.sum(dim=-1, dtype=torch.int32)
     columns = torch.argsort((~tiles).to(torch.int8), dim=-1, stable=True).to(torch.int32)
-    return counts[None, None], columns[None, None]
+    return counts[None], columns[None]
 
 
 def _mask_mod(layout: layouts.Layout | None, blocks: torch.Tensor | None, causal: bool,
