@@ -50,6 +50,28 @@ def test_layout_is_what_the_rule_says_element_by_element(spec, causal, sizes):
     assert torch.equal(attn.layout(seq_q, seq_k, causal=causal), expected)
 
 
+@pytest.mark.parametrize("name, options, window", [
+    ("local", {}, 32), ("local", {"window": 8}, 8), ("local", {"window": 9}, 9),
+    ("sparse", {"pattern": "longformer", "num_global": 0}, 64), ("sparse", {"pattern": "longformer", "window": 8,
+                                                                             "num_global": 0}, 8),
+])
+def test_a_window_of_w_keys_sees_w_over_2_keys_on_each_side_and_the_query_itself(name, options, window):
+    """Beltagy et al. 2020: "each token attends to 1/2 w tokens on each side"; causal keeps the half before."""
+    attn = variants.create(name, num_heads=1, head_dim=4, **options)
+    seq, middle, half = 160, 80, window // 2
+    full, causal = attn.layout(seq, seq).sum(dim=1), attn.layout(seq, seq, causal=True).sum(dim=1)
+    assert full[middle] == 2 * half + 1 and causal[middle] == half + 1
+    assert full[0] == half + 1 and causal[0] == 1  # the first query has no keys before it
+    assert attn.layout(seq, seq)[middle, middle - half] and not attn.layout(seq, seq)[middle, middle - half - 1]
+
+
+def test_every_window_option_states_the_convention_in_the_listing():
+    window_lines = [line for line in variants.describe_variants().splitlines() if line.strip().startswith("window=")]
+    assert len(window_lines) == 2  # local's and sparse's (longformer)
+    for line in window_lines:
+        assert "window // 2 keys on each side, |i - j| <= window // 2" in line, line
+
+
 # Lengths that are and are not multiples of the block sizes, shorter and longer than windows.
 LAYOUT_CASES = [
     ("local", {"window": 5}), ("local", {"window": 40}), ("local", {"window": 100}),
@@ -159,3 +181,19 @@ def test_local_memory_is_linear_in_the_sequence():
         peaks.append(peak_memory_bytes(step, torch.device("cpu")))
     dense_scores = 2 * 16384 * 16384 * 4  # one float32 score matrix for 2 heads at 16K: 2 GiB
     assert peaks[1] < dense_scores / 20, [peak / 2**20 for peak in peaks]
+
+
+def test_blocked_plans_are_cached_per_layout_and_never_shared_between_layouts():
+    cpu = torch.device("cpu")
+    first = variants.create("local", num_heads=2, head_dim=4, window=40).block_layout
+    plan = blocked.plan(first, 100, 100, True, cpu, 1 << 20)
+    assert blocked.plan(variants.create("local", num_heads=2, head_dim=4, window=40).block_layout,
+                        100, 100, True, cpu, 1 << 20) is plan  # equal layouts share one plan
+    assert blocked.plan(first, 100, 100, False, cpu, 1 << 20) is not plan
+    other = variants.create("local", num_heads=2, head_dim=4, window=20).block_layout
+    assert blocked.plan(other, 100, 100, True, cpu, 1 << 20) is not plan
+    layers = [variants.create("sparse", num_heads=2, head_dim=4, pattern="bigbird", block_size=4, layer_index=index)
+              for index in (0, 1)]
+    plans = [blocked.plan(layer.block_layout, 100, 100, False, cpu, 1 << 20) for layer in layers]
+    assert not torch.equal(plans[0].chunks[0].allowed, plans[1].chunks[0].allowed) or not torch.equal(
+        plans[0].chunks[0].key_blocks, plans[1].chunks[0].key_blocks)  # each layer gathers its own blocks
