@@ -17,9 +17,10 @@
   run's seed (or `seed`, when given) combined with its layer index, each head from that and its index.
   O(n block_size (3 + globals + random)).
 
-With causal=True every pattern is intersected with j <= i (a window then keeps its half before the query). All run on the blocked kernel, which
-gathers only the allowed key blocks (CPU), and on flex, whose BlockMask skips the tiles of 128 the
-layout never touches (CUDA); `sdpa` applies the same layout as a dense mask.
+With causal=True every pattern is intersected with j <= i (a window then keeps its half before the
+query). All run on the blocked kernel, which gathers only the allowed key blocks (CPU), and on flex,
+whose BlockMask skips the tiles of 128 the layout never touches (CUDA); `sdpa` applies the same layout
+as a dense mask.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 from cases import (
-    HEADS,
     HEAD_DIM,
+    HEADS,
     assert_close_relative,
     build_pair,
     case_id,

@@ -150,7 +150,8 @@ def run(call: Call) -> torch.Tensor:
     seq_q, seq_k = q.shape[2], k.shape[2]
     batch, heads = q.shape[:2]
     block = call.layout.block_size
-    chunks = plan(call.layout, seq_q, seq_k, call.causal, q.device, max(block * block, CHUNK_ELEMENTS // (batch * heads)))
+    max_pairs = max(block * block, CHUNK_ELEMENTS // (batch * heads))
+    chunks = plan(call.layout, seq_q, seq_k, call.causal, q.device, max_pairs)
     q_blocks = rearrange(_pad(q, chunks.query_blocks * block), "b h (n s) d -> b h n s d", s=block)
     # Key and value blocks are gathered by several query blocks, which sum their gradients: in bf16 or fp16
     # they are gathered from float32 copies, so that sum is taken in float32, as a fused kernel takes it.
