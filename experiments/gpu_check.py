@@ -67,8 +67,8 @@ def attended_pairs(spec: str, length: int, device: torch.device) -> int:
     if spec in ("tutorial-naive", "torch-sdpa"):
         return length * (length + 1) // 2
     name, options = bench.parse_spec(spec)
-    pattern = variants.create(name, num_heads=1, head_dim=HEAD_DIM, **options).pattern
-    return layouts.tiles(pattern, length, length, True, 128, device).attended
+    layout = variants.create(name, num_heads=1, head_dim=HEAD_DIM, **options).block_layout
+    return layouts.tiles(layout, length, length, True, 128, device).attended
 
 
 def run_tests(seconds_left: float) -> tuple[int, str]:

@@ -21,14 +21,15 @@ from experiments.tasks import IGNORE
 
 
 class Block(nn.Module):
-    def __init__(self, config: ModelConfig, variant: str, variant_options: dict, kernel: str) -> None:
+    def __init__(self, config: ModelConfig, variant: str, variant_options: dict, kernel: str, layer_index: int,
+                 seed: int) -> None:
         super().__init__()
         self.heads = config.heads
         width = config.heads * config.attention_head_dim  # of q, k and v over all heads
         self.attn_norm = nn.LayerNorm(config.dim)
         self.qkv = nn.Linear(config.dim, 3 * width)
         self.attn = variants.create(variant, num_heads=config.heads, head_dim=config.attention_head_dim,
-                                    kernel=kernel, **variant_options)
+                                    kernel=kernel, layer_index=layer_index, run_seed=seed, **variant_options)
         self.out = nn.Linear(width, config.dim)
         self.mlp_norm = nn.LayerNorm(config.dim)
         self.mlp = nn.Sequential(
@@ -64,7 +65,7 @@ def sinusoidal(length: int, dim: int) -> torch.Tensor:
 
 class Transformer(nn.Module):
     def __init__(self, config: ModelConfig, *, vocab_size: int, num_classes: int, max_len: int,
-                 variant: str, variant_options: dict, kernel: str = "auto") -> None:
+                 variant: str, variant_options: dict, kernel: str = "auto", seed: int = 0) -> None:
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(vocab_size, config.dim)
@@ -75,7 +76,7 @@ class Transformer(nn.Module):
         else:
             self.positions = None
         self.blocks = nn.ModuleList(
-            Block(config, variant, variant_options, kernel) for _ in range(config.depth)
+            Block(config, variant, variant_options, kernel, layer_index, seed) for layer_index in range(config.depth)
         )
         self.norm = nn.LayerNorm(config.dim)
         self.head = nn.Linear(config.dim, num_classes)

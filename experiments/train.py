@@ -175,7 +175,7 @@ def set_up(config: RunConfig, record: RunRecord, tags: dict[str, Any]) -> Run:
     task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
     model = Transformer(
         config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
-        variant=config.variant, variant_options=config.variant_options, kernel=config.kernel,
+        variant=config.variant, variant_options=config.variant_options, kernel=config.kernel, seed=config.seed,
     ).to(device)
     optimizer, decayed = build_optimizer(model, config.train)
     precision = resolved_precision(config.train, device)

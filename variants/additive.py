@@ -31,7 +31,6 @@ from variants.registry import register
 class Additive(Attention):
     """Bahdanau additive scoring per head, w^T tanh(W_q q + W_k k), computed in query chunks."""
 
-    kernels = ("chunked", "reference")
     search_space = {"hidden_dim": Range(8, "head_dim*4", log=True)}
 
     @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """The base of every attention variant: a score, a layout and a normaliser, executed by a kernel.
 
-A variant says how a query and a key become a logit (`prepare`, `logit_scale`, `pair_bias`, `score_mod`,
-`logits`) and which keys a query may see (`allowed`); the normaliser is the softmax. A kernel (see
-`variants.kernels`) executes that description; the variant states which kernels can run it in
-`kernels`, and `kernel="auto"` picks the fastest of those on the device of the call.
+A variant says how a query and a key become a logit (`prepare`, `logit_scale`, `pair_bias`,
+`logit_bias`, `score_mod`, `logits`) and which keys a query may see (`allowed`, `block_layout`); the
+normaliser is the softmax. A kernel (see `variants.kernels`) executes that description. Not every
+kernel reads every hook: `HONOURED_BY` below is the one table of which kernel honours which hook, and a
+variant runs on the kernels that honour every hook it overrides (`Attention.kernels`, derived, never
+written by hand); `kernel="auto"` picks the fastest of those on the device of the call.
 
 A per-pair score is written once, as a function of broadcast index tensors (`pair_bias`, `score_mod`):
 the reference formula calls it on whole position ranges, FlexAttention's fused kernel on each pair.
@@ -27,13 +29,31 @@ from torch import nn
 
 from common.options import format_value
 from variants import kernels, layouts
-from variants.kernels.call import untraced
+from variants.kernels.call import ScoreMod
 
 Bound = int | float | str  # a number, or "seq_len", "head_dim", "steps", optionally "*k" or "/k" (k an integer)
 # (head, query position, key position) -> additive term; integer tensors that broadcast together.
 PairBias = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-# (score, batch, head, query position, key position) -> logit: FlexAttention's score_mod signature.
-ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+# Which kernel honours which hook. A kernel missing from a hook's row ignores that hook (its output would
+# be wrong) or refuses it, so a variant runs on the kernels in the rows of every hook it overrides, and
+# where it sets a `block_layout`, on those whose `Kernel.layout_types` take it (blocked runs layouts only,
+# xformers local windows only). `prepare` runs before any kernel; `pair_bias` reaches sdpa and blocked
+# through the default `logit_bias`, reference, chunked and flex through the default `score_mod`; chunked
+# passes slices of the queries, which a `block_layout` (expanded for whole ranges) cannot take.
+HONOURED_BY: dict[str, frozenset[str]] = {
+    "prepare": frozenset({"reference", "chunked", "sdpa", "blocked", "flex", "xformers"}),
+    "logit_scale": frozenset({"reference", "chunked", "sdpa", "blocked", "flex", "xformers"}),
+    "pair_bias": frozenset({"reference", "chunked", "sdpa", "blocked", "flex"}),
+    "logit_bias": frozenset({"sdpa", "blocked"}),
+    "score_mod": frozenset({"reference", "chunked", "flex"}),
+    "logits": frozenset({"reference", "chunked"}),
+    "allowed": frozenset({"reference", "chunked", "sdpa"}),
+    "block_layout": frozenset({"reference", "sdpa", "blocked", "flex", "xformers"}),
+}
+# auto's preference for a variant with a layout: the fused and block-sparse kernels skip what it leaves
+# out, where sdpa applies it as a dense n x n mask.
+LAYOUT_KERNELS_FIRST = ("flex", "blocked", "xformers")
 
 
 @dataclass(frozen=True)
@@ -63,26 +83,53 @@ class Attention(nn.Module):
 
     name: ClassVar[str]  # set by variants.register
     Options: ClassVar[type]  # a frozen dataclass of the variant's options
-    # The kernels that can run this variant, fastest first: `auto` takes the first that trains on the device
-    # (flex and xformers train on CUDA only, so the CPU gets the next one listed).
-    kernels: ClassVar[tuple[str, ...]] = ("sdpa", "flex", "xformers", "chunked", "reference")
+    # Kernels `auto` tries first, in this order, among those that run the variant (`kernels`); the others
+    # follow in the order of `variants.kernels.KERNELS`, fastest first (sdpa: flash where nothing is masked).
+    kernel_preference: ClassVar[tuple[str, ...]] = ()
     # Which keys each query may see beyond causality and padding; None: all of them.
-    pattern: layouts.Layout | None = None
+    block_layout: layouts.Layout | None = None
     # Where a sweep searches each option (an option not named keeps its default); see Range and Choice.
     search_space: ClassVar[dict[str, Range | Choice]] = {}
     # Whether the variant brings its own position terms (as ALiBi, RoPE, T5 and Shaw do, in place of absolute
     # positions in their papers): the model then adds no absolute positions unless a config asks for them.
     provides_positions: ClassVar[bool] = False
 
-    def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str) -> None:
+    def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str, layer_index: int = 0,
+                 run_seed: int = 0) -> None:
         super().__init__()
         self.options = options
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.requested_kernel = kernel
+        # Which block of the model this module serves, and the run's seed: what a layout drawn at random
+        # (BigBird's) is seeded from, so that layers differ and a run is reproduced.
+        self.layer_index = layer_index
+        self.run_seed = run_seed
         # Follows the module across .to(device), so `kernel` can answer for the device it lives on.
         self.register_buffer("_device_probe", torch.empty(0), persistent=False)
-        self._plans: dict[tuple, layouts.Plan] = {}
+
+    @classmethod
+    def class_for(cls, options: Any) -> type[Attention]:
+        """The class that runs these options: this one, or a subclass per value of an option that changes
+        which hooks are overridden (relative's kind), so that the kernels follow from the class."""
+        return cls
+
+    @classmethod
+    def overridden_hooks(cls) -> tuple[str, ...]:
+        """The hooks of `HONOURED_BY` this class overrides (`block_layout` is set per instance)."""
+        return tuple(hook for hook in HONOURED_BY
+                     if hook != "block_layout" and getattr(cls, hook) is not getattr(Attention, hook))
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        """The kernels that run this module, in `auto`'s order: those honouring every hook it overrides and
+        its layout (`HONOURED_BY`), its `kernel_preference` first. `auto` takes the first that trains on the
+        device (flex and xformers train on CUDA only, so the CPU gets the next one)."""
+        used = [*self.overridden_hooks(), *(["block_layout"] if self.block_layout is not None else [])]
+        honoured = set(kernels.KERNELS).intersection(*(HONOURED_BY[hook] for hook in used))
+        order = [*self.kernel_preference, *(name for name in kernels.KERNELS if name not in self.kernel_preference)]
+        return tuple(name for name in order
+                     if name in honoured and kernels.KERNELS[name].runs_layout(self.block_layout))
 
     # ----------------------------------------------------------------------------------------------
     # The score. Dot-product variants only change the scale, the bias or the q/k transform.
@@ -110,7 +157,8 @@ class Attention(nn.Module):
 
     def logit_bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, causal: bool) -> torch.Tensor | None:
         """`pair_bias` expanded: (heads, ..., seq_q, seq_k) for query positions (..., seq_q) and key positions
-        (..., seq_k), in float64 where it holds constants; None when there is none (sdpa and blocked)."""
+        (..., seq_k), in float64 where it holds constants; None when there is none. Read by sdpa and blocked,
+        whose key positions may differ per head: (heads or 1, ..., seq_k) beside query positions (1, ..., seq_q)."""
         bias = self.pair_bias(causal, q_pos.device, torch.float64)
         if bias is None:
             return None
@@ -158,14 +206,14 @@ class Attention(nn.Module):
         causal: bool,
         key_padding_mask: torch.Tensor | None,
     ) -> torch.Tensor | None:
-        """Bool (batch or 1, 1, len(q_pos), len(k_pos)), True where attended; None when all are.
+        """Bool (batch or 1, heads or 1, len(q_pos), len(k_pos)), True where attended; None when all are.
 
-        With a pattern, q_pos and k_pos must be the whole ranges 0..seq-1 (layout variants do not list
-        the chunked kernel, the one that passes a slice of the queries).
+        With a block layout, q_pos and k_pos must be the whole ranges 0..seq-1 (hence no chunked kernel
+        for layouts: it passes a slice of the queries).
         """
         mask = None
-        if self.pattern is not None:
-            mask = layouts.dense(self.pattern, len(q_pos), len(k_pos), causal, q_pos.device)[None, None]
+        if self.block_layout is not None:  # (1, layout heads, seq_q, seq_k)
+            mask = layouts.dense(self.block_layout, len(q_pos), len(k_pos), causal, q_pos.device)[None]
         elif causal:
             mask = (k_pos[None, :] <= q_pos[:, None])[None, None]
         if key_padding_mask is not None:
@@ -173,22 +221,16 @@ class Attention(nn.Module):
             mask = padding if mask is None else mask & padding
         return mask
 
-    def layout(self, seq_q: int, seq_k: int, *, causal: bool = False) -> torch.Tensor:
-        """Bool (seq_q, seq_k) of the pairs this variant attends, for drawing and checking layouts."""
-        if self.pattern is not None:
-            return layouts.dense(self.pattern, seq_q, seq_k, causal)
+    def layout(self, seq_q: int, seq_k: int, *, causal: bool = False, head: int = 0) -> torch.Tensor:
+        """Bool (seq_q, seq_k) of the pairs `head` of this module attends (the layer is the module's own),
+        for drawing and checking layouts."""
+        if not 0 <= head < self.num_heads:
+            raise ValueError(f"head {head} does not exist; accepted: 0 to {self.num_heads - 1}.")
+        if self.block_layout is not None:
+            drawn = layouts.dense(self.block_layout, seq_q, seq_k, causal)  # (layout heads, seq_q, seq_k)
+            return drawn[head if len(drawn) > 1 else 0]
         everything = torch.ones(seq_q, seq_k, dtype=torch.bool)
         return everything.tril() if causal else everything
-
-    @untraced  # in a compiled model: looked up in the cache, never traced into the graph
-    def plan(self, seq_q: int, seq_k: int, causal: bool, device: torch.device, max_pairs: int) -> layouts.Plan:
-        """The pattern cut into chunks for the blocked kernel, cached per lengths, causality and device."""
-        key = (seq_q, seq_k, causal, str(device), max_pairs)
-        if key not in self._plans:
-            if len(self._plans) >= 16:  # lengths change rarely; keep the cache small all the same
-                self._plans.clear()
-            self._plans[key] = layouts.plan(self.pattern, seq_q, seq_k, causal, device, max_pairs)
-        return self._plans[key]
 
     # ----------------------------------------------------------------------------------------------
 
@@ -205,10 +247,24 @@ class Attention(nn.Module):
     def extra_repr(self) -> str:
         return f"{self.describe()}, num_heads={self.num_heads}, head_dim={self.head_dim}, kernel={self.kernel}"
 
+    def kernel_on(self, device: torch.device) -> kernels.Kernel:
+        """The kernel this module runs on `device` (what `auto` chooses, or the forced one)."""
+        return kernels.choose(self.requested_kernel, self.kernels, self.head_dim, device, self.name)
+
     @property
     def kernel(self) -> str:
         """The kernel this module runs on the device it lives on (what `auto` chose, or the forced one)."""
-        return kernels.choose(self, self._device_probe.device).name
+        return self.kernel_on(self._device_probe.device).name
+
+    def kernel_call(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                    key_padding_mask: torch.Tensor | None) -> kernels.Call:
+        """What a kernel receives: q and k through `prepare`, and the hooks it may read."""
+        q_pos, k_pos = torch.arange(q.shape[2], device=q.device), torch.arange(k.shape[2], device=k.device)
+        q, k = self.prepare(q, k)
+        return kernels.Call(q, k, v, q_pos, k_pos, causal, key_padding_mask, name=self.name,
+                            scale=self.logit_scale(), layout=self.block_layout, logits=self.logits,
+                            allowed=self.allowed, logit_bias=self.logit_bias, score_mod=self.score_mod,
+                            pair_width=self.pair_width, parameters=self.parameters)
 
     def forward(
         self,
@@ -226,9 +282,8 @@ class Attention(nn.Module):
         output zeros. With return_weights=True also returns the dense weights (batch, heads, seq_q,
         seq_k), computed by the reference formula (for analysis on short sequences).
         """
-        kernels.check_inputs(self, q, k, v, key_padding_mask)
-        q_pos, k_pos = torch.arange(q.shape[2], device=q.device), torch.arange(k.shape[2], device=k.device)
-        call = kernels.Call(self, *self.prepare(q, k), v, q_pos, k_pos, causal, key_padding_mask)
+        kernels.check_inputs(self.name, self.num_heads, self.head_dim, q, k, v, key_padding_mask)
+        call = self.kernel_call(q, k, v, causal, key_padding_mask)
         if return_weights:
             return kernels.attend_with_weights(call)
-        return kernels.choose(self, q.device).run(call)
+        return self.kernel_on(q.device).run(call)

@@ -2,17 +2,26 @@
 
 A layout is a block map plus an element rule. Positions are cut into blocks of `block_size`; the block
 map says which key blocks each query block may touch, and the rule refines that pair by pair
-(for example |i - j| < window). The pairs attended are those in an allowed block that the rule allows
-(and, when causal, j <= i). The blocked kernel gathers only the allowed key blocks; the reference and
-sdpa kernels expand the same layout into a dense mask with `dense`; drawing a layout uses `dense` too.
+(for example |i - j| <= window // 2). The pairs attended are those in an allowed block that the rule
+allows (and, when causal, j <= i). The blocked kernel gathers only the allowed key blocks; the reference
+and sdpa kernels expand the same layout into a dense mask with `dense`; drawing a layout uses `dense` too.
 The flex kernel reads it through `tiles`: the block map says which tiles of a fused kernel may hold
 attended pairs, the rule says which of those hold only attended pairs (no mask needed there).
 
-Block maps are built at block level, O((n / block_size)^2) booleans, never O(n^2).
+A block map may differ per head (BigBird draws its random blocks per head): it is then (heads, query
+blocks, key blocks), and `dense`, `tiles` and the kernels carry a head dimension of that size; a layout
+the same in every head has `heads == 1`, and that dimension broadcasts over the heads of a call.
+
+Windows, one convention for every windowed option (Beltagy et al. 2020): a window of w keys is w // 2
+keys on each side of the query, and the query itself, |i - j| <= w // 2; causal keeps the half before
+it, 0 <= i - j <= w // 2 (every layout is intersected with j <= i, never redrawn when causal).
+
+Block maps are built at block level, O((n / block_size)^2) booleans per head, never O(n^2).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -20,6 +29,13 @@ from typing import ClassVar
 import torch
 
 DENSE_SLAB = 1 << 22  # elements per slab of `dense`
+
+
+def derived_seed(*parts: int) -> int:
+    """A seed from integers (a base seed, a layer, a head): the same on every machine and Python version,
+    unrelated for neighbouring inputs, below 2^63."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 def _covers(lo: torch.Tensor, hi: torch.Tensor, period: int) -> torch.Tensor:
@@ -31,12 +47,15 @@ class Layout:
     """Base: subclasses set `block_size` and define `block_map` and `rule`."""
 
     block_size: int
+    heads: int = 1  # the heads the block map tells apart; 1 when every head attends alike
     # True when the block map is exactly the blocks holding a pair the rule allows, so that the rule alone
     # decides each pair (the flex kernel's mask then skips the block map lookup).
     rule_decides: ClassVar[bool] = False
 
-    def block_map(self, query_blocks: int, key_blocks: int) -> torch.Tensor:
-        """Bool (query_blocks, key_blocks): which key blocks each query block may touch (not causal)."""
+    def block_map(self, query_blocks: int, key_blocks: int, causal: bool) -> torch.Tensor:
+        """Bool (query_blocks, key_blocks), or (heads, query_blocks, key_blocks) when it differs per head:
+        which key blocks each query block may touch. Causality is applied by `attended_blocks`; `causal`
+        is for maps that draw among the blocks a query may see (BigBird's random blocks)."""
         raise NotImplementedError
 
     def rule(self, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor | None:
@@ -50,10 +69,10 @@ class Layout:
         first_key = torch.arange(key_blocks)[None, :] * b
         return first_query - first_key - (b - 1), first_query - first_key + (b - 1)
 
-    def _band(self, query_blocks: int, key_blocks: int, window: int) -> torch.Tensor:
-        """Blocks holding a pair with |i - j| < window."""
+    def _band(self, query_blocks: int, key_blocks: int, reach: int) -> torch.Tensor:
+        """Blocks holding a pair with |i - j| <= reach."""
         lo, hi = self._block_offsets(query_blocks, key_blocks)
-        return (lo <= window - 1) & (hi >= -(window - 1))
+        return (lo <= reach) & (hi >= -reach)
 
 
 def causal_blocks(query_blocks: int, key_blocks: int) -> torch.Tensor:
@@ -66,20 +85,23 @@ def blocks_for(seq: int, block_size: int) -> int:
 
 
 def attended_blocks(layout: Layout, seq_q: int, seq_k: int, causal: bool) -> torch.Tensor:
-    """Bool (query_blocks, key_blocks): the block map, with causality when causal."""
+    """Bool (layout.heads, query_blocks, key_blocks): the block map, with causality when causal."""
     query_blocks, key_blocks = blocks_for(seq_q, layout.block_size), blocks_for(seq_k, layout.block_size)
-    blocks = layout.block_map(query_blocks, key_blocks)
+    blocks = layout.block_map(query_blocks, key_blocks, causal).view(layout.heads, query_blocks, key_blocks)
     return blocks & causal_blocks(query_blocks, key_blocks) if causal else blocks
 
 
 def pairs(layout: Layout | None, blocks: torch.Tensor | None, i: torch.Tensor, j: torch.Tensor,
-          causal: bool) -> torch.Tensor:
-    """Bool, broadcast from query positions i and key positions j: whether the layout attends (i, j).
+          causal: bool, head: torch.Tensor | int = 0) -> torch.Tensor:
+    """Bool, broadcast from query positions i, key positions j and heads: whether the layout attends (i, j).
 
     `blocks` is `attended_blocks` for the lengths at hand, or None to skip the block map (no layout, or a
-    layout whose rule decides). `dense`, `tiles` and the flex kernel's mask all call this one function."""
+    layout whose rule decides); a block map the same in every head is read at head 0 whatever `head`.
+    `dense`, `tiles`, the blocked kernel's plan and the flex kernel's mask all call this one function."""
+    if blocks is not None and blocks.shape[0] == 1:
+        head = 0
     terms = [
-        blocks[i // layout.block_size, j // layout.block_size] if blocks is not None else None,
+        blocks[head, i // layout.block_size, j // layout.block_size] if blocks is not None else None,
         layout.rule(i, j) if layout is not None else None,
         j <= i if causal else None,
     ]
@@ -91,15 +113,16 @@ def pairs(layout: Layout | None, blocks: torch.Tensor | None, i: torch.Tensor, j
 
 
 def dense(layout: Layout, seq_q: int, seq_k: int, causal: bool, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Bool (seq_q, seq_k): the pairs the layout attends, expanded to elements (O(seq_q * seq_k) booleans,
-    built a slab of rows at a time so that the rule's integer intermediates stay small)."""
+    """Bool (layout.heads, seq_q, seq_k): the pairs the layout attends, expanded to elements (O(seq_q * seq_k)
+    booleans per head, built a slab of rows at a time so that the rule's integer intermediates stay small)."""
     blocks = attended_blocks(layout, seq_q, seq_k, causal).to(device)
-    allowed = torch.empty(seq_q, seq_k, dtype=torch.bool, device=device)
+    allowed = torch.empty(layout.heads, seq_q, seq_k, dtype=torch.bool, device=device)
+    heads = torch.arange(layout.heads, device=device)[:, None, None]
     j = torch.arange(seq_k, device=device)[None, :]
-    rows = max(1, DENSE_SLAB // max(1, seq_k))
+    rows = max(1, DENSE_SLAB // max(1, seq_k * layout.heads))
     for start in range(0, seq_q, rows):
         i = torch.arange(start, min(start + rows, seq_q), device=device)[:, None]
-        allowed[start : start + rows] = pairs(layout, blocks, i, j, causal)
+        allowed[:, start : start + rows] = pairs(layout, blocks, i, j, causal, heads)
     return allowed
 
 
@@ -109,9 +132,9 @@ class Tiles:
     BlockMask): a tile is skipped, computed with the element mask (partial) or without it (full)."""
 
     size: int
-    partial: torch.Tensor  # (query_tiles, key_tiles) bool: holds attended pairs, and unattended or padding ones
-    full: torch.Tensor  # (query_tiles, key_tiles) bool: every pair of the tile is attended
-    attended: int  # pairs attended in all (what a benchmark's FLOP count is based on)
+    partial: torch.Tensor  # (heads, query_tiles, key_tiles) bool: attended pairs, and unattended or padding ones
+    full: torch.Tensor  # (heads, query_tiles, key_tiles) bool: every pair of the tile is attended
+    attended: int  # pairs attended in all, summed over the layout's heads (a benchmark's FLOP count)
 
 
 def _overlaps(tiles: int, blocks: int, size: int, block_size: int, device: torch.device) -> torch.Tensor:
@@ -124,7 +147,8 @@ def _overlaps(tiles: int, blocks: int, size: int, block_size: int, device: torch
 
 def tiles(layout: Layout | None, seq_q: int, seq_k: int, causal: bool, size: int,
           device: torch.device | str = "cpu") -> Tiles:
-    """Classify the size x size tiles of the (seq_q, seq_k) pairs; `layout` None attends every pair.
+    """Classify the size x size tiles of the (seq_q, seq_k) pairs of each of the layout's heads (one head
+    for `layout` None, which attends every pair).
 
     The block map (with causality) names the tiles that may hold attended pairs; `pairs` is then counted
     on those tiles only, a slab of tiles at a time: O(candidate tiles * size^2) work and O(DENSE_SLAB)
@@ -136,91 +160,32 @@ def tiles(layout: Layout | None, seq_q: int, seq_k: int, causal: bool, size: int
     query_tiles, key_tiles = blocks_for(seq_q, size), blocks_for(seq_k, size)
     blocks = None
     if layout is None:
-        candidates = torch.ones(query_tiles, key_tiles, dtype=torch.bool, device=device)
+        candidates = torch.ones(1, query_tiles, key_tiles, dtype=torch.bool, device=device)
         if causal:
             candidates &= causal_blocks(query_tiles, key_tiles).to(device)
     else:
         b = layout.block_size
-        blocks = attended_blocks(layout, seq_q, seq_k, causal).to(device)
-        rows = _overlaps(query_tiles, blocks.shape[0], size, b, device)
-        columns = _overlaps(key_tiles, blocks.shape[1], size, b, device)
+        blocks = attended_blocks(layout, seq_q, seq_k, causal).to(device)  # (heads, query blocks, key blocks)
+        rows = _overlaps(query_tiles, blocks.shape[1], size, b, device)
+        columns = _overlaps(key_tiles, blocks.shape[2], size, b, device)
         candidates = (rows @ blocks.float() @ columns.T) > 0  # a tile meets an allowed block
-    tile_rows, tile_columns = candidates.nonzero(as_tuple=True)
+    tile_heads, tile_rows, tile_columns = candidates.nonzero(as_tuple=True)
     counts = torch.zeros(len(tile_rows), dtype=torch.long, device=device)
     offsets = torch.arange(size, device=device)
     per_slab = max(1, DENSE_SLAB // (size * size))
     for start in range(0, len(tile_rows), per_slab):
-        i = (tile_rows[start : start + per_slab, None] * size + offsets)[:, :, None]  # (tiles, size, 1)
-        j = (tile_columns[start : start + per_slab, None] * size + offsets)[:, None, :]  # (tiles, 1, size)
+        slab = slice(start, start + per_slab)
+        i = (tile_rows[slab, None] * size + offsets)[:, :, None]  # (tiles, size, 1)
+        j = (tile_columns[slab, None] * size + offsets)[:, None, :]  # (tiles, 1, size)
         inside = (i < seq_q) & (j < seq_k)
-        attended = pairs(layout, blocks, i.clamp(max=seq_q - 1), j.clamp(max=seq_k - 1), causal) & inside
-        counts[start : start + per_slab] = attended.sum(dim=(1, 2))
-    partial = torch.zeros(query_tiles, key_tiles, dtype=torch.bool, device=device)
-    full = torch.zeros_like(partial)
-    full[tile_rows, tile_columns] = counts == size * size
-    partial[tile_rows, tile_columns] = (counts > 0) & (counts < size * size)
+        attended = pairs(layout, blocks, i.clamp(max=seq_q - 1), j.clamp(max=seq_k - 1), causal,
+                         tile_heads[slab, None, None]) & inside
+        counts[slab] = attended.sum(dim=(1, 2))
+    partial = torch.zeros_like(candidates)
+    full = torch.zeros_like(candidates)
+    full[tile_heads, tile_rows, tile_columns] = counts == size * size
+    partial[tile_heads, tile_rows, tile_columns] = (counts > 0) & (counts < size * size)
     return Tiles(size, partial, full, int(counts.sum()))
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """Query blocks processed together by the blocked kernel, each with its key blocks."""
-
-    query_blocks: torch.Tensor  # (rows,) long
-    key_blocks: torch.Tensor  # (rows, width) long; padding entries point at block 0 and are masked
-    allowed: torch.Tensor  # (rows, block_size, width * block_size) bool: rule, causal, real blocks and keys
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A layout cut into chunks for given lengths; chunk outputs concatenate in sorted-row order."""
-
-    query_blocks: int
-    key_blocks: int
-    chunks: tuple[Chunk, ...]
-    inverse: torch.Tensor  # position of each query block in the concatenated chunk outputs
-
-
-def plan(
-    layout: Layout, seq_q: int, seq_k: int, causal: bool, device: torch.device, max_pairs: int
-) -> Plan:
-    """Cut the layout into chunks of query blocks holding at most `max_pairs` gathered pairs each.
-
-    Query blocks are sorted by their number of key blocks, so a chunk pads its rows to a width that
-    its rows nearly share: a global row that sees every key block does not widen the others.
-    """
-    b = layout.block_size
-    query_blocks, key_blocks = blocks_for(seq_q, b), blocks_for(seq_k, b)
-    blocks = layout.block_map(query_blocks, key_blocks)
-    if causal:
-        blocks = blocks & causal_blocks(query_blocks, key_blocks)
-    counts = blocks.sum(dim=1)
-    order = torch.argsort(counts, stable=True)
-    offsets = torch.arange(b)
-    widths = counts[order].clamp(min=1).tolist()  # ascending: the last row of a chunk is its widest
-    chunks, start = [], 0
-    while start < query_blocks:
-        stop = start + 1
-        while stop < query_blocks and (stop + 1 - start) * widths[stop] * b * b <= max_pairs:
-            stop += 1
-        rows = order[start:stop]
-        width = int(counts[rows].max().clamp(min=1))
-        # key blocks of each row, allowed ones first (stable sort keeps them in increasing order)
-        present, columns = torch.sort(blocks[rows].int(), dim=1, descending=True, stable=True)
-        present, columns = present[:, :width].bool(), columns[:, :width]
-        i = (rows[:, None] * b + offsets)[:, :, None]  # (rows, b, 1) query positions
-        j = (columns[:, :, None] * b + offsets).flatten(1)[:, None, :]  # (rows, 1, width * b) key positions
-        allowed = present.repeat_interleave(b, dim=1)[:, None, :] & (j < seq_k)
-        rule = layout.rule(i, j)
-        if rule is not None:
-            allowed = allowed & rule
-        if causal:
-            allowed = allowed & (j <= i)
-        chunks.append(Chunk(rows.to(device), columns.to(device), allowed.to(device)))
-        start = stop
-    inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(query_blocks)
-    return Plan(query_blocks, key_blocks, tuple(chunks), inverse.to(device))
 
 
 def _power_of_two_at_most(value: float, low: int, high: int) -> int:
@@ -229,25 +194,36 @@ def _power_of_two_at_most(value: float, low: int, high: int) -> int:
     return min(high, max(low, 2 ** math.floor(math.log2(value))))
 
 
-@dataclass(frozen=True)
-class Local(Layout):
-    """|i - j| < window."""
+class _Band(Layout):
+    """The band of a window of `window` keys: window // 2 on each side of the query, and the query itself."""
 
     rule_decides = True
 
     window: int
 
     @property
-    def block_size(self) -> int:
-        # Half the window: a causal query block then gathers about 1.5 windows of keys, not 2. At window
-        # 256 and n = 16384 on CPU, 128 measured faster than 64 or 32 (fewer, larger fused calls).
-        return _power_of_two_at_most(self.window / 2, 16, 128)
+    def reach(self) -> int:
+        """How far a query sees on each side: |i - j| <= reach."""
+        return self.window // 2
 
-    def block_map(self, query_blocks: int, key_blocks: int) -> torch.Tensor:
-        return self._band(query_blocks, key_blocks, self.window)
+    @property
+    def block_size(self) -> int:
+        # Half the reach: a causal query block then gathers about 1.5 reaches of keys, not 2. At a reach of
+        # 255 and n = 16384 on CPU, 128 measured faster than 64 or 32 (fewer, larger fused calls).
+        return _power_of_two_at_most(self.reach / 2, 16, 128)
+
+
+@dataclass(frozen=True)
+class Local(_Band):
+    """|i - j| <= window // 2."""
+
+    window: int
+
+    def block_map(self, query_blocks: int, key_blocks: int, causal: bool) -> torch.Tensor:
+        return self._band(query_blocks, key_blocks, self.reach)
 
     def rule(self, i, j):
-        return (i - j).abs() < self.window
+        return (i - j).abs() <= self.reach
 
 
 @dataclass(frozen=True)
@@ -262,9 +238,9 @@ class Strided(Layout):
     def block_size(self) -> int:
         return _power_of_two_at_most(self.stride / 4, 8, 64)
 
-    def block_map(self, query_blocks: int, key_blocks: int) -> torch.Tensor:
+    def block_map(self, query_blocks: int, key_blocks: int, causal: bool) -> torch.Tensor:
         lo, hi = self._block_offsets(query_blocks, key_blocks)
-        return self._band(query_blocks, key_blocks, self.stride) | _covers(lo, hi, self.stride)
+        return self._band(query_blocks, key_blocks, self.stride - 1) | _covers(lo, hi, self.stride)
 
     def rule(self, i, j):
         return ((i - j).abs() < self.stride) | ((i - j) % self.stride == 0)
@@ -283,7 +259,7 @@ class Fixed(Layout):
     def block_size(self) -> int:
         return _power_of_two_at_most(math.gcd(self.stride, self.summary), 8, 64)
 
-    def block_map(self, query_blocks: int, key_blocks: int) -> torch.Tensor:
+    def block_map(self, query_blocks: int, key_blocks: int, causal: bool) -> torch.Tensor:
         b, s = self.block_size, self.stride
         query_first = torch.arange(query_blocks)[:, None] * b
         key_first = torch.arange(key_blocks)[None, :] * b
@@ -298,47 +274,47 @@ class Fixed(Layout):
 
 
 @dataclass(frozen=True)
-class Longformer(Layout):
-    """Beltagy et al. 2020: |i - j| < window, plus the first `num_global` positions attend to and are
-    attended by every position."""
-
-    rule_decides = True
+class Longformer(_Band):
+    """Beltagy et al. 2020: |i - j| <= window // 2 ("each token attends to 1/2 w tokens on each side"), plus
+    the first `num_global` positions attend to and are attended by every position."""
 
     window: int
     num_global: int
 
-    @property
-    def block_size(self) -> int:
-        return _power_of_two_at_most(self.window / 2, 16, 128)
-
-    def block_map(self, query_blocks: int, key_blocks: int) -> torch.Tensor:
+    def block_map(self, query_blocks: int, key_blocks: int, causal: bool) -> torch.Tensor:
         b = self.block_size
         global_rows = (torch.arange(query_blocks) * b < self.num_global)[:, None]
         global_columns = (torch.arange(key_blocks) * b < self.num_global)[None, :]
-        return self._band(query_blocks, key_blocks, self.window) | global_rows | global_columns
+        return self._band(query_blocks, key_blocks, self.reach) | global_rows | global_columns
 
     def rule(self, i, j):
-        return ((i - j).abs() < self.window) | (i < self.num_global) | (j < self.num_global)
+        return ((i - j).abs() <= self.reach) | (i < self.num_global) | (j < self.num_global)
 
 
 @dataclass(frozen=True)
 class BigBird(Layout):
     """Zaheer et al. 2020, at block level: neighbouring blocks |I - J| <= 1, global blocks (the first
-    `num_global_blocks` rows and columns), and `num_random_blocks` random key blocks per query block."""
+    `num_global_blocks` rows and columns), and per head `num_random_blocks` random key blocks per query
+    block, drawn among the blocks neither neighbouring nor global (and, when causal, in the past): exactly
+    that many where as many exist, all of them where fewer do. Head h draws from `derived_seed(seed, h)`,
+    so a head's blocks depend on the seed, the head and the block counts only."""
 
     block_size: int
     num_global_blocks: int
     num_random_blocks: int
     seed: int
+    heads: int = 1
 
-    def block_map(self, query_blocks: int, key_blocks: int) -> torch.Tensor:
+    def block_map(self, query_blocks: int, key_blocks: int, causal: bool) -> torch.Tensor:
         rows = torch.arange(query_blocks)[:, None]
         columns = torch.arange(key_blocks)[None, :]
-        blocks = ((rows - columns).abs() <= 1) | (rows < self.num_global_blocks) | (columns < self.num_global_blocks)
-        if self.num_random_blocks:
-            # Random draws depend on the seed and the block counts only: the same seed, the same layout.
-            generator = torch.Generator().manual_seed(self.seed)
-            scores = torch.rand(query_blocks, key_blocks, generator=generator)
-            chosen = scores.argsort(dim=1)[:, : min(self.num_random_blocks, key_blocks)]
-            blocks = blocks.scatter(1, chosen, True)
-        return blocks
+        fixed = ((rows - columns).abs() <= 1) | (rows < self.num_global_blocks) | (columns < self.num_global_blocks)
+        eligible = ~fixed & (columns < rows) if causal else ~fixed
+        return fixed | torch.stack([self._random_blocks(eligible, head) for head in range(self.heads)])
+
+    def _random_blocks(self, eligible: torch.Tensor, head: int) -> torch.Tensor:
+        """Bool like `eligible` (query blocks, key blocks): num_random_blocks of each row's eligible blocks."""
+        generator = torch.Generator().manual_seed(derived_seed(self.seed, head))
+        scores = torch.rand(eligible.shape, generator=generator).masked_fill(~eligible, 2.0)  # ineligible last
+        chosen = scores.argsort(dim=1)[:, : min(self.num_random_blocks, eligible.shape[1])]
+        return torch.zeros_like(eligible).scatter(1, chosen, eligible.gather(1, chosen))

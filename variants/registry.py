@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+import typing
+from typing import Any, Literal
 
 from common.options import build_options, describe_options
 from common.registry import Registry
 from variants import kernels
-from variants.base import Attention
+from variants.base import HONOURED_BY, Attention
 
 
 def _check_kernels(name: str, cls: type[Attention]) -> None:
-    unknown = [kernel for kernel in cls.kernels if kernel not in kernels.KERNELS]
+    unknown = [kernel for kernel in cls.kernel_preference if kernel not in kernels.KERNELS]
     if unknown:
-        raise ValueError(f"Variant {name!r} lists unknown kernels {unknown}; known: {list(kernels.KERNELS)}.")
+        raise ValueError(f"Variant {name!r} prefers unknown kernels {unknown}; known: {list(kernels.KERNELS)}.")
+    unread = [hook for hook in cls.overridden_hooks() if "reference" not in HONOURED_BY[hook]]
+    if unread:  # the reference is the truth every other kernel is tested against
+        raise ValueError(f"Variant {name!r} overrides {', '.join(unread)}, which the reference kernel does not "
+                         "read; accepted: override pair_bias, which sdpa and blocked read through logit_bias.")
 
 
 VARIANTS = Registry("variant", _check_kernels)
@@ -22,28 +27,48 @@ list_variants = VARIANTS.names
 variant_class = VARIANTS.get
 
 
-def _positive_int(label: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{label} got {value!r}; accepted: an integer >= 1.")
+def _index(label: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{label} got {value!r}; accepted: an integer >= {low}.")
 
 
-def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", **options: Any) -> Attention:
-    """Build the attention module registered as `name` for `num_heads` heads of `head_dim` each."""
+def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", layer_index: int = 0,
+           run_seed: int = 0, **options: Any) -> Attention:
+    """Build the attention module registered as `name` for `num_heads` heads of `head_dim` each, to serve
+    block `layer_index` of a model trained from `run_seed` (what a layout drawn at random is seeded from)."""
     cls = variant_class(name)
-    _positive_int("num_heads", num_heads)
-    _positive_int("head_dim", head_dim)
+    _index("num_heads", num_heads, 1)
+    _index("head_dim", head_dim, 1)
+    _index("layer_index", layer_index, 0)
+    _index("run_seed", run_seed, 0)
     resolved = build_options(cls.Options, f"Variant {name!r}", options)
-    module = cls(resolved, num_heads=num_heads, head_dim=head_dim, kernel=kernel)
+    module = cls.class_for(resolved)(resolved, num_heads=num_heads, head_dim=head_dim, kernel=kernel,
+                                     layer_index=layer_index, run_seed=run_seed)
     kernels.check_kernel(module.describe(), module.kernels, kernel)  # a variant's kernels may depend on its options
     return module
+
+
+def _kernel_lines(name: str) -> list[str]:
+    """'kernels: ...', or one line per value of each choice option that changes them."""
+    def kernels_with(**options: Any) -> str:
+        return ", ".join(create(name, num_heads=2, head_dim=8, **options).kernels)
+
+    hints = typing.get_type_hints(variant_class(name).Options)
+    lines = []
+    for option, hint in hints.items():
+        if typing.get_origin(hint) is not Literal:
+            continue
+        by_value = {value: kernels_with(**{option: value}) for value in typing.get_args(hint)}
+        if len(set(by_value.values())) > 1:
+            lines += [f"kernels ({option}={value}): {names}" for value, names in by_value.items()]
+    return lines or [f"kernels: {kernels_with()}"]
 
 
 def describe_variants() -> str:
     """Every variant with its one-line description, kernels and options (what `make list` prints)."""
     lines = []
     for name in list_variants():
-        cls = variant_class(name)
         lines.append(f"{name}: {VARIANTS.summary(name)}")
-        lines.append(f"    kernels: {', '.join(cls.kernels)}")
-        lines.extend(f"    {line}" for line in describe_options(cls.Options))
+        lines.extend(f"    {line}" for line in _kernel_lines(name))
+        lines.extend(f"    {line}" for line in describe_options(variant_class(name).Options))
     return "\n".join(lines)

@@ -73,8 +73,9 @@ def t5_bucket(relative: torch.Tensor, *, bidirectional: bool, num_buckets: int, 
 class Relative(Attention):
     """Scaled dot product plus a relative position term: shaw, t5, alibi or rope."""
 
-    # The default kind's (alibi); each instance sets its kind's in __init__.
-    kernels = ("flex", "sdpa", "chunked", "reference")
+    # Each kind is a subclass below (`class_for`) overriding the hooks it uses, so that its kernels follow.
+    # A position term per pair: flex computes it inside its fused kernel, sdpa materialises it (n x n).
+    kernel_preference = ("flex",)
     provides_positions = True  # every kind: its position term replaces absolute positions in its paper
 
     # Each kind's own options, searched only when it is chosen; t5 keeps max_distance at its default
@@ -89,7 +90,7 @@ class Relative(Attention):
     @dataclass(frozen=True)
     class Options:
         kind: Literal["shaw", "t5", "alibi", "rope"] = option(
-            "alibi", "which relative position scheme (shaw runs on flex, chunked and reference: no sdpa)", tag=""
+            "alibi", "which relative position scheme (each kind runs on the kernels `list` shows for it)", tag=""
         )
         num_buckets: int | None = option(None, "t5: number of buckets (default 32)", tag="b")
         max_distance: int | None = option(
@@ -108,27 +109,74 @@ class Relative(Attention):
                 require(self.max_distance > self.num_buckets // 2, "max_distance", self.max_distance,
                         f"an integer > num_buckets // 2 = {self.num_buckets // 2} (the buckets before it are exact)")
 
-    def __init__(self, options: Options, **kwargs) -> None:
+    @classmethod
+    def class_for(cls, options: Options) -> type[Attention]:
+        return {"shaw": Shaw, "t5": T5, "alibi": ALiBi, "rope": Rope}[options.kind]
+
+
+class Shaw(Relative):
+    """Shaw et al.'s key term q_i . a_clip(j - i) / sqrt(d): a function of q per pair, so a `score_mod`."""
+
+    def __init__(self, options: Relative.Options, **kwargs) -> None:
         super().__init__(options, **kwargs)
-        kind = options.kind
-        # Position terms per pair: flex on CUDA; sdpa takes the bias materialised; xformers takes neither.
-        # rope rotates q and k and then scores as dense does, on dense's kernels.
-        self.kernels = {"shaw": ("flex", "chunked", "reference"), "rope": Attention.kernels}.get(kind, self.kernels)
-        if kind == "shaw":
-            self.distance_embedding = nn.Parameter(  # (2 * max_distance + 1, head_dim), shared by heads
-                torch.randn(2 * options.max_distance + 1, self.head_dim) * 0.02
-            )
-        elif kind == "t5":
-            self.bucket_bias = nn.Parameter(torch.randn(options.num_buckets, self.num_heads) * 0.02)
-        elif kind == "alibi":
-            self.slopes = tuple(alibi_slopes(self.num_heads))  # exact in any dtype: not a buffer .float() rounds
-        elif self.head_dim % 2:
+        self.distance_embedding = nn.Parameter(  # (2 * max_distance + 1, head_dim), shared by heads
+            torch.randn(2 * options.max_distance + 1, self.head_dim) * 0.02
+        )
+
+    def score_mod(self, q, k, q_pos, causal) -> ScoreMod | None:
+        limit = self.options.max_distance
+        per_distance = torch.matmul(q, self.distance_embedding.T) * self.logit_scale()  # (B, H, seq_q, 2*limit+1)
+        first = q_pos[0]  # q's first row sits at this position (the chunked kernel passes slices)
+
+        def key_term(score, batch, head, q_idx, kv_idx):
+            distance = (kv_idx - q_idx).clamp(-limit, limit) + limit
+            return score + per_distance[batch, head, q_idx - first, distance]
+
+        return key_term
+
+
+class T5(Relative):
+    """T5's learned scalar per head and bucket of j - i: a `pair_bias`."""
+
+    def __init__(self, options: Relative.Options, **kwargs) -> None:
+        super().__init__(options, **kwargs)
+        self.bucket_bias = nn.Parameter(torch.randn(options.num_buckets, self.num_heads) * 0.02)
+
+    def pair_bias(self, causal, device, dtype) -> PairBias | None:
+        num_buckets, max_distance = self.options.num_buckets, self.options.max_distance
+
+        def t5_bias(head, q_idx, kv_idx):
+            bucket = t5_bucket(kv_idx - q_idx, bidirectional=not causal, num_buckets=num_buckets,
+                               max_distance=max_distance)
+            return self.bucket_bias[bucket, head]
+
+        return t5_bias
+
+
+class ALiBi(Relative):
+    """ALiBi's -m_h |i - j|: a `pair_bias`."""
+
+    def __init__(self, options: Relative.Options, **kwargs) -> None:
+        super().__init__(options, **kwargs)
+        self.slopes = tuple(alibi_slopes(self.num_heads))  # exact in any dtype: not a buffer .float() rounds
+
+    def pair_bias(self, causal, device, dtype) -> PairBias | None:
+        slopes = torch.tensor(self.slopes, dtype=dtype, device=device)  # (H,)
+        return lambda head, q_idx, kv_idx: -slopes[head] * (kv_idx - q_idx).abs()
+
+
+class Rope(Relative):
+    """Rotary embedding: q and k rotated in `prepare`, then scored as dense attention is."""
+
+    kernel_preference = ()  # no term left per pair: sdpa's flash kernel first, as for dense
+
+    def __init__(self, options: Relative.Options, **kwargs) -> None:
+        super().__init__(options, **kwargs)
+        if self.head_dim % 2:
             raise ValueError(f"Relative kind 'rope' rotates pairs of dimensions; head_dim={self.head_dim} is odd, "
                              "accepted: an even head_dim.")
 
     def prepare(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.options.kind != "rope":
-            return q, k
         return self._rotate(q), self._rotate(k)
 
     def _rotate(self, x: torch.Tensor) -> torch.Tensor:
@@ -139,31 +187,3 @@ class Relative(Attention):
         cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
         first, second = x[..., :half], x[..., half:]
         return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
-
-    def pair_bias(self, causal, device, dtype) -> PairBias | None:
-        if self.options.kind == "alibi":
-            slopes = torch.tensor(self.slopes, dtype=dtype, device=device)  # (H,)
-            return lambda head, q_idx, kv_idx: -slopes[head] * (kv_idx - q_idx).abs()
-        if self.options.kind == "t5":
-            num_buckets, max_distance = self.options.num_buckets, self.options.max_distance
-
-            def t5_bias(head, q_idx, kv_idx):
-                bucket = t5_bucket(kv_idx - q_idx, bidirectional=not causal, num_buckets=num_buckets,
-                                   max_distance=max_distance)
-                return self.bucket_bias[bucket, head]
-
-            return t5_bias
-        return None
-
-    def score_mod(self, q, k, q_pos, causal) -> ScoreMod | None:
-        if self.options.kind != "shaw":
-            return super().score_mod(q, k, q_pos, causal)
-        limit = self.options.max_distance
-        per_distance = torch.matmul(q, self.distance_embedding.T) * self.logit_scale()  # (B, H, seq_q, 2*limit+1)
-        first = q_pos[0]  # q's first row sits at this position (the chunked kernel passes slices)
-
-        def key_term(score, batch, head, q_idx, kv_idx):
-            distance = (kv_idx - q_idx).clamp(-limit, limit) + limit
-            return score + per_distance[batch, head, q_idx - first, distance]
-
-        return key_term

@@ -25,7 +25,6 @@ from variants.registry import register
 class SoftCap(Attention):
     """Scaled dot product soft-capped by cap * tanh(score / cap) before the softmax, as in Gemma 2."""
 
-    kernels = ("flex", "chunked", "reference")
     search_space = {"cap": Range(1.0, 100.0, log=True)}
 
     @dataclass(frozen=True)

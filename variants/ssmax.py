@@ -34,7 +34,6 @@ from variants.registry import register
 class ScalableSoftmax(Attention):
     """Scaled dot product times s * log(number of keys seen) before the softmax, s learned per head."""
 
-    kernels = ("flex", "chunked", "reference")
     search_space = {"length_scale": Range(0.1, 2.0, log=True), "fixed": Choice((False, True))}
 
     @dataclass(frozen=True)

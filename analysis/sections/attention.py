@@ -110,8 +110,8 @@ def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
     for ax in axes.flat[len(entries):]:
         ax.set_axis_off()
     for ax, entry in zip(axes.flat, entries, strict=False):
-        attention = variants.create(entry["variant"], num_heads=entry["heads"],
-                                    head_dim=entry["head_dim"], **json.loads(entry["options"]))
+        attention = variants.create(entry["variant"], num_heads=entry["heads"], head_dim=entry["head_dim"],
+                                    run_seed=entry["seed"], **json.loads(entry["options"]))  # layer 0 as it ran
         drawn = min(entry["seq_len"], MAX_LAYOUT_DRAWN)
         allowed = attention.layout(entry["seq_len"], entry["seq_len"], causal=entry["causal"])[:drawn, :drawn]
         step = max(1, math.ceil(drawn / 16))
@@ -120,8 +120,8 @@ def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
                         cmap=ListedColormap(["white", context.colour(entry["variant_name"])]), square=True,
                         linewidths=0.2 if drawn <= 32 else 0, linecolor="#eee")
         corner = "" if drawn == entry["seq_len"] else f", first {drawn} of {entry['seq_len']}"
-        ax.set_title(f"{entry['variant_name']} ({'causal' if entry['causal'] else 'bidirectional'}{corner})",
-                     fontsize=10)
+        ax.set_title(f"{entry['variant_name']} ({'causal' if entry['causal'] else 'bidirectional'}, layer 0, "
+                     f"head 0, seed {entry['seed']}{corner})", fontsize=10)
         ax.set_xlabel("key position")
         ax.set_ylabel("query position")
         ax.tick_params(labelsize=8)
@@ -129,8 +129,9 @@ def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
         data += [{"variant_name": entry["variant_name"], "seq_len": entry["seq_len"], "causal": entry["causal"],
                   "query": query, "key": key} for query, key in pairs]
     figures.suptitle(fig, "Layouts: the (query, key) pairs each local and sparse variant attends")
-    return Figure("layouts", "Layouts of the local and sparse variants as the models used them: a coloured cell "
-                             "is a (query, key) pair attended", fig, pd.DataFrame(data))
+    return Figure("layouts", "Layouts of the local and sparse variants as the models used them (the first layer's "
+                             "first head, drawn from the run's seed): a coloured cell is a (query, key) pair "
+                             "attended", fig, pd.DataFrame(data))
 
 
 @section("attention", "Attention pictures")
@@ -154,7 +155,7 @@ def attention(context: Context) -> list[Block]:
         try:
             has_pattern = variants.create(entry["variant"], num_heads=entry["heads"],
                                           head_dim=entry["head_dim"],
-                                          **json.loads(entry["options"])).pattern is not None
+                                          **json.loads(entry["options"])).block_layout is not None
         except ValueError as error:
             problems.append({"run": entry["variant_name"], "reason": f"layout not drawn ({error})"})
             continue

@@ -38,7 +38,8 @@ def problems_table(name: str, caption: str, problems: list[dict[str, str]]) -> l
 
 
 def layout_variants(runs: pd.DataFrame) -> list[dict[str, Any]]:
-    """One entry per variant_name among `runs` (first run of each) with what drawing its layout needs."""
+    """One entry per variant_name among `runs` (first run of each) with what drawing its layout needs, the run's
+    seed included (a layout drawn at random, BigBird's, is drawn from it)."""
     entries = []
     for name, group in runs.groupby("variant_name", sort=True):
         run = group.iloc[0]
@@ -49,7 +50,7 @@ def layout_variants(runs: pd.DataFrame) -> list[dict[str, Any]]:
                             "options": json.dumps(config.get("variant_options", {}), sort_keys=True),
                             "heads": model.heads, "head_dim": model.attention_head_dim,
                             "depth": int(config["model"]["depth"]), "causal": bool(config["model"]["causal"]),
-                            "seq_len": int(config["task_options"]["seq_len"])})
+                            "seq_len": int(config["task_options"]["seq_len"]), "seed": int(config["seed"])})
         except (RecordError, KeyError, TypeError, ValueError):
             continue
     return entries

@@ -22,19 +22,22 @@ MAX_REACH_LENGTH = 4096  # receptive fields are computed on layouts up to this l
 
 @functools.cache
 def _reach(variant: str, options_json: str, heads: int, head_dim: int, depth: int, seq_len: int,
-           causal: bool) -> int | None:
-    """How far back (in tokens) the last position sees every position, after `depth` layers of the
-    variant's layout; None for a variant without a layout (it sees everything) or one that cannot be built."""
-    try:
-        attention = variants.create(variant, num_heads=heads, head_dim=head_dim, **json.loads(options_json))
-    except ValueError:
-        return None
-    if attention.pattern is None:
-        return None
-    allowed = attention.layout(seq_len, seq_len, causal=causal)  # (query, key)
+           causal: bool, run_seed: int = 0) -> int | None:
+    """How far back (in tokens) the last position sees every position, through the `depth` layers of the
+    variant's layouts as the run drew them (each layer's own, any of its heads); None for a variant without a
+    layout (it sees everything) or one that cannot be built."""
     reached = torch.zeros(seq_len, dtype=torch.bool)
     reached[-1] = True
-    for _ in range(depth):
+    for layer in reversed(range(depth)):  # the last layer's queries first, back towards the input
+        try:
+            attention = variants.create(variant, num_heads=heads, head_dim=head_dim, layer_index=layer,
+                                        run_seed=run_seed, **json.loads(options_json))
+        except ValueError:
+            return None
+        if attention.block_layout is None:
+            return None
+        allowed = torch.stack([attention.layout(seq_len, seq_len, causal=causal, head=head)
+                               for head in range(heads)]).any(dim=0)  # (query, key): some head attends
         reached |= allowed[reached].any(dim=0)
     by_distance = reached.flip(0)  # index d: the position d tokens before the last
     gaps = (~by_distance).nonzero().flatten()
@@ -73,7 +76,7 @@ def distance(context: Context) -> list[Block]:
             if entry["seq_len"] > MAX_REACH_LENGTH:
                 continue
             reach = _reach(entry["variant"], entry["options"], entry["heads"], entry["head_dim"], entry["depth"],
-                           entry["seq_len"], entry["causal"])
+                           entry["seq_len"], entry["causal"], entry["seed"])
             if reach is not None:
                 reaches.append({"task": task, "variant_name": entry["variant_name"], "depth": entry["depth"],
                                 "seq_len": entry["seq_len"], "reach": reach})

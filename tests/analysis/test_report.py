@@ -125,9 +125,9 @@ def test_accuracy_by_distance_averages_the_seeds_and_marks_the_local_reach(repor
         assert row.accuracy_mean == pytest.approx(np.mean(expected[(row.variant_name, row.lo)]))
         assert row.seeds == 2
     reach = _table(report, "reach-00-passkey")
-    # one causal layer with |i - j| < 4: the last position sees 3 tokens back, and no farther
+    # one causal layer with a window of 4, |i - j| <= 2: the last position sees 2 tokens back, and no farther
     assert reach.to_dict("records") == [{"task": "passkey", "variant_name": "local_w4", "depth": 1, "seq_len": 12,
-                                         "reach": 3}]
+                                         "reach": 2}]
 
 
 def test_learning_curves_average_the_metrics_streams(report, runs_dir):
@@ -156,11 +156,11 @@ def test_attention_pictures_are_softmax_weights_of_one_checkpoint_per_variant(re
         assert np.allclose(rows, 1.0, atol=1e-3)
         assert (weights.loc[weights["key"] > weights["query"], "weight"] == 0).all()  # causal
     local = pd.read_csv(report.parent / "tables" / pictures[1])
-    assert (local.loc[local["query"] - local["key"] >= 4, "weight"] == 0).all()
+    assert (local.loc[local["query"] - local["key"] > 2, "weight"] == 0).all()
     layouts = _table(report, "layouts")
     assert set(layouts["variant_name"]) == {"local_w4"}
-    assert len(layouts) == 4 * 12 - (1 + 2 + 3)  # causal |i - j| < 4 on 12 positions
-    assert ((layouts["query"] - layouts["key"]).between(0, 3)).all()
+    assert len(layouts) == 3 * 12 - (1 + 2)  # causal, window 4: 0 <= i - j <= 2 on 12 positions
+    assert ((layouts["query"] - layouts["key"]).between(0, 2)).all()
 
 
 def test_the_cost_section_fits_the_exponent_of_each_line_from_the_benchmark_csv(report, runs_dir):

@@ -22,6 +22,17 @@ EXTRA_OPTIONS = {
 }
 
 HEADS, HEAD_DIM = 3, 8
+QUERIES_PER_CHUNK = 3  # divides none of the test lengths but 9: every chunked call crosses chunk boundaries
+
+
+def force_small_chunks(monkeypatch) -> None:
+    """The chunked kernel in chunks of QUERIES_PER_CHUNK queries and the blocked kernel one query block per
+    chunk, whatever the sizes: a bug that shows only across chunks (forward, or the recomputed backward)
+    then shows at test sizes, which would otherwise fit in one chunk."""
+    from variants.kernels import blocked, chunked
+
+    monkeypatch.setattr(chunked, "queries_per_chunk", lambda call: QUERIES_PER_CHUNK)
+    monkeypatch.setattr(blocked, "CHUNK_ELEMENTS", 1)
 
 
 def variant_cases() -> list[tuple[str, dict]]:

@@ -16,7 +16,7 @@ from cases import assert_close_relative, case_id, random_inputs, variant_cases
 from torch.nn.attention.flex_attention import BlockMask
 
 import variants
-from variants import kernels, layouts
+from variants import layouts
 from variants.dense import Dense
 from variants.kernels import KERNELS, flex
 from variants.kernels import xformers as xformers_kernel
@@ -30,7 +30,7 @@ def create(name, options, kernel="auto", head_dim=HEAD_DIM):
 
 
 FLEX_CASES = [case for case in variant_cases() if "flex" in create(*case).kernels]
-LAYOUT_CASES = [case for case in FLEX_CASES if create(*case).pattern is not None] + [("dense", {})]
+LAYOUT_CASES = [case for case in FLEX_CASES if create(*case).block_layout is not None] + [("dense", {})]
 
 
 def test_flex_claims_every_per_pair_score_and_every_layout():
@@ -86,24 +86,28 @@ def test_a_variant_that_overrides_score_mod_runs_on_flex_as_on_the_reference():
 
 
 def read_as_the_fused_kernel_does(mask: BlockMask, batch: int, seq_q: int, seq_k: int) -> torch.Tensor:
-    """Bool (batch, seq_q, seq_k): the pairs a block-sparse kernel attends with this BlockMask."""
+    """Bool (batch, mask heads, seq_q, seq_k): the pairs a block-sparse kernel attends with this BlockMask
+    (mask heads: 1 for a layout the same in every head)."""
     tile_q, tile_k = mask.BLOCK_SIZE
-    query_tiles, key_tiles = mask.kv_indices.shape[-2:]
+    heads, query_tiles, key_tiles = mask.kv_indices.shape[-3:]
 
-    def listed(counts, indices):
+    def listed(counts, indices, head):
         tiles = torch.zeros(query_tiles, key_tiles, dtype=torch.bool)
         if counts is not None:
             for row in range(query_tiles):
-                tiles[row, indices[0, 0, row, : counts[0, 0, row]].long()] = True
+                tiles[row, indices[0, head, row, : counts[0, head, row]].long()] = True
         return tiles
 
-    partial = listed(mask.kv_num_blocks, mask.kv_indices)
-    full = listed(mask.full_kv_num_blocks, mask.full_kv_indices)
-    assert not (partial & full).any()  # a tile listed twice would be attended twice
     i, j = torch.arange(seq_q)[:, None], torch.arange(seq_k)[None, :]
-    elements = mask.mask_mod(torch.arange(batch)[:, None, None], torch.zeros((), dtype=torch.long), i, j)
-    attended = full[i // tile_q, j // tile_k] | (partial[i // tile_q, j // tile_k] & elements)
-    return attended.expand(batch, seq_q, seq_k)
+    per_head = []
+    for head in range(heads):
+        partial = listed(mask.kv_num_blocks, mask.kv_indices, head)
+        full = listed(mask.full_kv_num_blocks, mask.full_kv_indices, head)
+        assert not (partial & full).any()  # a tile listed twice would be attended twice
+        elements = mask.mask_mod(torch.arange(batch)[:, None, None], torch.tensor(head), i, j)
+        attended = full[i // tile_q, j // tile_k] | (partial[i // tile_q, j // tile_k] & elements)
+        per_head.append(attended.expand(batch, seq_q, seq_k))
+    return torch.stack(per_head, dim=1)
 
 
 @pytest.mark.parametrize("padding", [False, True], ids=["unpadded", "padded"])
@@ -115,11 +119,12 @@ def test_block_mask_read_as_the_fused_kernel_reads_it_is_the_reference_mask(case
     seq_q, seq_k = lengths
     module = create(*case)
     *_, real = random_inputs(3, seq_q, seq_k, seed=seq_k, heads=HEADS, head_dim=HEAD_DIM, padding=padding)
-    mask = flex.block_mask(module.pattern, seq_q, seq_k, causal, real, CPU, tile)
-    expected = module.allowed(torch.arange(seq_q), torch.arange(seq_k), causal, real)  # (3 or 1, 1, q or 1, k)
+    mask = flex.block_mask(module.block_layout, seq_q, seq_k, causal, real, CPU, tile)
+    expected = module.allowed(torch.arange(seq_q), torch.arange(seq_k), causal, real)  # (3 or 1, H or 1, q or 1, k)
     if expected is None:
         expected = torch.ones(1, 1, seq_q, seq_k, dtype=torch.bool)
-    assert torch.equal(read_as_the_fused_kernel_does(mask, 3, seq_q, seq_k), expected.expand(3, 1, seq_q, seq_k)[:, 0])
+    read = read_as_the_fused_kernel_does(mask, 3, seq_q, seq_k)
+    assert torch.equal(read, expected.expand(3, read.shape[1], seq_q, seq_k))
 
 
 @pytest.mark.parametrize("size", [8, 16, 128])
@@ -129,29 +134,32 @@ def test_block_mask_read_as_the_fused_kernel_reads_it_is_the_reference_mask(case
 def test_tiles_are_skipped_partial_or_full_exactly_as_their_pairs_are(case, causal, lengths, size):
     seq_q, seq_k = lengths
     module = create(*case)
-    attended = module.layout(seq_q, seq_k, causal=causal)
+    tiles = layouts.tiles(module.block_layout, seq_q, seq_k, causal, size)
     query_tiles, key_tiles = layouts.blocks_for(seq_q, size), layouts.blocks_for(seq_k, size)
-    padded = torch.zeros(query_tiles * size, key_tiles * size, dtype=torch.bool)
-    padded[:seq_q, :seq_k] = attended  # positions beyond the lengths are not attended
-    counts = padded.view(query_tiles, size, key_tiles, size).sum(dim=(1, 3))
-    tiles = layouts.tiles(module.pattern, seq_q, seq_k, causal, size)
-    assert torch.equal(tiles.full, counts == size * size)
-    assert torch.equal(tiles.partial, (counts > 0) & (counts < size * size))
-    assert tiles.attended == int(attended.sum())
+    attended_in_all = 0
+    for head in range(tiles.full.shape[0]):  # the heads the layout tells apart
+        attended = module.layout(seq_q, seq_k, causal=causal, head=head)
+        padded = torch.zeros(query_tiles * size, key_tiles * size, dtype=torch.bool)
+        padded[:seq_q, :seq_k] = attended  # positions beyond the lengths are not attended
+        counts = padded.view(query_tiles, size, key_tiles, size).sum(dim=(1, 3))
+        assert torch.equal(tiles.full[head], counts == size * size)
+        assert torch.equal(tiles.partial[head], (counts > 0) & (counts < size * size))
+        attended_in_all += int(attended.sum())
+    assert tiles.attended == attended_in_all
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("case", [case for case in LAYOUT_CASES if case[0] != "dense"], ids=case_id)
 def test_a_layout_whose_rule_decides_needs_no_block_map_lookup(case, causal):
-    layout = create(*case).pattern
+    layout = create(*case).block_layout
     if not layout.rule_decides:
         pytest.skip(f"{type(layout).__name__}'s block map is part of its pattern")
     i, j = torch.arange(150)[:, None], torch.arange(170)[None, :]
-    assert torch.equal(layouts.pairs(layout, None, i, j, causal), layouts.dense(layout, 150, 170, causal))
+    assert torch.equal(layouts.pairs(layout, None, i, j, causal), layouts.dense(layout, 150, 170, causal)[0])
 
 
 def test_block_masks_are_cached_per_layout_lengths_causality_and_device():
-    layout = create("local", {"window": 20}).pattern
+    layout = create("local", {"window": 20}).block_layout
     first = flex.block_mask(layout, 300, 300, True, None, CPU)
     assert flex.block_mask(layout, 300, 300, True, None, "cpu") is first
     assert flex.block_mask(layouts.Local(20), 300, 300, True, None, CPU) is first  # equal layouts, one mask
@@ -172,7 +180,7 @@ def test_auto_never_picks_flex_or_xformers_on_cpu():
 
 
 def test_auto_on_cuda_picks_flex_for_scores_and_layouts_and_sdpa_for_plain_dot_products():
-    picks = {case_id(case): kernels.choose(create(*case), CUDA).name for case in variant_cases()}
+    picks = {case_id(case): create(*case).kernel_on(CUDA).name for case in variant_cases()}
     assert picks["dense"] == picks["unscaled"] == picks["relative-kind=rope"] == "sdpa"
     assert picks["qknorm"] == picks["qknorm-norm=rms"] == "sdpa"  # q and k normalised in prepare, then q.k
     for name in ("local", "local-window=20", "sparse", "sparse-pattern=bigbird-block_size=3-num_global_blocks=1-"
@@ -187,10 +195,10 @@ def test_auto_on_cuda_picks_flex_for_scores_and_layouts_and_sdpa_for_plain_dot_p
 
 def test_auto_on_cuda_passes_over_flex_below_its_minimum_head_dim():
     module = create("local", {"window": 20}, head_dim=8)
-    assert kernels.choose(module, CUDA).name == "blocked"
+    assert module.kernel_on(CUDA).name == "blocked"
     forced = create("local", {"window": 20}, "flex", head_dim=8)
     with pytest.raises(ValueError, match=r"^Kernel 'flex' needs head_dim >= 16 on cuda .*got head_dim=8; "):
-        kernels.choose(forced, CUDA)
+        forced.kernel_on(CUDA)
 
 
 def test_training_through_flex_on_cpu_is_refused_in_one_sentence():

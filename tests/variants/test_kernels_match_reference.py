@@ -1,4 +1,8 @@
-"""Every kernel computes the reference formula: outputs and gradients, in float64 and float32."""
+"""Every kernel computes the reference formula: outputs and gradients, in float64 and float32.
+
+The kernels that chunk run in small chunks here (`small_chunks`): the chunked kernel a few queries at a
+time, the blocked kernel one query block at a time, at lengths that are not multiples of either, and
+at lengths of several blocks of the layouts' smallest block size (16)."""
 
 import functools
 
@@ -8,6 +12,7 @@ from cases import (
     assert_close_relative,
     build_pair,
     case_id,
+    force_small_chunks,
     kernel_cases,
     output_and_grads,
     random_inputs,
@@ -17,9 +22,15 @@ from torch.func import functional_call
 
 import variants
 
-# (batch, seq_q, seq_k, padding): equal and unequal lengths, odd lengths, padding with empty rows.
-SHAPES = [(2, 7, 7, False), (3, 5, 9, False), (2, 9, 5, True), (2, 16, 16, True)]
+# (batch, seq_q, seq_k, padding): equal and unequal lengths, odd lengths, padding with empty rows, and
+# lengths spanning three blocks of 16.
+SHAPES = [(2, 7, 7, False), (3, 5, 9, False), (2, 9, 5, True), (2, 16, 16, True), (1, 37, 41, True)]
 KERNEL_CASES = kernel_cases()
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    force_small_chunks(monkeypatch)
 
 
 def kernel_id(case):
@@ -42,7 +53,7 @@ def compare(module, reference, inputs, rtol, causal, mask):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{}-q{}-k{}{}".format(*s[:3], "-padded" if s[3] else ""))
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("case", KERNEL_CASES, ids=kernel_id)
-def test_kernel_matches_reference_in_float64(case, causal, shape):
+def test_kernel_matches_reference_in_float64(case, causal, shape, small_chunks):
     name, options, kernel = case
     batch, seq_q, seq_k, padding = shape
     module, reference = build_pair(name, options, kernel)
@@ -53,7 +64,7 @@ def test_kernel_matches_reference_in_float64(case, causal, shape):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("case", KERNEL_CASES + [(*c, "reference") for c in variant_cases()], ids=kernel_id)
-def test_kernel_in_float32_matches_float64_reference(case, causal):
+def test_kernel_in_float32_matches_float64_reference(case, causal, small_chunks):
     name, options, kernel = case
     module, reference = build_pair(name, options, kernel, dtype=torch.float32)
     reference.double()
@@ -62,7 +73,7 @@ def test_kernel_in_float32_matches_float64_reference(case, causal):
 
 
 @pytest.mark.parametrize("case", KERNEL_CASES + [(*c, "reference") for c in variant_cases()], ids=kernel_id)
-def test_gradcheck_on_tiny_inputs(case):
+def test_gradcheck_on_tiny_inputs(case, small_chunks):
     name, options, kernel = case
     module, _ = build_pair(name, options, kernel, heads=2, head_dim=4)
     q, k, v, mask = random_inputs(2, 4, 5, seed=3, heads=2, head_dim=4, padding=True)

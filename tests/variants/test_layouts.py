@@ -5,11 +5,11 @@ import torch
 from cases import assert_close_relative, build_pair, output_and_grads, random_inputs
 
 import variants
-from variants import layouts
+from variants.kernels import blocked
 
 
 def spec_local(i, j, window, causal):
-    return (0 <= i - j < window) if causal else abs(i - j) < window
+    return (0 <= i - j <= window // 2) if causal else abs(i - j) <= window // 2
 
 
 def spec_strided(i, j, stride):
@@ -21,12 +21,13 @@ def spec_fixed(i, j, stride, summary):
 
 
 def spec_longformer(i, j, window, num_global):
-    return abs(i - j) < window or i < num_global or j < num_global
+    return abs(i - j) <= window // 2 or i < num_global or j < num_global
 
 
 SPECS = [
     ("local", {"window": 1}, lambda i, j: spec_local(i, j, 1, False)),
     ("local", {"window": 7}, lambda i, j: spec_local(i, j, 7, False)),
+    ("local", {"window": 8}, lambda i, j: spec_local(i, j, 8, False)),
     ("local", {"window": 40}, lambda i, j: spec_local(i, j, 40, False)),
     ("sparse", {"pattern": "strided", "stride": 5}, lambda i, j: spec_strided(i, j, 5)),
     ("sparse", {"pattern": "strided", "stride": 16}, lambda i, j: spec_strided(i, j, 16)),
@@ -49,35 +50,26 @@ def test_layout_is_what_the_rule_says_element_by_element(spec, causal, sizes):
     assert torch.equal(attn.layout(seq_q, seq_k, causal=causal), expected)
 
 
-def bigbird(**options):
-    return variants.create("sparse", num_heads=1, head_dim=4, pattern="bigbird", **options)
+@pytest.mark.parametrize("name, options, window", [
+    ("local", {}, 32), ("local", {"window": 8}, 8), ("local", {"window": 9}, 9),
+    ("sparse", {"pattern": "longformer", "num_global": 0}, 64), ("sparse", {"pattern": "longformer", "window": 8,
+                                                                             "num_global": 0}, 8),
+])
+def test_a_window_of_w_keys_sees_w_over_2_keys_on_each_side_and_the_query_itself(name, options, window):
+    """Beltagy et al. 2020: "each token attends to 1/2 w tokens on each side"; causal keeps the half before."""
+    attn = variants.create(name, num_heads=1, head_dim=4, **options)
+    seq, middle, half = 160, 80, window // 2
+    full, causal = attn.layout(seq, seq).sum(dim=1), attn.layout(seq, seq, causal=True).sum(dim=1)
+    assert full[middle] == 2 * half + 1 and causal[middle] == half + 1
+    assert full[0] == half + 1 and causal[0] == 1  # the first query has no keys before it
+    assert attn.layout(seq, seq)[middle, middle - half] and not attn.layout(seq, seq)[middle, middle - half - 1]
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_bigbird_layout_has_window_global_and_seeded_random_blocks(causal):
-    block, blocks = 4, 9
-    attn = bigbird(block_size=block, num_global_blocks=1, num_random_blocks=2, seed=3)
-    seq = block * blocks - 2  # the last block is partial
-    layout = attn.layout(seq, seq, causal=causal)
-    for i in range(seq):
-        for j in range(seq):
-            row, column = i // block, j // block
-            if causal and j > i:
-                assert not layout[i, j]
-            elif abs(row - column) <= 1 or row < 1 or column < 1:
-                assert layout[i, j], (i, j)
-    # Beyond window and globals, each query block sees at most num_random_blocks whole key blocks.
-    def keys(row, col):
-        return layout[row * block : (row + 1) * block, col * block : (col + 1) * block]
-
-    for row in range(blocks):
-        extra = [col for col in range(blocks) if keys(row, col).any() and abs(row - col) > 1 and row >= 1 and col >= 1]
-        assert len(extra) <= 2
-        for col in extra:  # whole blocks (up to causality)
-            assert keys(row, col).all() or causal
-    assert torch.equal(bigbird(block_size=block, num_random_blocks=2, seed=3).layout(seq, seq, causal=causal), layout)
-    other_seeds = [bigbird(block_size=block, num_random_blocks=2, seed=seed).layout(seq, seq) for seed in range(4, 9)]
-    assert any(not torch.equal(other, attn.layout(seq, seq)) for other in other_seeds)
+def test_every_window_option_states_the_convention_in_the_listing():
+    window_lines = [line for line in variants.describe_variants().splitlines() if line.strip().startswith("window=")]
+    assert len(window_lines) == 2  # local's and sparse's (longformer)
+    for line in window_lines:
+        assert "window // 2 keys on each side, |i - j| <= window // 2" in line, line
 
 
 # Lengths that are and are not multiples of the block sizes, shorter and longer than windows.
@@ -97,16 +89,17 @@ LAYOUT_CASES = [
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: f"{c[0]}-{'-'.join(f'{k}{v}' for k, v in c[1].items())}")
 def test_blocked_kernel_matches_reference_across_many_blocks(case, causal, shape, monkeypatch):
-    from variants.kernels import blocked
-
     monkeypatch.setattr(blocked, "CHUNK_ELEMENTS", 1024)  # several chunks, sorted rows of several widths
+    plans = []
+    real_plan = blocked.plan
+    monkeypatch.setattr(blocked, "plan", lambda *args: plans.append(real_plan(*args)) or plans[-1])
     name, options = case
     batch, seq_q, seq_k, padding = shape
     module, reference = build_pair(name, options, "blocked")
     q, k, v, mask = random_inputs(batch, seq_q, seq_k, seed=seq_q + seq_k, padding=padding)
     out, grads = output_and_grads(module, q, k, v, causal=causal, key_padding_mask=mask)
     ref_out, ref_grads = output_and_grads(reference, q, k, v, causal=causal, key_padding_mask=mask)
-    assert len(module._plans) == 1 and len(next(iter(module._plans.values())).chunks) > 1
+    assert len(plans) == 1 and len(plans[0].chunks) > 1
     assert_close_relative(out, ref_out, 1e-9, "output")
     for label, grad, ref_grad in zip("qkv", grads, ref_grads, strict=True):
         assert_close_relative(grad, ref_grad, 1e-9, f"gradient of {label}")
@@ -118,15 +111,15 @@ def test_perturbing_a_key_changes_exactly_the_queries_whose_layout_allows_it(cas
     name, options = case
     seq = 41
     attn = variants.create(name, num_heads=2, head_dim=8, **options).double()
-    layout = attn.layout(seq, seq, causal=causal)
+    layout = torch.stack([attn.layout(seq, seq, causal=causal, head=head) for head in range(2)])  # (H, seq, seq)
     q, k, v, _ = random_inputs(1, seq, seq, seed=11, heads=2)
     base = attn(q, k, v, causal=causal).detach()
     for key in (0, 7, 20, 40):
         k2, v2 = k.detach().clone(), v.detach().clone()
         k2[:, :, key] += 1.0
         v2[:, :, key] += 1.0
-        changed = (attn(q, k2, v2, causal=causal).detach() - base).abs().amax(dim=(0, 1, 3)) > 1e-12  # (seq,)
-        assert torch.equal(changed, layout[:, key]), key
+        changed = (attn(q, k2, v2, causal=causal).detach() - base).abs().amax(dim=(0, 3)) > 1e-12  # (H, seq)
+        assert torch.equal(changed, layout[:, :, key]), key
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -134,7 +127,7 @@ def test_local_with_a_window_covering_the_sequence_equals_dense(causal):
     q, k, v, mask = random_inputs(2, 45, 45, seed=2, padding=True)
     dense = variants.create("dense", num_heads=3, head_dim=8).double()
     expected = dense(q, k, v, causal=causal, key_padding_mask=mask)
-    for window in (45, 1000):  # exactly the length, and n smaller than the window
+    for window in (88, 1000):  # exactly reaching the first key from the last query, and far beyond
         local = variants.create("local", num_heads=3, head_dim=8, window=window).double()
         assert local.kernel == "blocked"
         assert_close_relative(local(q, k, v, causal=causal, key_padding_mask=mask), expected, 1e-12)
@@ -154,13 +147,13 @@ def test_sparse_covering_every_pair_equals_dense(options, causal):
 
 
 def gathered_pairs(attn, seq, causal):
-    plan = layouts.plan(attn.pattern, seq, seq, causal, torch.device("cpu"), 1 << 20)
+    plan = blocked.plan(attn.block_layout, seq, seq, causal, torch.device("cpu"), 1 << 20)
     return sum(chunk.allowed.numel() for chunk in plan.chunks)
 
 
 @pytest.mark.parametrize("name, options, per_query_bound", [
-    ("local", {"window": 256}, 2 * 256 + 2 * 128),
-    ("sparse", {"pattern": "longformer", "window": 128, "num_global": 4}, 2 * 128 + 2 * 64 + 64 + 64),
+    ("local", {"window": 512}, 2 * 256 + 2 * 128),
+    ("sparse", {"pattern": "longformer", "window": 256, "num_global": 4}, 2 * 128 + 2 * 64 + 64 + 64),
     ("sparse", {"pattern": "bigbird", "block_size": 64}, 64 * (3 + 2 + 1) + 64),
 ])
 def test_blocked_kernel_gathers_linearly_many_pairs(name, options, per_query_bound):
@@ -188,3 +181,19 @@ def test_local_memory_is_linear_in_the_sequence():
         peaks.append(peak_memory_bytes(step, torch.device("cpu")))
     dense_scores = 2 * 16384 * 16384 * 4  # one float32 score matrix for 2 heads at 16K: 2 GiB
     assert peaks[1] < dense_scores / 20, [peak / 2**20 for peak in peaks]
+
+
+def test_blocked_plans_are_cached_per_layout_and_never_shared_between_layouts():
+    cpu = torch.device("cpu")
+    first = variants.create("local", num_heads=2, head_dim=4, window=40).block_layout
+    plan = blocked.plan(first, 100, 100, True, cpu, 1 << 20)
+    assert blocked.plan(variants.create("local", num_heads=2, head_dim=4, window=40).block_layout,
+                        100, 100, True, cpu, 1 << 20) is plan  # equal layouts share one plan
+    assert blocked.plan(first, 100, 100, False, cpu, 1 << 20) is not plan
+    other = variants.create("local", num_heads=2, head_dim=4, window=20).block_layout
+    assert blocked.plan(other, 100, 100, True, cpu, 1 << 20) is not plan
+    layers = [variants.create("sparse", num_heads=2, head_dim=4, pattern="bigbird", block_size=4, layer_index=index)
+              for index in (0, 1)]
+    plans = [blocked.plan(layer.block_layout, 100, 100, False, cpu, 1 << 20) for layer in layers]
+    assert not torch.equal(plans[0].chunks[0].allowed, plans[1].chunks[0].allowed) or not torch.equal(
+        plans[0].chunks[0].key_blocks, plans[1].chunks[0].key_blocks)  # each layer gathers its own blocks

@@ -1,26 +1,27 @@
 """Kernels execute a variant's description; `choose` picks one for a module and a device.
 
-Each kernel states where it trains (forward and backward), where it also runs forward only, and what it
-needs (an optional package, a head_dim); each variant states which kernels can run it, fastest first
-(`Attention.kernels`). `auto` takes the first of those that trains on the device of the call and fits
-the module: so never flex on CPU (forward only there) and never xformers without the package or CUDA.
-A kernel forced by name runs wherever it runs at all, or says in one sentence why it cannot.
+Each kernel states where it trains (forward and backward), where it also runs forward only, what it
+needs (an optional package, a head_dim) and which layouts it runs; which of a variant's hooks it reads
+is the table in `variants.base`, from which each variant derives the kernels that can run it, fastest
+first (`Attention.kernels`). `auto` takes the first of those that trains on the device of the call and
+fits the module: so never flex on CPU (forward only there) and never xformers without the package or
+CUDA. A kernel forced by name runs wherever it runs at all, or says in one sentence why it cannot.
+
+Kernels read a variant only through the `Call` it builds (`variants.kernels.call`): nothing here
+imports the variant classes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from common.options import closest
+from variants import layouts
 from variants.kernels import blocked, chunked, flex, reference, sdpa, xformers
 from variants.kernels.call import Call
-
-if TYPE_CHECKING:
-    from variants.base import Attention
 
 Run = Callable[[Call], torch.Tensor]  # a prepared call -> output (B, H, seq_q, dim_v)
 
@@ -29,7 +30,7 @@ def _always() -> bool:
     return True
 
 
-def _fits_any(variant: Attention, device: torch.device) -> str | None:
+def _fits_any(head_dim: int, device: torch.device) -> str | None:
     return None
 
 
@@ -42,21 +43,27 @@ class Kernel:
     forward_only_devices: frozenset[str] = frozenset()  # device types it also runs on, forward only
     available: Callable[[], bool] = _always  # its optional package (and device) are present
     requirement: str = ""  # what `available` checks, for the error when it is False
-    unfit: Callable[[Attention, torch.device], str | None] = _fits_any  # why a module cannot run here, or None
+    unfit: Callable[[int, torch.device], str | None] = _fits_any  # why a module of head_dim cannot run here, or None
+    # The layouts it runs (type(None): no layout); None: any layout, and none.
+    layout_types: tuple[type, ...] | None = None
 
     def runs_on(self, device: torch.device) -> bool:
         """Whether it trains on `device` here: what `auto` and the benchmarks ask."""
         return (self.devices is None or device.type in self.devices) and self.available()
 
-    def refusal(self, variant: Attention, device: torch.device) -> str | None:
-        """One sentence on why it cannot run `variant` on `device` even forward only, or None."""
+    def runs_layout(self, layout: layouts.Layout | None) -> bool:
+        """Whether it runs variants with this layout (None: no layout)."""
+        return self.layout_types is None or isinstance(layout, self.layout_types)
+
+    def refusal(self, head_dim: int, device: torch.device) -> str | None:
+        """One sentence on why it cannot run a module of `head_dim` on `device` even forward only, or None."""
         if not self.available():
             return f"Kernel {self.name!r} is not available here: it needs {self.requirement}."
         if self.devices is not None and device.type not in self.devices | self.forward_only_devices:
             return (f"Kernel {self.name!r} does not run on {device.type}; it runs on "
                     f"{', '.join(sorted(self.devices | self.forward_only_devices))}. "
                     "Use kernel='auto' to pick one that does.")
-        return self.unfit(variant, device)
+        return self.unfit(head_dim, device)
 
 
 KERNELS: dict[str, Kernel] = {
@@ -67,11 +74,13 @@ KERNELS: dict[str, Kernel] = {
         Kernel("flex", flex.run, "FlexAttention: the variant's score_mod and a BlockMask from its layout, "
                                  "compiled on CUDA (forward only on CPU, for checking)",
                devices=frozenset({"cuda"}), forward_only_devices=frozenset({"cpu"}),
-               unfit=lambda variant, device: flex.unfit(variant.head_dim, device)),
+               unfit=flex.unfit),
         Kernel("xformers", xformers.run, "xformers memory_efficient_attention: dense, causal and local windows "
                                          "(optional gpu extra, CUDA)",
-               devices=frozenset({"cuda"}), available=xformers.available, requirement=xformers.REQUIREMENT),
-        Kernel("blocked", blocked.run, "block-sparse: gathers only the key blocks a layout allows, O(n) for local"),
+               devices=frozenset({"cuda"}), available=xformers.available, requirement=xformers.REQUIREMENT,
+               layout_types=(type(None), layouts.Local)),
+        Kernel("blocked", blocked.run, "block-sparse: gathers only the key blocks a layout allows, O(n) for local",
+               layout_types=(layouts.Layout,)),
         Kernel("chunked", chunked.run, "query chunks, recomputed in backward: memory bounded for any score"),
         Kernel("reference", reference.run, "the reference formula, materialises seq_q x seq_k; the truth in tests"),
     )
@@ -96,19 +105,21 @@ def check_kernel(variant_name: str, supported: tuple[str, ...], kernel: str) -> 
         )
 
 
-def choose(variant: Attention, device: torch.device) -> Kernel:
-    """The kernel that runs `variant` on `device`: the forced one, or the first `auto` allows."""
-    if variant.requested_kernel != "auto":
-        kernel = KERNELS[variant.requested_kernel]
-        refusal = kernel.refusal(variant, device)
+def choose(requested: str, candidates: tuple[str, ...], head_dim: int, device: torch.device,
+           variant_name: str) -> Kernel:
+    """The kernel that runs a module on `device`: the `requested` one, or with "auto" the first of the
+    variant's `candidates` (fastest first) that trains there and fits its `head_dim`."""
+    if requested != "auto":
+        kernel = KERNELS[requested]
+        refusal = kernel.refusal(head_dim, device)
         if refusal is not None:
             raise ValueError(refusal)
         return kernel
-    for name in variant.kernels:
+    for name in candidates:
         kernel = KERNELS[name]
-        if kernel.runs_on(device) and kernel.unfit(variant, device) is None:
+        if kernel.runs_on(device) and kernel.unfit(head_dim, device) is None:
             return kernel
-    raise ValueError(f"No kernel runs variant {variant.name!r} on {device.type}.")
+    raise ValueError(f"No kernel runs variant {variant_name!r} on {device.type}.")
 
 
 def _shape(tensor: torch.Tensor) -> str:
@@ -116,7 +127,9 @@ def _shape(tensor: torch.Tensor) -> str:
 
 
 def check_inputs(
-    variant: Attention,
+    variant_name: str,
+    num_heads: int,
+    head_dim: int,
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -128,18 +141,18 @@ def check_inputs(
             raise ValueError(
                 f"{label} has shape {_shape(tensor)}; accepted: 4 dimensions (batch, heads, seq, head_dim)."
             )
-        if tensor.shape[1] != variant.num_heads:
+        if tensor.shape[1] != num_heads:
             raise ValueError(
                 f"{label} has {tensor.shape[1]} heads (shape {_shape(tensor)}); this "
-                f"{variant.name} module was created with num_heads={variant.num_heads}."
+                f"{variant_name} module was created with num_heads={num_heads}."
             )
         if not tensor.is_floating_point() or tensor.dtype != q.dtype:
             raise ValueError(f"{label} has dtype {tensor.dtype}; accepted: a floating dtype shared by q, k and v.")
     for label, tensor in (("q", q), ("k", k)):
-        if tensor.shape[-1] != variant.head_dim:
+        if tensor.shape[-1] != head_dim:
             raise ValueError(
                 f"{label} has head_dim {tensor.shape[-1]} (shape {_shape(tensor)}); this "
-                f"{variant.name} module was created with head_dim={variant.head_dim}."
+                f"{variant_name} module was created with head_dim={head_dim}."
             )
     if q.shape[0] != k.shape[0] or k.shape[0] != v.shape[0]:
         raise ValueError(

@@ -1,21 +1,33 @@
-"""What a kernel receives: one attention call, with q and k already through the variant's `prepare`."""
+"""What a kernel receives: one attention call, with q and k already through the variant's `prepare`, and
+the variant's hooks as plain values and functions (which kernel reads which: the table in `variants.base`).
+
+Kernels know nothing of the variant classes: everything they read of a variant is in the `Call`.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
-if TYPE_CHECKING:
-    from variants.base import Attention
+from variants.layouts import Layout
+
+# (score, batch, head, query position, key position) -> logit: FlexAttention's score_mod signature.
+ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+# (q, k, q_pos, k_pos, causal) -> logits (B, H, len(q_pos), len(k_pos)), for q at positions q_pos.
+Logits = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
+# (q_pos, k_pos, causal, key_padding_mask) -> bool (B or 1, H or 1, seq_q, seq_k), True where attended; or None.
+Allowed = Callable[[torch.Tensor, torch.Tensor, bool, torch.Tensor | None], torch.Tensor | None]
+# (q_pos, k_pos, causal) -> additive term (H, ..., seq_q, seq_k) for positions (..., seq_q) and (..., seq_k); or None.
+LogitBias = Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor | None]
+# (q, k, q_pos, causal) -> the ScoreMod of these prepared q (first row at q_pos[0]) and k; or None.
+ScoreModFor = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], ScoreMod | None]
 
 
 @dataclass(frozen=True)
 class Call:
-    variant: Attention
     q: torch.Tensor  # (B, H, seq_q, d), prepared (rotated, projected) by the variant
     k: torch.Tensor  # (B, H, seq_k, d), prepared
     v: torch.Tensor  # (B, H, seq_k, dim_v)
@@ -23,6 +35,15 @@ class Call:
     k_pos: torch.Tensor  # (seq_k,) positions of the keys
     causal: bool
     key_padding_mask: torch.Tensor | None  # (B, seq_k) bool, True where a key is real
+    name: str  # the variant as it describes itself, for errors
+    scale: float | torch.Tensor  # the factor on q.k: a float, or (H, 1, 1) when learned per head
+    layout: Layout | None  # which keys each query may see beyond causality and padding; None: all
+    logits: Logits  # reference, chunked
+    allowed: Allowed  # reference, chunked, sdpa
+    logit_bias: LogitBias  # sdpa, blocked
+    score_mod: ScoreModFor  # flex (xformers refuses a call that has one)
+    pair_width: int  # floats materialised per (query, key) pair while scoring: sizes the chunked kernel's chunks
+    parameters: Callable[[], Iterable[torch.Tensor]]  # the variant's learned tensors (flex on CPU: no gradient)
 
 
 def untraced(function: Callable) -> Callable:

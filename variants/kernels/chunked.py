@@ -24,10 +24,15 @@ def _attend_chunk(call: Call) -> torch.Tensor:
     return attend(call)[0]
 
 
+def queries_per_chunk(call: Call) -> int:
+    """As many queries as keep a chunk's score elements within CHUNK_ELEMENTS (at least one)."""
+    batch, heads = call.q.shape[:2]
+    per_query = batch * heads * call.k.shape[2] * call.pair_width
+    return max(1, CHUNK_ELEMENTS // max(1, per_query))
+
+
 def run(call: Call) -> torch.Tensor:
-    batch, heads, seq_q = call.q.shape[:3]
-    per_query = batch * heads * call.k.shape[2] * call.variant.pair_width
-    chunk = max(1, CHUNK_ELEMENTS // max(1, per_query))
+    seq_q, chunk = call.q.shape[2], queries_per_chunk(call)
     outputs = []
     for start in range(0, seq_q, chunk):
         part = dataclasses.replace(call, q=call.q[:, :, start : start + chunk], q_pos=call.q_pos[start : start + chunk])

@@ -1,6 +1,6 @@
 """The flex kernel: FlexAttention with the variant's `score_mod` and a `BlockMask` built from its layout.
 
-Score: `Attention.score_mod`, the very function the reference formula calls on whole index ranges, here
+Score: the variant's `score_mod`, the very function the reference formula calls on whole index ranges, here
 called per pair inside the fused kernel (a learned per-head scale is folded into q, as in sdpa). It runs
 every variant whose logit is a per-pair function of the scaled dot product and the positions.
 
@@ -57,11 +57,12 @@ def _compiled():
 
 
 def _ordered(tiles: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(query_tiles, key_tiles) bool -> BlockMask's (1, 1, query_tiles) counts and (1, 1, query_tiles,
-    key_tiles) column indices, each row's tiles first, in increasing order."""
+    """(heads, query_tiles, key_tiles) bool -> BlockMask's (1, heads, query_tiles) counts and (1, heads,
+    query_tiles, key_tiles) column indices, each row's tiles first, in increasing order (heads is 1 for a
+    layout the same in every head: the BlockMask broadcasts it)."""
     counts = tiles.sum(dim=-1, dtype=torch.int32)
     columns = torch.argsort((~tiles).to(torch.int8), dim=-1, stable=True).to(torch.int32)
-    return counts[None, None], columns[None, None]
+    return counts[None], columns[None]
 
 
 def _mask_mod(layout: layouts.Layout | None, blocks: torch.Tensor | None, causal: bool,
@@ -69,7 +70,7 @@ def _mask_mod(layout: layouts.Layout | None, blocks: torch.Tensor | None, causal
     """The element mask of partial tiles: `layouts.pairs`, and real_keys[batch, key] with padding."""
 
     def mask_mod(batch, head, q_idx, kv_idx):
-        allowed = layouts.pairs(layout, blocks, q_idx, kv_idx, causal)
+        allowed = layouts.pairs(layout, blocks, q_idx, kv_idx, causal, head)
         return allowed if real_keys is None else allowed & real_keys[batch, kv_idx]
 
     return mask_mod
@@ -113,19 +114,18 @@ def block_mask(layout: layouts.Layout | None, seq_q: int, seq_k: int, causal: bo
 
 def _needs_backward(call: Call) -> bool:
     return torch.is_grad_enabled() and any(
-        tensor.requires_grad for tensor in (call.q, call.k, call.v, *call.variant.parameters()))
+        tensor.requires_grad for tensor in (call.q, call.k, call.v, *call.parameters()))
 
 
 def run(call: Call) -> torch.Tensor:
     from torch.nn.attention.flex_attention import flex_attention
 
-    variant, q, k, v = call.variant, call.q, call.k, call.v
+    q, k, v, scale = call.q, call.k, call.v, call.scale
     device = q.device
-    scale = variant.logit_scale()
     if isinstance(scale, torch.Tensor):
         q, scale = q * scale.to(q.dtype), 1.0  # (B, H, seq_q, head_dim) * (H, 1, 1)
-    score_mod = variant.score_mod(call.q, call.k, call.q_pos, call.causal)
-    mask = block_mask(variant.pattern, q.shape[2], k.shape[2], call.causal, call.key_padding_mask, device)
+    score_mod = call.score_mod(call.q, call.k, call.q_pos, call.causal)
+    mask = block_mask(call.layout, q.shape[2], k.shape[2], call.causal, call.key_padding_mask, device)
     if device.type == "cuda":
         # Inside a compiled model dynamo traces flex_attention into the model's graph; elsewhere the compiled
         # function, made once, runs.

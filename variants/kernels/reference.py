@@ -24,9 +24,8 @@ def masked_softmax(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.
 
 def attend(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
     """Output (B, H, seq_q, dim_v) and weights (B, H, seq_q, seq_k): softmax of the logits, times v."""
-    variant = call.variant
-    logits = variant.logits(call.q, call.k, call.q_pos, call.k_pos, call.causal)  # (B, H, seq_q, seq_k)
-    weights = masked_softmax(logits, variant.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask))
+    logits = call.logits(call.q, call.k, call.q_pos, call.k_pos, call.causal)  # (B, H, seq_q, seq_k)
+    weights = masked_softmax(logits, call.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask))
     return torch.matmul(weights, call.v), weights
 
 

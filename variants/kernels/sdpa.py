@@ -16,18 +16,17 @@ from variants.kernels.call import Call
 
 
 def run(call: Call) -> torch.Tensor:
-    variant, q, k, v = call.variant, call.q, call.k, call.v
-    scale = variant.logit_scale()
+    q, k, v, scale = call.q, call.k, call.v, call.scale
     if isinstance(scale, torch.Tensor):
         q, scale = q * scale.to(q.dtype), 1.0  # (B, H, seq_q, head_dim) * (H, 1, 1); a bf16 q stays bf16
-    bias = variant.logit_bias(call.q_pos, call.k_pos, call.causal)  # (H, seq_q, seq_k) or None
-    plain = bias is None and call.key_padding_mask is None and variant.pattern is None
+    bias = call.logit_bias(call.q_pos, call.k_pos, call.causal)  # (H, seq_q, seq_k) or None
+    plain = bias is None and call.key_padding_mask is None and call.layout is None
     if plain and (not call.causal or q.shape[2] == k.shape[2]):
         return F.scaled_dot_product_attention(q, k, v, is_causal=call.causal, scale=scale)
-    allowed = variant.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask)  # (B|1, 1, sq, sk)
+    allowed = call.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask)  # (B|1, H|1, sq, sk)
     has_key = None
     if allowed is not None:
-        has_key = allowed.any(dim=-1, keepdim=True)  # (B|1, 1, sq, 1)
+        has_key = allowed.any(dim=-1, keepdim=True)  # (B|1, H|1, sq, 1)
         allowed = allowed | ~has_key
     if bias is None:
         mask = allowed

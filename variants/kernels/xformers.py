@@ -2,8 +2,8 @@
 
 Runs what those classes express without a materialised mask: dense attention (no bias), causal
 attention (`LowerTriangularMask`, query i sees keys j <= i, the alignment used here for any lengths),
-and the local window |i - j| < window, causal or not (`LocalAttentionFromBottomRightMask` with
-window_left = window - 1 and window_right = window - 1, or 0 when causal; bottom-right alignment equals
+and the local window |i - j| <= window // 2, causal or not (`LocalAttentionFromBottomRightMask` with
+window_left = window // 2 and window_right = window // 2, or 0 when causal; bottom-right alignment equals
 ours only for equal lengths, so unequal lengths are refused). No position terms (those need a
 materialised bias) and no key padding mask. The package is optional (the `gpu` extra, built against a
 given torch) and imported only when the kernel runs or its availability is asked; it needs CUDA.
@@ -40,24 +40,21 @@ def _refuse(what: str, accepted: str) -> ValueError:
 def run(call: Call) -> torch.Tensor:
     from xformers.ops import fmha
 
-    variant, q, k, v = call.variant, call.q, call.k, call.v
+    q, k, v, layout, scale = call.q, call.k, call.v, call.layout, call.scale
     seq_q, seq_k = q.shape[2], k.shape[2]
     if call.key_padding_mask is not None:
         raise _refuse("a key_padding_mask", "calls without one")
-    if variant.score_mod(q, k, call.q_pos, call.causal) is not None:
-        raise _refuse(f"variant {variant.describe()!r}, whose logits carry a position term",
+    if call.score_mod(q, k, call.q_pos, call.causal) is not None:
+        raise _refuse(f"variant {call.name!r}, whose logits carry a position term",
                       "variants scored by the scaled dot product alone")
-    layout = variant.pattern
     if layout is None:
         bias = fmha.attn_bias.LowerTriangularMask() if call.causal else None
     elif isinstance(layout, layouts.Local) and seq_q == seq_k:
-        reach = layout.window - 1
-        bias = fmha.attn_bias.LocalAttentionFromBottomRightMask(window_left=reach,
-                                                                window_right=0 if call.causal else reach)
+        bias = fmha.attn_bias.LocalAttentionFromBottomRightMask(window_left=layout.reach,
+                                                                window_right=0 if call.causal else layout.reach)
     else:
         raise _refuse(f"layout {layout} with {seq_q} queries and {seq_k} keys",
                       "no layout, or a local window with as many queries as keys")
-    scale = variant.logit_scale()
     if isinstance(scale, torch.Tensor):
         q, scale = q * scale.to(q.dtype), 1.0  # (B, H, seq_q, head_dim) * (H, 1, 1)
     # xformers takes (batch, seq, heads, head_dim)
