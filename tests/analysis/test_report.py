@@ -8,6 +8,7 @@ import numpy as np
 import optuna
 import pandas as pd
 import pytest
+import torch
 from conftest import CORRUPT_RUN, EVIL_ERROR, EVIL_NAME, EVIL_RUN, STUDY
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
@@ -338,3 +339,27 @@ def test_a_study_shows_its_best_trials_selection_value_apart_from_test_accuracy_
                      r"[\d.]+; test accuracy of its run \S+ \(that run&#x27;s eval accuracy, not used to choose\) "
                      r"[\d.]+; confirmation runs \(tagged with the study and confirm\) test accuracy "
                      r"0\.600 ± 0\.141 \(n=2\)", sweeps)
+
+
+def test_the_layout_figure_draws_bigbirds_random_blocks_as_the_run_drew_them(tmp_path):
+    from types import SimpleNamespace
+
+    from analysis.sections import attention
+    from experiments.model import Transformer
+
+    options = {"pattern": "bigbird", "block_size": 4, "num_global_blocks": 0, "num_random_blocks": 2}
+    config = configs.resolve(variant="sparse", task="passkey", profile="quick", seed=3, device="cpu",
+                             overrides={"variant": options, "task": {}, "model": {}, "train": {}})
+    entry = {"variant_name": "bigbird", "variant": "sparse", "options": json.dumps(config.variant_options),
+             "heads": config.model.heads, "head_dim": config.model.attention_head_dim, "depth": config.model.depth,
+             "causal": False, "seq_len": 48, "seed": 3}
+    figure = attention._layout_figure(SimpleNamespace(colour=lambda name: "#123456"), [entry])
+    drawn = torch.zeros(48, 48, dtype=torch.bool)
+    drawn[figure.data["query"].to_numpy(), figure.data["key"].to_numpy()] = True
+
+    model = Transformer(config.model, vocab_size=8, num_classes=2, max_len=48, variant="sparse",
+                        variant_options=config.variant_options, seed=3)
+    assert torch.equal(drawn, model.blocks[0].attn.layout(48, 48, head=0))
+    other_seed = Transformer(config.model, vocab_size=8, num_classes=2, max_len=48, variant="sparse",
+                             variant_options=config.variant_options, seed=4)
+    assert not torch.equal(drawn, other_seed.blocks[0].attn.layout(48, 48, head=0))
