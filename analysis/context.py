@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import figures
-from analysis.sweeps import Study
+from analysis.sweeps import SweepStudy
 from experiments.records import RunRecord
 
 BENCH_KEY = ("variant", "kernel", "seq_len", "causal", "device", "batch", "heads", "head_dim", "dtype")
@@ -79,7 +79,7 @@ class Context:
     runs_dir: Path
     runs: pd.DataFrame  # the selected runs, every status, with `setting` and `label` added
     skipped: list[dict[str, str]]  # records that could not be read: {"run", "reason"}
-    studies: list[Study]
+    studies: list[SweepStudy]
     bench: pd.DataFrame | None
     bench_files: list[Path]
     filters: dict[str, list[str]]

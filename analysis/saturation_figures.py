@@ -14,7 +14,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import LogFormatter, NullFormatter
 
 from analysis import figures as style
-from analysis.saturation_study import THRESHOLD, Study, learning_speed, shown_dtype
+from analysis.saturation_study import THRESHOLD, SaturationStudy, learning_speed, shown_dtype
 from analysis.saturation_text import fading_label, plus_minus
 from experiments.saturation_tables import VANISHING_DERIVATIVE
 
@@ -117,7 +117,7 @@ def _per_run_means(heads: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return heads.groupby(keys, as_index=False, dropna=False)[columns].mean()
 
 
-def _dynamics_figures(study: Study) -> list[Drawn]:
+def _dynamics_figures(study: SaturationStudy) -> list[Drawn]:
     evaluations = study.evaluations[study.evaluations["part"] == "B"]
     names = sorted(evaluations["variant_name"].unique())
     colours = style.palette(names)
@@ -171,7 +171,7 @@ def _dynamics_figures(study: Study) -> list[Drawn]:
     return [curves, dynamics, _steps_heatmap(study, names, head_dims, total_steps)]
 
 
-def _steps_heatmap(study: Study, names: list[str], head_dims: list[int], total_steps: float) -> Drawn:
+def _steps_heatmap(study: SaturationStudy, names: list[str], head_dims: list[int], total_steps: float) -> Drawn:
     speed = learning_speed(study)
     steps = speed.pivot(index="variant_name", columns="head_dim", values="steps_mean").reindex(index=names,
                                                                                               columns=head_dims)
@@ -198,7 +198,7 @@ def _lr_palette(learning_rates: list[float]) -> dict[float, Any]:
     return dict(zip(learning_rates, sns.color_palette("viridis", len(learning_rates)), strict=True))
 
 
-def _lr_figures(study: Study) -> list[Drawn]:
+def _lr_figures(study: SaturationStudy) -> list[Drawn]:
     table = study.learning_rates
     names = sorted(table["variant_name"].unique())
     colours = style.palette(names)
@@ -255,7 +255,7 @@ def _lr_figures(study: Study) -> list[Drawn]:
     return result
 
 
-def _length_figures(study: Study) -> list[Drawn]:
+def _length_figures(study: SaturationStudy) -> list[Drawn]:
     result = []
     if study.fading is not None and len(study.fading):
         table = study.fading.assign(label=[fading_label(row) for _, row in study.fading.iterrows()])
@@ -296,7 +296,7 @@ def _length_figures(study: Study) -> list[Drawn]:
     return result
 
 
-def figures(study: Study) -> list[Drawn]:
+def figures(study: SaturationStudy) -> list[Drawn]:
     """(name, caption, figure, data) for each part of the study that has data, in study order. Call it
     inside `analysis.figures.style()` for the report's look."""
     drawn: list[Drawn] = []

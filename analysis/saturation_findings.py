@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from analysis.aggregate import over_seeds
-from analysis.saturation_study import MAKE, THRESHOLD, Study, learning_speed, shown_dtype
+from analysis.saturation_study import MAKE, THRESHOLD, SaturationStudy, learning_speed, shown_dtype
 from analysis.saturation_text import (
     early_text,
     fading_label,
@@ -43,7 +43,7 @@ def _experiment(runs: pd.DataFrame, letter: str, *, lr: bool = True) -> str:
     return text + f", seeds {_values(runs, 'seed')}"
 
 
-def _missing_runs(study: Study, letter: str, what: str) -> str:
+def _missing_runs(study: SaturationStudy, letter: str, what: str) -> str:
     return (f"Study {letter} ({what}): no finished runs tagged {letter} under {study.path / 'runs'}; {MAKE} trains "
             "them (and resumes unfinished ones).")
 
@@ -116,7 +116,7 @@ def _a_temperatures(table: pd.DataFrame, source: str) -> list[str]:
                         for _, row in tempered.iterrows()) + "."]
 
 
-def _findings_a(study: Study) -> list[str]:
+def _findings_a(study: SaturationStudy) -> list[str]:
     init = study.init
     if init is None or init.empty:
         return [f"Study A (at initialisation): no init_stats.csv in {study.path}; {MAKE} writes it."]
@@ -129,7 +129,7 @@ def _findings_a(study: Study) -> list[str]:
             *_a_temperatures(table, source), *_a_model(study)]
 
 
-def _a_model(study: Study) -> list[str]:
+def _a_model(study: SaturationStudy) -> list[str]:
     """Study A at the variance of q and k that study B's model has at initialisation, against unit variance."""
     rows, variance = study.init_model, study.variance
     if rows is None or rows.empty or variance is None or variance.empty:
@@ -220,7 +220,7 @@ def _b_additive(speed: pd.DataFrame, source: str, top: int, margin: str) -> list
             f"{name} " + "; it ".join(verdicts) + "."]
 
 
-def _findings_b(study: Study) -> list[str]:
+def _findings_b(study: SaturationStudy) -> list[str]:
     runs = study.part("B", study.steps_to_accuracy)
     if study.steps_to_accuracy.empty:
         return [_missing_runs(study, "B", "training dynamics")]
@@ -253,7 +253,7 @@ def _extreme(table: pd.DataFrame, column: str, largest: bool) -> str:
     return ", ".join(rows)
 
 
-def _findings_c(study: Study) -> list[str]:
+def _findings_c(study: SaturationStudy) -> list[str]:
     runs = study.part("C", study.learning_rates)
     table = study.learning_rates
     if table.empty:
@@ -290,7 +290,7 @@ def _findings_c(study: Study) -> list[str]:
     return result
 
 
-def _findings_d(study: Study) -> list[str]:
+def _findings_d(study: SaturationStudy) -> list[str]:
     result = []
     fading = study.fading
     if fading is None or fading.empty:
@@ -328,7 +328,7 @@ def _findings_d(study: Study) -> list[str]:
     return result
 
 
-def findings(study: Study) -> list[str]:
+def findings(study: SaturationStudy) -> list[str]:
     """Sentences stating the measured numbers, each naming the experiment (study, files, sizes) behind it;
     a missing part says how to produce it."""
     return [*_findings_a(study), *_findings_b(study), *_findings_c(study), *_findings_d(study)]

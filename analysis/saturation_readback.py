@@ -18,18 +18,18 @@ from analysis import figures as style
 from analysis.render import md_escape
 from analysis.saturation_figures import figures
 from analysis.saturation_findings import findings
-from analysis.saturation_study import Study, learning_speed, load
+from analysis.saturation_study import SaturationStudy, learning_speed, load
 from common.files import atomic_write_bytes, atomic_write_text
 
 
-def tables(study: Study) -> dict[str, pd.DataFrame]:
+def tables(study: SaturationStudy) -> dict[str, pd.DataFrame]:
     """The derived tables saved under tables/, by file name."""
     return {"dynamics": study.dynamics, "steps_to_accuracy": study.steps_to_accuracy,
             "learning_speed": learning_speed(study), "learning_rates": study.learning_rates,
             "lengths": study.lengths}
 
 
-def findings_markdown(study: Study) -> str:
+def findings_markdown(study: SaturationStudy) -> str:
     """findings.md: the findings, then the pieces skipped; every string escaped for Markdown, since run
     folder names and the reasons read from them may hold markup."""
     lines = [f"# Softmax saturation: setting {md_escape(study.name)}", "",

@@ -14,7 +14,7 @@ A study folder is what `make saturation` writes (RUNS_DIR/saturation/<setting>/,
 and k that study A's model-variance rows use), fading.csv (study D's synthetic part) and runs/<name>/,
 ordinary run records tagged {"saturation": "B" | "C" | "D"}.
 
-Tables (`Study` fields; `write` saves the run tables under tables/):
+Tables (`SaturationStudy` fields; `write` saves the run tables under tables/):
 
     init               study A's rows at unit variance (q, k ~ N(0, I))
     init_model         study A's rows at the variance study B's model has at initialisation
@@ -33,7 +33,7 @@ Tables (`Study` fields; `write` saves the run tables under tables/):
 `learning_speed(study)` aggregates steps_to_accuracy over seeds (with the statistics at step 0);
 `saturation_figures.figures`, `saturation_findings.findings` and the report's "Softmax saturation" section
 (`analysis.sections.saturation`) read only these tables.
-A piece of the folder that cannot be read is left out with its reason in `Study.skipped`, never a crash.
+A piece of the folder that cannot be read is left out with its reason in `SaturationStudy.skipped`, never a crash.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ MAKE = "`make saturation` (SETTING=quick: under 10 minutes on CPU; SETTING=full:
 
 
 @dataclass(frozen=True)
-class Study:
+class SaturationStudy:
     """One study folder, read (see the module docstring for the tables)."""
 
     path: Path
@@ -224,7 +224,7 @@ def _lengths(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run_id", "variant_name", "seed", "length", "accuracy", "trained"])
 
 
-def load(study_dir: str | Path) -> Study:
+def load(study_dir: str | Path) -> SaturationStudy:
     """Read a study folder; what is absent is None or empty, what is unreadable is in `skipped`."""
     path = Path(study_dir)
     skipped: list[dict[str, str]] = []
@@ -235,7 +235,7 @@ def load(study_dir: str | Path) -> Study:
     fading = _read_csv(path / "fading.csv", saturation_tables.FADING_COLUMNS, skipped)
     runs = _read_runs(path / "runs", skipped)
     evaluations, dynamics = _read_metrics(runs, skipped)
-    return Study(path=path, setting=setting, init=None if init is None else init[unit].reset_index(drop=True),
+    return SaturationStudy(path=path, setting=setting, init=None if init is None else init[unit].reset_index(drop=True),
                  init_model=None if init is None else init[~unit].reset_index(drop=True), variance=variance,
                  fading=fading, runs=runs, evaluations=evaluations,
                  dynamics=dynamics, steps_to_accuracy=_steps_to_accuracy(evaluations),
@@ -248,7 +248,7 @@ def _se(values: pd.Series) -> float:
     return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
 
 
-def learning_speed(study: Study) -> pd.DataFrame:
+def learning_speed(study: SaturationStudy) -> pd.DataFrame:
     """Study B over seeds, per (variant, head dim): runs, runs that reached THRESHOLD, steps to it (mean
     and standard error over those that reached it), early and final accuracy (mean, se), and at the first
     evaluation (step 0) the mean over seeds, layers and heads of the largest weight, the saturated fraction
@@ -288,4 +288,4 @@ def study_folder(runs_dir: str | Path) -> Path | None:
     return next((folder for folder in (quick, full) if folder.is_dir()), None)
 
 
-__all__ = ["FINISHED", "THRESHOLD", "Study", "learning_speed", "load", "shown_dtype", "study_folder"]
+__all__ = ["FINISHED", "THRESHOLD", "SaturationStudy", "learning_speed", "load", "shown_dtype", "study_folder"]

@@ -28,7 +28,7 @@ STATES = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialSta
 
 
 @dataclass
-class Study:
+class SweepStudy:
     """One study: its name, its journal, the Optuna study and what it tunes."""
 
     name: str
@@ -89,7 +89,7 @@ class Study:
         return pd.DataFrame({"param": list(scores), "importance": list(scores.values())}), ""
 
 
-def select_studies(studies: list[Study], filters: dict[str, list[str]]) -> list[Study]:
+def select_studies(studies: list[SweepStudy], filters: dict[str, list[str]]) -> list[SweepStudy]:
     """The studies whose definition agrees with the filters on the fields it has (variant, task, profile,
     seed); a filter on any other column leaves studies in."""
     return [study for study in studies
@@ -102,7 +102,7 @@ def study_journals(runs_dir: Path) -> list[Path]:
     return sorted(folder.glob("*.journal")) if folder.is_dir() else []
 
 
-def load_studies(runs_dir: Path, only: str | None = None) -> tuple[list[Study], list[dict[str, str]]]:
+def load_studies(runs_dir: Path, only: str | None = None) -> tuple[list[SweepStudy], list[dict[str, str]]]:
     """The studies under `<runs_dir>/sweeps/` (only `only`, when given), and the journals that could not be
     read, each with its reason. Naming a study that has no journal there is a ValueError."""
     journals = study_journals(runs_dir)
@@ -119,7 +119,8 @@ def load_studies(runs_dir: Path, only: str | None = None) -> tuple[list[Study], 
             storage = JournalStorage(JournalFileBackend(str(path)))
             for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
                 study = optuna.load_study(study_name=summary.study_name, storage=storage)
-                studies.append(Study(summary.study_name, path, study, dict(study.user_attrs.get("definition", {}))))
+                definition = dict(study.user_attrs.get("definition", {}))
+                studies.append(SweepStudy(summary.study_name, path, study, definition))
         except Exception as error:  # a journal Optuna cannot replay: skipped, with Optuna's reason
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
             skipped.append({"run": f"sweeps/{path.name}", "reason": f"the study journal cannot be read ({reason})"})

@@ -115,7 +115,7 @@ def fill_choice_defaults(options: Any, selector: str, defaults: dict[str, dict[s
             object.__setattr__(options, name, default)  # frozen: filled once, while being constructed
 
 
-def format_value(value: Any) -> str:
+def tag_value(value: Any) -> str:
     """Compact, filename-safe rendering of an option value for self-describing names."""
     if isinstance(value, float):
         return f"{value:g}"

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from common.options import format_value
+from common.options import tag_value
 from variants import kernels, layouts
 from variants.kernels.call import ScoreMod
 
@@ -241,7 +241,7 @@ class Attention(nn.Module):
             tag = type(self.options).__dataclass_fields__[field].metadata.get("tag")
             if tag is None or value is None or value is False:
                 continue
-            parts.append(tag if value is True else f"{tag}{format_value(value)}")
+            parts.append(tag if value is True else f"{tag}{tag_value(value)}")
         return "_".join(parts)
 
     def extra_repr(self) -> str:

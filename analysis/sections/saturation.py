@@ -13,7 +13,7 @@ from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
 from analysis.saturation_figures import figures
 from analysis.saturation_findings import findings
-from analysis.saturation_study import MAKE, THRESHOLD, Study, learning_speed, load, study_folder
+from analysis.saturation_study import MAKE, THRESHOLD, SaturationStudy, learning_speed, load, study_folder
 from analysis.saturation_text import early_text, number, plus_minus, steps_text
 from analysis.sections.registry import section
 
@@ -24,7 +24,7 @@ def _shown(frame: pd.DataFrame, formats: dict[str, Callable[[pd.Series], str]]) 
                          for column, format_row in formats.items()})
 
 
-def _speed_table(study: Study) -> list[Block]:
+def _speed_table(study: SaturationStudy) -> list[Block]:
     speed = learning_speed(study)
     if not len(speed):
         return []
@@ -40,7 +40,7 @@ def _speed_table(study: Study) -> list[Block]:
                   "training) and final accuracy (mean ± se)", shown, data=speed)]
 
 
-def _model_variance_tables(study: Study) -> list[Block]:
+def _model_variance_tables(study: SaturationStudy) -> list[Block]:
     """The variance of q and k measured on the model, and study A's rows at that variance."""
     if study.variance is None or study.variance.empty or study.init_model is None or study.init_model.empty:
         return []

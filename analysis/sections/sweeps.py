@@ -12,10 +12,10 @@ from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
 from analysis.sections import common
 from analysis.sections.registry import section
-from analysis.sweeps import Study
+from analysis.sweeps import SweepStudy
 
 
-def _best_text(study: Study, best: pd.Series) -> str:
+def _best_text(study: SweepStudy, best: pd.Series) -> str:
     """The best trial's selection value and its run's test accuracy, named apart, and the confirmation runs."""
     if pd.isna(best["best trial"]):
         return f"Study {study.name}: no complete trial yet, so no best trial."
@@ -30,7 +30,7 @@ def _best_text(study: Study, best: pd.Series) -> str:
     return text + "."
 
 
-def _history(study: Study, trials: pd.DataFrame, slug: str) -> Figure:
+def _history(study: SweepStudy, trials: pd.DataFrame, slug: str) -> Figure:
     """The optimisation history and the eval accuracy each trial reported at each evaluation."""
     fig, axes = figures.figure(1, 2, width=13.0)
     ax = axes[0, 0]
@@ -64,7 +64,7 @@ def _history(study: Study, trials: pd.DataFrame, slug: str) -> Figure:
                   "accuracy each trial reported", fig, intermediate)
 
 
-def _importance(study: Study, slug: str) -> Block:
+def _importance(study: SweepStudy, slug: str) -> Block:
     importance, reason = study.importances()
     if importance is None:
         return Text(f"Study {study.name}: no parameter importance ({reason}).")
