@@ -136,7 +136,7 @@ def train(
     generator = tasks.train_generator(config.seed, device)  # training data only; the eval set has its own seed
     eval_set = task.eval_set(device)  # a fixed held-out set from its own seed
     extra_sets = task.extra_eval_sets(device)  # splits and other lengths, each scored separately
-    described = model.blocks[0].attn.describe()
+    described = model.variant_module.describe()
     # bf16 autocast: matmuls and attention in bf16, reductions and the float32 master weights as they are.
     precision = resolved_precision(train_cfg, device)
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
@@ -179,6 +179,7 @@ def train(
             "run_id": record.run_id, "status": status, "error": error,
             "variant": config.variant, "variant_options": config.variant_options, "variant_name": described,
             "kernel": model.kernel, "precision": precision, "compiled": train_cfg.compile,
+            "parameters": sum(param.numel() for param in model.parameters()),
             "task": config.task, "task_options": config.task_options,
             "profile": config.profile, "seed": config.seed,
             "eval_accuracy": last_eval["eval_accuracy"] if last_eval else None,

@@ -18,8 +18,24 @@ def _check_kernels(name: str, cls: type[Attention]) -> None:
 
 VARIANTS = Registry("variant", _check_kernels)
 register = VARIANTS.register
-list_variants = VARIANTS.names
 variant_class = VARIANTS.get
+
+
+# Baselines (`variants.baselines`: token mixers run in attention's place) share the registry, so one name
+# space serves `--variant`, sweeps and options; they are listed apart from the attention variants.
+def list_variants(pattern: str = "*") -> list[str]:
+    """The attention variants whose names match a shell-style pattern, sorted (baselines are listed apart)."""
+    return [name for name in VARIANTS.names(pattern) if issubclass(VARIANTS.get(name), Attention)]
+
+
+def list_baselines(pattern: str = "*") -> list[str]:
+    """The baselines whose names match a shell-style pattern, sorted."""
+    return [name for name in VARIANTS.names(pattern) if not issubclass(VARIANTS.get(name), Attention)]
+
+
+def is_baseline(name: str) -> bool:
+    """Whether `name` is a registered baseline (False for attention variants and unknown names)."""
+    return name in list_baselines()
 
 
 def _positive_int(label: str, value: Any) -> None:
@@ -30,6 +46,9 @@ def _positive_int(label: str, value: Any) -> None:
 def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", **options: Any) -> Attention:
     """Build the attention module registered as `name` for `num_heads` heads of `head_dim` each."""
     cls = variant_class(name)
+    if is_baseline(name):
+        raise ValueError(f"{name!r} is a baseline, not an attention variant; accepted: "
+                         f"{', '.join(list_variants())} (a baseline is built by variants.create_baseline).")
     _positive_int("num_heads", num_heads)
     _positive_int("head_dim", head_dim)
     resolved = build_options(cls.Options, f"Variant {name!r}", options)
@@ -39,11 +58,17 @@ def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", **
 
 
 def describe_variants() -> str:
-    """Every variant with its one-line description, kernels and options (what `make list` prints)."""
+    """Every variant with its one-line description, kernels and options, then the baselines with theirs
+    (what `make list` prints)."""
     lines = []
     for name in list_variants():
         cls = variant_class(name)
         lines.append(f"{name}: {VARIANTS.summary(name)}")
         lines.append(f"    kernels: {', '.join(cls.kernels)}")
         lines.extend(f"    {line}" for line in describe_options(cls.Options))
+    lines.append("\nBaselines (--variant NAME as well: a token mixer in place of each block's attention sub-layer, "
+                 "with no heads and no attention kernel):")
+    for name in list_baselines():
+        lines.append(f"{name}: {VARIANTS.summary(name)}")
+        lines.extend(f"    {line}" for line in describe_options(variant_class(name).Options))
     return "\n".join(lines)
