@@ -4,16 +4,18 @@ its options say, and each trains through the real loop."""
 
 import json
 
+import optuna
 import pytest
 import torch
 
 import variants
 from experiments import config as configs
+from experiments import sweep as sweeps
 from experiments import tasks
 from experiments.model import Transformer
 from experiments.records import RunRecord
 from experiments.train import train
-from variants.baselines.mamba import Mamba
+from variants.baselines import mamba
 from variants.baselines.scan import chunked_scan, sequential_scan
 from variants.kernels import KERNELS
 
@@ -67,7 +69,7 @@ def test_baseline_names_collide_with_no_variant_task_or_kernel():
     names = set(variants.list_baselines())
     assert not names & (set(variants.list_variants()) | set(tasks.list_tasks()) | set(KERNELS))
     with pytest.raises(ValueError, match="'lstm' is already registered"):
-        variants.register("lstm")(Mamba)  # one name space: a name cannot be taken twice
+        variants.register("lstm")(mamba.Mamba)  # one name space: a name cannot be taken twice
 
 
 def test_every_baseline_has_frozen_documented_options_and_a_docstring():
@@ -83,6 +85,21 @@ def test_a_block_with_a_baseline_has_its_mixer_in_place_of_the_attention_project
     assert not hasattr(block, "qkv") and not hasattr(block, "attn") and isinstance(block.mixer, variants.Baseline)
     assert model.variant_module is block.mixer and model.kernel == "torch"
     assert tiny_model("mamba", {}, causal=True).kernel == "chunked-scan"
+
+
+@pytest.mark.parametrize("name", variants.list_baselines())
+def test_every_baseline_declares_a_space_of_its_own_options_that_yields_runnable_configs(tmp_path, name):
+    cls = variants.variant_class(name)
+    assert set(cls.search_space) <= set(cls.Options.__dataclass_fields__)
+    plan = sweeps.prepare(variant=name, task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
+                          sets=["task.seq_len=12", "task.num_buckets=4", "task.eval_size=16", "model.dim=16"],
+                          space_args=[], space_file=None, study=None, storage=None, runs_dir=tmp_path, trials=1,
+                          pruner="none", prune_after=0, heartbeat_seconds=1)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), direction="maximize")
+    for _ in range(8):
+        config = plan.config(plan.space.suggest(study.ask()))
+        mixer = variants.create_baseline(name, dim=16, causal=True, **config.variant_options)
+        assert torch.isfinite(mixer(torch.randn(1, 12, 16))).all(), config.variant_options
 
 
 # -- causality --------------------------------------------------------------------------------------------
@@ -209,6 +226,20 @@ def test_mamba_is_initialised_as_in_the_paper():
     assert 1e-3 * 0.999 <= float(step.min()) and float(step.max()) <= 0.1 * 1.001
     assert scan.dt_proj.in_features == 2 and torch.equal(scan.D, torch.ones(64))  # dt_rank = ceil(32 / 16)
     assert scan.A_log.dim() == 1  # flat, so the loop's matrices-only weight decay leaves it alone
+
+
+def test_mamba_scans_in_float32_under_bf16_autocast(monkeypatch):
+    seen = []
+
+    def recording_scan(*inputs, chunk_size):
+        seen.extend(tensor.dtype for tensor in inputs)
+        return chunked_scan(*inputs, chunk_size=chunk_size)
+
+    monkeypatch.setattr(mamba, "chunked_scan", recording_scan)
+    mixer = variants.create_baseline("mamba", dim=DIM, causal=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = mixer(torch.randn(2, 9, DIM))
+    assert seen and set(seen) == {torch.float32} and torch.isfinite(out).all()
 
 
 # -- training and refusals --------------------------------------------------------------------------------
