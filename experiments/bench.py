@@ -6,6 +6,9 @@ Beside the registered variants it times two baselines in the same process: the t
 timed in turns (warm-up, one memory run, then `repeats` timed rounds), so that ratios between them
 come from the same minutes of a shared machine. A contender whose next length is predicted (quadratic
 growth from the last length) to take longer than `budget` seconds per call is recorded as skipped.
+
+The baselines of `variants.baselines` (lstm, gru, conv, mamba) are timed when named among the specs: their
+token mixer at width heads * head_dim, at the same batch and lengths as attention, kernel `torch`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 from tqdm import tqdm
 
 import variants
@@ -74,6 +78,10 @@ def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, hea
     chosen = [baseline for baseline in baselines if kernel_names is None or baseline.kernel in kernel_names]
     for spec in specs:
         name, options = parse_spec(spec)
+        if variants.is_baseline(name):
+            if kernel_names is None or {"auto", "torch"} & set(kernel_names):
+                chosen.append(mixer_contender(name, options, heads * head_dim, device))
+            continue
         probe = variants.create(name, num_heads=heads, head_dim=head_dim, **options).to(device)
         chosen_by_auto = probe.kernel
         for kernel in probe.kernels:
@@ -86,6 +94,21 @@ def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, hea
             module = variants.create(name, num_heads=heads, head_dim=head_dim, kernel=kernel, **options).to(device)
             chosen.append(Contender(module.describe(), label, _call(module)))
     return chosen
+
+
+def mixer_contender(name: str, options: dict, dim: int, device: torch.device) -> Contender:
+    """A baseline's token mixer (`variants.baselines`) at width dim = heads * head_dim, on the same q tensor
+    read as (batch, seq, dim): forward+backward of the mixer in attention's place, at the same sizes. Its
+    causal and non-causal forms are built once each (they can differ in parameters). Kernel `torch`."""
+    mixers = {causal: variants.create_baseline(name, dim=dim, causal=causal, **options).to(device)
+              for causal in (True, False)}
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+        heads = q.shape[1]
+        mixed = mixers[causal](rearrange(q, "b h t d -> b t (h d)"))
+        return rearrange(mixed, "b t (h d) -> b h t d", h=heads)
+
+    return Contender(mixers[True].describe(), "torch", attend)
 
 
 def _available_bytes() -> float:

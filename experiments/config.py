@@ -173,19 +173,47 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
                           {**task_obj.default_model, **own_positions, **overrides["model"]})
     check_model_fits_task(model, task_obj)
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
-    attention = variants.create(variant, num_heads=model.heads, head_dim=model.attention_head_dim,
-                                kernel=kernel, **overrides["variant"])
+    if variants.is_baseline(variant):
+        refuse_attention_settings(variant, model, train, task_obj.default_model)
+    module = variant_module(variant, model, kernel, overrides["variant"])
     return RunConfig(
         variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
-        variant_options=dataclasses.asdict(attention.options),
+        variant_options=dataclasses.asdict(module.options),
         task_options=dataclasses.asdict(task_obj.options), model=model, train=train,
     )
 
 
 def described_variant(config: RunConfig) -> str:
     """The run's variant as it describes itself, e.g. `local_w16`."""
-    return variants.create(config.variant, num_heads=config.model.heads, head_dim=config.model.attention_head_dim,
-                           **config.variant_options).describe()
+    return variant_module(config.variant, config.model, "auto", config.variant_options).describe()
+
+
+# -- baselines ----------------------------------------------------------------------------------------
+
+def variant_module(variant: str, model: ModelConfig, kernel: str, options: dict[str, Any]) -> Any:
+    """The variant's module as the model builds it: attention over the model's heads, or a baseline's token
+    mixer of width model.dim (as in its first block)."""
+    if variants.is_baseline(variant):
+        return variants.create_baseline(variant, dim=model.dim, causal=model.causal, kernel=kernel, **options)
+    return variants.create(variant, num_heads=model.heads, head_dim=model.attention_head_dim, kernel=kernel,
+                           **options)
+
+
+def refuse_attention_settings(variant: str, model: ModelConfig, train: TrainConfig,
+                              profile_model: dict[str, Any]) -> None:
+    """A baseline has no attention heads: model.heads or model.head_dim other than the profile's, and attention
+    statistics, are refused rather than silently ignored. (The profile's own values pass: a saved config
+    lists every field.) Positions, width, depth, MLP ratio and causality apply to a baseline as they are."""
+    profile = build_options(ModelConfig, "Config section 'model'", profile_model)
+    for name in ("heads", "head_dim"):
+        value = getattr(model, name)
+        if value != getattr(profile, name):
+            raise OptionError(f"model.{name}={format_value(value)} sizes attention heads, which baseline "
+                              f"{variant!r} does not have; accepted: the profile's "
+                              f"{format_value(getattr(profile, name))} (leave it unset).")
+    if train.attention_stats:
+        raise OptionError(f"train.attention_stats=true measures attention weights, which baseline {variant!r} "
+                          "does not have; accepted: false.")
 
 
 def from_dict(data: dict[str, Any]) -> RunConfig:

@@ -1,9 +1,11 @@
-"""A small pre-norm Transformer whose attention is any registered variant.
+"""A small pre-norm Transformer whose attention is any registered variant (or a baseline's token mixer).
 
 Token embedding (+ learned, sinusoidal or no positions) -> `depth` blocks of
 [LayerNorm -> multi-head attention (the variant) -> residual, LayerNorm -> MLP -> residual] -> LayerNorm
 -> a linear head over the task's classes at every position. The multi-head projections are the same
-for every variant, so two runs differ only in how attention turns q, k and v into an output.
+for every variant, so two runs differ only in how attention turns q, k and v into an output. A baseline
+(`variants.baselines`) replaces [qkv -> attention -> out] with its token mixer (dim -> dim); the norms, the
+residuals and the MLP stay as they are.
 """
 
 from __future__ import annotations
@@ -24,13 +26,19 @@ class Block(nn.Module):
     def __init__(self, config: ModelConfig, variant: str, variant_options: dict, kernel: str, layer_index: int,
                  seed: int) -> None:
         super().__init__()
-        self.heads = config.heads
-        width = config.heads * config.attention_head_dim  # of q, k and v over all heads
         self.attn_norm = nn.LayerNorm(config.dim)
-        self.qkv = nn.Linear(config.dim, 3 * width)
-        self.attn = variants.create(variant, num_heads=config.heads, head_dim=config.attention_head_dim,
-                                    kernel=kernel, layer_index=layer_index, run_seed=seed, **variant_options)
-        self.out = nn.Linear(width, config.dim)
+        self.mixer = None
+        if variants.is_baseline(variant):  # a token mixer (dim -> dim) in place of qkv -> attention -> out
+            self.mixer = variants.create_baseline(variant, dim=config.dim, causal=config.causal, layer=layer_index,
+                                                  kernel=kernel, **variant_options)
+        else:
+            self.heads = config.heads
+            width = config.heads * config.attention_head_dim  # of q, k and v over all heads
+            self.qkv = nn.Linear(config.dim, 3 * width)
+            self.attn = variants.create(variant, num_heads=config.heads, head_dim=config.attention_head_dim,
+                                        kernel=kernel, layer_index=layer_index, run_seed=seed,
+                                        **variant_options)
+            self.out = nn.Linear(width, config.dim)
         self.mlp_norm = nn.LayerNorm(config.dim)
         self.mlp = nn.Sequential(
             nn.Linear(config.dim, config.mlp_ratio * config.dim),
@@ -43,6 +51,9 @@ class Block(nn.Module):
         return rearrange(self.qkv(self.attn_norm(x)), "b t (three h d) -> three b h t d", three=3, h=self.heads)
 
     def forward(self, x: torch.Tensor, causal: bool, return_weights: bool = False):
+        if self.mixer is not None:  # built causal or not with the model; no weights to return
+            x = x + self.mixer(self.attn_norm(x))
+            return x + self.mlp(self.mlp_norm(x)), None
         q, k, v = self.heads_qkv(x)
         attended = self.attn(q, k, v, causal=causal, return_weights=return_weights)  # (B, H, T, d)
         weights = None
@@ -82,9 +93,15 @@ class Transformer(nn.Module):
         self.head = nn.Linear(config.dim, num_classes)
 
     @property
+    def variant_module(self) -> nn.Module:
+        """The first block's attention variant, or its token mixer when the variant is a baseline."""
+        first = self.blocks[0]
+        return first.attn if first.mixer is None else first.mixer
+
+    @property
     def kernel(self) -> str:
-        """The attention kernel every block runs on the device the model lives on."""
-        return self.blocks[0].attn.kernel
+        """The attention kernel every block runs on the device the model lives on (a baseline's: what runs it)."""
+        return self.variant_module.kernel
 
     def embedded(self, tokens: torch.Tensor) -> torch.Tensor:
         """tokens (B, T) -> the first block's input (B, T, dim): token embeddings plus positions."""

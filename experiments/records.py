@@ -78,6 +78,7 @@ class Summary:
     kernel: str | None = None  # the kernel it ran on (config.json's is the one asked for)
     precision: str | None = None  # float32 or bf16
     compiled: bool | None = None
+    parameters: int | None = None  # the model's, every block and embedding included
     task: str | None = None
     task_options: dict[str, Any] = field(default_factory=dict)
     profile: str | None = None

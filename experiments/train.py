@@ -187,7 +187,7 @@ def set_up(config: RunConfig, record: RunRecord, tags: dict[str, Any]) -> Run:
         validation_set=task.validation_set(device), extra_sets=task.extra_eval_sets(device),
         precision=precision,
         autocast=torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"),
-        described=model.blocks[0].attn.describe(),
+        described=model.variant_module.describe(),
     )
 
 
@@ -278,6 +278,7 @@ def summarise(run: Run, state: RunState, status: str, error: str | None = None) 
         run_id=run.record.run_id, status=status, error=error,
         variant=config.variant, variant_options=config.variant_options, variant_name=run.described,
         kernel=run.model.kernel, precision=run.precision, compiled=config.train.compile,
+        parameters=sum(parameter.numel() for parameter in run.model.parameters()),
         task=config.task, task_options=config.task_options, profile=config.profile, seed=config.seed,
         eval_accuracy=last.get("eval_accuracy"), eval_loss=last.get("eval_loss"),
         val_accuracy=last.get("val_accuracy"), val_loss=last.get("val_loss"),

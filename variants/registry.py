@@ -11,7 +11,9 @@ from variants import kernels
 from variants.base import HONOURED_BY, Attention
 
 
-def _check_kernels(name: str, cls: type[Attention]) -> None:
+def _check_kernels(name: str, cls: type) -> None:
+    if not issubclass(cls, Attention):  # a baseline: no attention kernel runs it
+        return
     unknown = [kernel for kernel in cls.kernel_preference if kernel not in kernels.KERNELS]
     if unknown:
         raise ValueError(f"Variant {name!r} prefers unknown kernels {unknown}; known: {list(kernels.KERNELS)}.")
@@ -23,8 +25,24 @@ def _check_kernels(name: str, cls: type[Attention]) -> None:
 
 VARIANTS = Registry("variant", _check_kernels)
 register = VARIANTS.register
-list_variants = VARIANTS.names
 variant_class = VARIANTS.get
+
+
+# Baselines (`variants.baselines`: token mixers run in attention's place) share the registry, so one name
+# space serves `--variant`, sweeps and options; they are listed apart from the attention variants.
+def list_variants(pattern: str = "*") -> list[str]:
+    """The attention variants whose names match a shell-style pattern, sorted (baselines are listed apart)."""
+    return [name for name in VARIANTS.names(pattern) if issubclass(VARIANTS.get(name), Attention)]
+
+
+def list_baselines(pattern: str = "*") -> list[str]:
+    """The baselines whose names match a shell-style pattern, sorted."""
+    return [name for name in VARIANTS.names(pattern) if not issubclass(VARIANTS.get(name), Attention)]
+
+
+def is_baseline(name: str) -> bool:
+    """Whether `name` is a registered baseline (False for attention variants and unknown names)."""
+    return name in list_baselines()
 
 
 def _index(label: str, value: Any, low: int) -> None:
@@ -37,6 +55,9 @@ def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", la
     """Build the attention module registered as `name` for `num_heads` heads of `head_dim` each, to serve
     block `layer_index` of a model trained from `run_seed` (what a layout drawn at random is seeded from)."""
     cls = variant_class(name)
+    if is_baseline(name):
+        raise ValueError(f"{name!r} is a baseline, not an attention variant; accepted: "
+                         f"{', '.join(list_variants())} (a baseline is built by variants.create_baseline).")
     _index("num_heads", num_heads, 1)
     _index("head_dim", head_dim, 1)
     _index("layer_index", layer_index, 0)
@@ -65,10 +86,16 @@ def _kernel_lines(name: str) -> list[str]:
 
 
 def describe_variants() -> str:
-    """Every variant with its one-line description, kernels and options (what `make list` prints)."""
+    """Every variant with its one-line description, kernels and options, then the baselines with theirs
+    (what `make list` prints)."""
     lines = []
     for name in list_variants():
         lines.append(f"{name}: {VARIANTS.summary(name)}")
         lines.extend(f"    {line}" for line in _kernel_lines(name))
+        lines.extend(f"    {line}" for line in describe_options(variant_class(name).Options))
+    lines.append("\nBaselines (--variant NAME as well: a token mixer in place of each block's attention sub-layer, "
+                 "with no heads and no attention kernel):")
+    for name in list_baselines():
+        lines.append(f"{name}: {VARIANTS.summary(name)}")
         lines.extend(f"    {line}" for line in describe_options(variant_class(name).Options))
     return "\n".join(lines)

@@ -1,0 +1,19 @@
+"""Baselines: token mixers that take the place of a block's attention sub-layer, so that the tutorials'
+comparison of attention with recurrent and convolutional layers (and a selective state space model) runs on
+the same tasks with the same model around it.
+
+They share the variant registry (one name space for `--variant`) and are listed apart:
+
+    >>> import variants
+    >>> variants.list_baselines()
+    ['conv', 'gru', 'lstm', 'mamba']
+    >>> variants.create_baseline("conv", dim=64, causal=True, kernel_size=3).describe()
+    'conv_k3'
+"""
+
+from variants.baselines.base import Baseline, create_baseline
+
+# Importing a baseline module registers it.
+from variants.baselines import conv, mamba, recurrent  # noqa: E402,F401  isort: skip
+
+__all__ = ["Baseline", "create_baseline"]
