@@ -93,14 +93,23 @@ def due(step: int, every: int, steps: int) -> bool:
     return step % every == 0 or step == steps
 
 
+LINEAR_MAPS = (nn.Linear, nn.Embedding, nn.Conv1d)  # modules whose `weight` is the matrix of a linear map
+
+
 def decays(module: nn.Module, name: str) -> bool:
-    """Whether weight decay applies to `module`'s own parameter `name`: the weights of linear layers and of
-    the token embedding, nothing else. Not biases, norms' gains, qknorm's gains and biases (decay would pull
-    them to 0, not to their 1 and 0), position tables (learned, T5's, Shaw's), per-head temperatures or slopes:
-    none of them is a matrix whose size decay is meant to keep down. The embedding is decayed because it is a
+    """Whether weight decay applies to `module`'s own parameter `name`: the matrices of linear maps, nothing
+    else. That is the `weight` of linear, embedding and convolution layers, a recurrent layer's input and
+    hidden matrices, and the parameters a module names in `linear_weights` (additive attention's per-head
+    projections). Not biases, norms' gains, qknorm's gains and biases (decay would pull them to 0, not to their
+    1 and 0), position tables (learned, T5's, Shaw's), per-head temperatures or slopes, Mamba's A and D: none
+    of them is a matrix whose size decay is meant to keep down. The embedding is decayed because it is a
     linear layer applied to one-hot tokens, as nanoGPT decays it (through its tied output head); this also
     keeps dense and local runs' numbers what they were."""
-    return isinstance(module, (nn.Linear, nn.Embedding)) and name == "weight"
+    if isinstance(module, LINEAR_MAPS):
+        return name == "weight"
+    if isinstance(module, nn.RNNBase):
+        return name.startswith(("weight_ih", "weight_hh"))
+    return name in getattr(module, "linear_weights", ())
 
 
 def build_optimizer(model: nn.Module, train: TrainConfig) -> tuple[torch.optim.AdamW, list[str]]:

@@ -46,6 +46,8 @@ class Additive(Attention):
         hidden = options.hidden_dim or self.head_dim
         self.options = dataclasses.replace(options, hidden_dim=hidden)  # fully resolved
         # Same initial scale as nn.Linear: unit-variance inputs give O(1) pre-activations.
+        # The matrices of its linear maps, decayed like a linear layer's weight (the training loop reads this).
+        self.linear_weights = ("query_proj", "key_proj", "score_vector")
         self.query_proj = nn.Parameter(torch.randn(self.num_heads, hidden, self.head_dim) / math.sqrt(self.head_dim))
         self.key_proj = nn.Parameter(torch.randn(self.num_heads, hidden, self.head_dim) / math.sqrt(self.head_dim))
         self.score_vector = nn.Parameter(torch.randn(self.num_heads, hidden) / math.sqrt(hidden))

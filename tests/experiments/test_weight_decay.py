@@ -11,7 +11,7 @@ from experiments.train import build_optimizer
 
 MODEL = configs.ModelConfig(dim=32, depth=2, heads=2)
 # Every registered variant with its defaults, and the options that add parameters of their own.
-CASES = [(name, {}) for name in variants.list_variants()] + [
+CASES = [(name, {}) for name in variants.list_variants() + variants.list_baselines()] + [
     ("relative", {"kind": "t5"}), ("relative", {"kind": "shaw"}), ("temperature", {"learnable": True}),
     ("qknorm", {"norm": "rms"}),
 ]
@@ -25,10 +25,14 @@ def model_of(variant, options):
 def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(variant, options):
     model = model_of(variant, options)
     optimizer, decayed = build_optimizer(model, configs.TrainConfig(weight_decay=0.1))
-    expected = [f"{prefix}.weight" for prefix, module in model.named_modules()
-                if isinstance(module, (nn.Linear, nn.Embedding))]
+    expected = [f"{prefix}.{name}".lstrip(".") for prefix, module in model.named_modules()
+                for name, parameter in module.named_parameters(recurse=False)
+                if (isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d)) and name == "weight")
+                or (isinstance(module, nn.RNNBase) and name.startswith(("weight_ih", "weight_hh")))
+                or (variant == "additive" and name in ("query_proj", "key_proj", "score_vector"))]
     assert sorted(decayed) == sorted(expected)
-    assert len(decayed) == 2 + 4 * MODEL.depth  # embedding, head, and per block qkv, out and two MLP layers
+    if not variants.is_baseline(variant):  # embedding, head, per block qkv, out and two MLP layers (and additive's 3)
+        assert len(decayed) == 2 + (4 + 3 * (variant == "additive")) * MODEL.depth
     parameters = dict(model.named_parameters())
     decaying, sparing = optimizer.param_groups
     assert (decaying["weight_decay"], sparing["weight_decay"]) == (0.1, 0.0)
@@ -42,6 +46,8 @@ def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(
     ("relative", {"kind": "shaw"}, "blocks.0.attn.distance_embedding"),
     ("temperature", {"learnable": True}, "blocks.0.attn.log_temperature"),
     ("dense", {}, "positions"), ("dense", {}, "blocks.0.attn_norm.weight"), ("dense", {}, "blocks.0.qkv.bias"),
+    ("lstm", {}, "blocks.0.mixer.rnn.bias_ih_l0"), ("mamba", {}, "blocks.0.mixer.directions.0.A_log"),
+    ("mamba", {}, "blocks.0.mixer.directions.0.D"), ("conv", {}, "blocks.0.mixer.depthwise.bias"),
 ])
 def test_gains_biases_position_tables_and_temperatures_are_not_decayed(variant, options, spared):
     model = model_of(variant, options)

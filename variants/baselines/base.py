@@ -26,6 +26,9 @@ class Baseline(nn.Module):
     kernels: ClassVar[tuple[str, ...]] = ()  # no attention kernel runs a baseline
     # Where a sweep searches each option (an option not named keeps its default), as for attention variants.
     search_space: ClassVar[dict[str, Range | Choice]] = {}
+    # The model around a baseline is the attention variants' own, absolute positions included, so that only
+    # the token mixer differs; `--set model.positions=none` drops them for any run.
+    provides_positions: ClassVar[bool] = False
 
     def __init__(self, options: Any, *, dim: int, causal: bool, layer: int) -> None:
         super().__init__()
