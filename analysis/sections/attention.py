@@ -16,7 +16,7 @@ import variants
 from analysis import figures
 from analysis.context import Context
 from analysis.render import Block, Figure, Text
-from analysis.sections import common
+from analysis.sections import shared
 from analysis.sections.registry import section
 from experiments import config as configs
 from experiments import tasks
@@ -32,8 +32,10 @@ MAX_LAYOUT_DRAWN = 128  # positions of a layout drawn (the top-left corner of lo
 
 
 def _attention_runs(context: Context) -> pd.DataFrame:
-    """A handful of completed runs with a checkpoint: the lowest seed of each (task, variant, setting)."""
-    candidates = context.completed.sort_values(["task", "label", "seed", "run_id"])
+    """A handful of completed runs with a checkpoint: the lowest seed of each (task, variant, setting); baselines
+    have no attention weights to draw."""
+    candidates = context.completed[[not variants.is_baseline(name) for name in context.completed["variant"]]]
+    candidates = candidates.sort_values(["task", "label", "seed", "run_id"])
     candidates = candidates[[Path(path, "checkpoint.pt").is_file() for path in candidates["path"]]]
     return candidates.drop_duplicates(["task", "label"]).head(MAX_ATTENTION_RUNS)
 
@@ -98,7 +100,7 @@ def _attention_picture(run: pd.Series, index: int) -> Figure:
     caption = (f"{run['label']} on {run['task']}, run {run['run_id']}: attention weights of the trained model for "
                f"eval example {example} (the one whose dependency lies farthest back), per layer and head; "
                f"{shown}, keys as columns")
-    return Figure(f"attention-{index:02d}-{common.slug(run['task'])}-{common.slug(run['variant_name'])}", caption, fig,
+    return Figure(f"attention-{index:02d}-{shared.slug(run['task'])}-{shared.slug(run['variant_name'])}", caption, fig,
                   pd.DataFrame(data))
 
 
@@ -151,7 +153,7 @@ def attention(context: Context) -> list[Block]:
     if chosen.empty:
         blocks.append(Text("No completed run with a checkpoint to draw attention from."))
     layouts = []
-    for entry in common.layout_variants(context.ordinary):
+    for entry in shared.layout_variants(context.ordinary):
         try:
             has_pattern = variants.create(entry["variant"], num_heads=entry["heads"],
                                           head_dim=entry["head_dim"],
@@ -165,5 +167,5 @@ def attention(context: Context) -> list[Block]:
         blocks.append(_layout_figure(context, layouts[:MAX_LAYOUTS]))
     else:
         blocks.append(Text("No local or sparse variant among the runs: no layout to draw."))
-    blocks += common.problems_table("attention-problems", "Runs whose pictures could not be drawn", problems)
+    blocks += shared.problems_table("attention-problems", "Runs whose pictures could not be drawn", problems)
     return blocks

@@ -8,7 +8,7 @@ import pandas as pd
 from analysis import figures
 from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
-from analysis.sections import common
+from analysis.sections import shared
 from analysis.sections.registry import section
 
 
@@ -54,7 +54,7 @@ def cost(context: Context) -> list[Block]:
         for ax in axes[0]:
             ax.margins(x=0.15)  # room for the exponent printed after each line's last point
         axes[0, 1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
-        blocks.append(Figure(f"cost-{index:02d}-{'causal' if causal else 'bidirectional'}-{common.slug(device)}",
+        blocks.append(Figure(f"cost-{index:02d}-{'causal' if causal else 'bidirectional'}-{shared.slug(device)}",
                              f"Time and peak memory against sequence length ({mode}, {device}); the fitted exponent "
                              "is printed on each line", fig, frame))
     if exponents:

@@ -7,7 +7,7 @@ import pandas as pd
 from analysis import figures
 from analysis.context import Context
 from analysis.render import Block, Figure, Text
-from analysis.sections import common
+from analysis.sections import shared
 from analysis.sections.registry import section
 
 
@@ -30,18 +30,18 @@ def curves(context: Context) -> list[Block]:
                           wall_seconds=("wall_seconds", "mean"), seeds=("run_id", "nunique")).assign(kind="eval"))
         fig, axes = figures.figure(2, 2)
         for column, x, xlabel in ((0, "step", "training step"), (1, "wall_seconds", "wall time (s)")):
-            common.draw_lines(context, axes[column, 0], train, x, "loss_mean", "loss_std", marker=None)
+            shared.draw_lines(context, axes[column, 0], train, x, "loss_mean", "loss_std", marker=None)
             axes[column, 0].set_ylabel("training loss (cross-entropy, nats)")
             axes[column, 0].set_title(f"{task}: training loss by {xlabel.split(' (')[0]}")
-            common.draw_lines(context, axes[column, 1], evaluated, x, "eval_accuracy_mean", "eval_accuracy_std",
+            shared.draw_lines(context, axes[column, 1], evaluated, x, "eval_accuracy_mean", "eval_accuracy_std",
                         bounded=True)
-            common.accuracy_axis(axes[column, 1])
+            shared.accuracy_axis(axes[column, 1])
             axes[column, 1].set_title(f"{task}: eval accuracy by {xlabel.split(' (')[0]}")
             for ax in axes[column]:
                 ax.set_xlabel(xlabel)
         axes[0, 1].legend(loc="best")
         data = pd.concat([train, evaluated], ignore_index=True)
-        blocks.append(Figure(f"curves-{index:02d}-{common.slug(task)}", f"{task}: learning curves, mean over seeds",
+        blocks.append(Figure(f"curves-{index:02d}-{shared.slug(task)}", f"{task}: learning curves, mean over seeds",
                              fig, data))
-    blocks += common.problems_table("unreadable-metrics", "Runs whose metrics could not be read", unreadable)
+    blocks += shared.problems_table("unreadable-metrics", "Runs whose metrics could not be read", unreadable)
     return blocks

@@ -14,7 +14,7 @@ from analysis import figures
 from analysis.aggregate import over_seeds
 from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
-from analysis.sections import common
+from analysis.sections import shared
 from analysis.sections.registry import section
 
 MAX_REACH_LENGTH = 4096  # receptive fields are computed on layouts up to this length
@@ -66,13 +66,13 @@ def distance(context: Context) -> list[Block]:
         aggregated["distance"] = (aggregated["lo"] + aggregated["hi"]) / 2
         fig, axes = figures.figure()
         ax = axes[0, 0]
-        common.draw_lines(context, ax, aggregated, "distance", "accuracy_mean", "accuracy_std", bounded=True)
+        shared.draw_lines(context, ax, aggregated, "distance", "accuracy_mean", "accuracy_std", bounded=True)
         chance = completed.loc[completed["task"] == task, "chance_accuracy"].dropna()
         if len(chance):
             ax.axhline(float(chance.iloc[0]), color="grey", linestyle="--", linewidth=1,
                        label=f"chance {float(chance.iloc[0]):.3g}")
         reaches = []
-        for entry in common.layout_variants(completed[completed["task"] == task]):
+        for entry in shared.layout_variants(completed[completed["task"] == task]):
             if entry["seq_len"] > MAX_REACH_LENGTH:
                 continue
             reach = _reach(entry["variant"], entry["options"], entry["heads"], entry["head_dim"], entry["depth"],
@@ -87,13 +87,13 @@ def distance(context: Context) -> list[Block]:
             ax.set_xticks(buckets["distance"], [f"{lo}-{hi}" for lo, hi in zip(buckets["lo"], buckets["hi"],
                                                                               strict=True)], rotation=30)
         ax.set_xlabel("dependency distance (tokens back; bucket range)")
-        common.accuracy_axis(ax)
+        shared.accuracy_axis(ax)
         ax.set_title(f"{task}: eval accuracy by dependency distance")
         ax.legend(loc="best")
-        blocks.append(Figure(f"distance-{index:02d}-{common.slug(task)}", f"{task}: eval accuracy against dependency "
+        blocks.append(Figure(f"distance-{index:02d}-{shared.slug(task)}", f"{task}: eval accuracy against dependency "
                              "distance, mean ± sd over seeds", fig, aggregated))
         if reaches:
-            blocks.append(Table(f"reach-{index:02d}-{common.slug(task)}", f"{task}: reach of local and sparse variants "
+            blocks.append(Table(f"reach-{index:02d}-{shared.slug(task)}", f"{task}: reach of local and sparse variants "
                                 "(tokens the last position sees without a gap, after all layers)",
                                 pd.DataFrame(reaches)))
     blocks += _lengths(context, completed)
@@ -114,15 +114,15 @@ def _lengths(context: Context, completed: pd.DataFrame) -> list[Block]:
         aggregated = over_seeds(task_frame, ["variant_name", "setting", "label", "length"], ["accuracy"], spread=True)
         fig, axes = figures.figure()
         ax = axes[0, 0]
-        common.draw_lines(context, ax, aggregated, "length", "accuracy_mean", "accuracy_std", bounded=True)
+        shared.draw_lines(context, ax, aggregated, "length", "accuracy_mean", "accuracy_std", bounded=True)
         for length in sorted(set(completed.loc[completed["task"] == task, "task.seq_len"].dropna())):
             ax.axvline(length, color="black", linestyle=":", linewidth=1, label=f"trained length {int(length)}")
         figures.log_axes(ax, aggregated["length"], y=False)
         ax.set_xlabel("evaluation sequence length (tokens, log scale)")
-        common.accuracy_axis(ax)
+        shared.accuracy_axis(ax)
         ax.set_title(f"{task}: eval accuracy by evaluation length")
         ax.legend(loc="best")
-        blocks.append(Figure(f"length-{index:02d}-{common.slug(task)}", f"{task}: eval accuracy against evaluation "
+        blocks.append(Figure(f"length-{index:02d}-{shared.slug(task)}", f"{task}: eval accuracy against evaluation "
                              "length (length generalisation), mean ± sd over seeds", fig, aggregated))
     return blocks
 

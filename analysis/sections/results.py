@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis.context import Context
 from analysis.render import Block, Table, Text
-from analysis.sections import common
+from analysis.sections import shared
 from analysis.sections.registry import section
 from experiments.records import STATUSES
 
@@ -62,7 +62,7 @@ def by_task(cells: pd.DataFrame) -> pd.DataFrame:
 def _cell_text(row: pd.Series) -> str:
     if row["seeds"] == 0:
         return "–"
-    return common.mean_std_text(row["accuracy_mean"], row["accuracy_std"], row["seeds"])
+    return shared.mean_std_text(row["accuracy_mean"], row["accuracy_std"], row["seeds"])
 
 
 def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
@@ -74,19 +74,19 @@ def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
                "eval accuracy", "seeds", "chance", "runs", *status_columns]
     blocks: list[Block] = [Table("results", "Eval accuracy per task and variant, over seeds (runs counted by status; "
                                  "model.positions: the position scheme of the runs)",
-                                 shown[columns].assign(chance=shown["chance"].map(common.fmt)), data=cells)]
+                                 shown[columns].assign(chance=shown["chance"].map(shared.fmt)), data=cells)]
     table = by_task(cells)
     task_names = [column for column in table.columns if column not in ("variant", "average", "tasks_averaged")]
     text = table.copy()
     labelled = cells.set_index(["label", "task"])
     for task in task_names:
         text[task] = [
-            (common.fmt(row[task]) if row["variant"] == "chance"
+            (shared.fmt(row[task]) if row["variant"] == "chance"
              else _cell_text(labelled.loc[(row["variant"], task)]) if (row["variant"], task) in labelled.index
              else "–")
             for _, row in table.iterrows()
         ]
-    text["average"] = table["average"].map(common.fmt)
+    text["average"] = table["average"].map(shared.fmt)
     text["tasks_averaged"] = table["tasks_averaged"].astype(int)
     blocks.append(Table(
         "results-by-task", "Variant x task eval accuracy; the average is computed from the row's cell means "
@@ -99,10 +99,10 @@ def results(context: Context) -> list[Block]:
     runs, ordinary = context.runs, context.ordinary
     trials = runs[runs["study"].notna()]
     blocks: list[Block] = [Text(
-        f"{common.count(len(runs), 'run')} read from {context.runs_dir} "
-        f"({common.count(len(ordinary), 'ordinary run')}, {common.count(len(trials), 'sweep trial')} in "
-        f"{common.count(trials['study'].nunique(), 'study', 'studies')}); "
-        f"{common.count(len(context.skipped), 'unreadable record')} skipped"
+        f"{shared.count(len(runs), 'run')} read from {context.runs_dir} "
+        f"({shared.count(len(ordinary), 'ordinary run')}, {shared.count(len(trials), 'sweep trial')} in "
+        f"{shared.count(trials['study'].nunique(), 'study', 'studies')}); "
+        f"{shared.count(len(context.skipped), 'unreadable record')} skipped"
         f"{' (listed below)' if context.skipped else ''}. "
         "Eval accuracy is the accuracy at the scored positions of each task's fixed held-out set, averaged over "
         "seeds of completed runs (mean ± sample standard deviation, n = seeds); runs in other states are "
@@ -119,9 +119,9 @@ def results(context: Context) -> list[Block]:
         blocks.append(Table(
             "unfinished-runs", "Runs that did not complete (counted above, not averaged)",
             unfinished[["run_id", "task", "variant_name", "seed", "status", "steps", "total_steps", "error"]]))
-    blocks += common.problems_table("skipped-records", "Records skipped: they could not be read", context.skipped)
+    blocks += shared.problems_table("skipped-records", "Records skipped: they could not be read", context.skipped)
     if context.studies:
-        shown, data = common.best_trials(context)
+        shown, data = shared.best_trials(context)
         blocks.append(Table("best-sweep-settings", "Best sweep settings: the complete trial of highest selection "
                             "value (the sweep's objective) in each study, beside the test accuracy of its run "
                             "(that run's eval accuracy) and of the study's confirmation runs", shown, data=data))

@@ -10,7 +10,7 @@ from matplotlib.ticker import MaxNLocator
 from analysis import figures
 from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
-from analysis.sections import common
+from analysis.sections import shared
 from analysis.sections.registry import section
 from analysis.sweeps import SweepStudy
 
@@ -21,11 +21,11 @@ def _best_text(study: SweepStudy, best: pd.Series) -> str:
         return f"Study {study.name}: no complete trial yet, so no best trial."
     test = best["test accuracy (its run's eval accuracy)"]
     text = (f"Study {study.name}: best trial {int(best['best trial'])}, selection value (the sweep's objective, "
-            f"which chose it) {common.fmt(best['selection value (objective)'])}; test accuracy of its run "
-            f"{best['run']} (that run's eval accuracy, not used to choose) {common.fmt(test)}")
+            f"which chose it) {shared.fmt(best['selection value (objective)'])}; test accuracy of its run "
+            f"{best['run']} (that run's eval accuracy, not used to choose) {shared.fmt(test)}")
     if best["confirmation seeds"]:
         text += ("; confirmation runs (tagged with the study and confirm) test accuracy "
-                 + common.mean_std_text(best["confirmation mean"], best["confirmation std"],
+                 + shared.mean_std_text(best["confirmation mean"], best["confirmation std"],
                                         best["confirmation seeds"]) + ", mean ± sample standard deviation over seeds")
     return text + "."
 
@@ -44,7 +44,7 @@ def _history(study: SweepStudy, trials: pd.DataFrame, slug: str) -> Figure:
         ax.step(complete.sort_values("trial")["trial"], best, where="post", color="black", label="best so far")
     ax.set_xlabel("trial number")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    common.accuracy_axis(ax)
+    shared.accuracy_axis(ax)
     ax.set_title("optimisation history")
     ax.legend(loc="lower right")
     intermediate = study.intermediate_frame()
@@ -54,7 +54,7 @@ def _history(study: SweepStudy, trials: pd.DataFrame, slug: str) -> Figure:
         ax.plot(line["step"], line["eval_accuracy"], color="C0" if state == "complete" else "grey",
                 linestyle="-" if state == "complete" else "--", alpha=0.7, marker="o", markersize=3)
     ax.set_xlabel("training step")
-    common.accuracy_axis(ax)
+    shared.accuracy_axis(ax)
     ax.set_title("eval accuracy reported per trial")
     figures.suptitle(fig, f"Study {study.name}")
     ax.legend(handles=[Line2D([], [], color="C0", marker="o", label="complete trial"),
@@ -92,7 +92,7 @@ def sweeps(context: Context) -> list[Block]:
         blocks.append(Text(f"No sweep studies in {context.runs_dir / 'sweeps'}: `make sweep` writes them."))
         return blocks
     statuses = dict(zip(context.runs["run_id"], context.runs["status"], strict=True))
-    _, best_trials = common.best_trials(context)
+    _, best_trials = shared.best_trials(context)
     for index, (study, (_, best)) in enumerate(zip(context.studies, best_trials.iterrows(), strict=True)):
         definition = study.definition
         blocks.append(Text(
@@ -103,7 +103,7 @@ def sweeps(context: Context) -> list[Block]:
         blocks.append(Text(_best_text(study, best)))
         trials = study.trials_frame()
         trials["run status"] = trials["run_id"].map(statuses)
-        slug = f"{index:02d}-{common.slug(study.name)}"
+        slug = f"{index:02d}-{shared.slug(study.name)}"
         blocks.append(Table(f"sweep-{slug}-trials", f"Study {study.name}: trials", trials))
         blocks.append(_history(study, trials, slug))
         blocks.append(_importance(study, slug))

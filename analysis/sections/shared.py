@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+import variants
 from analysis.context import Context
 from analysis.render import Block, Table
 from experiments import config as configs
@@ -41,6 +42,7 @@ def layout_variants(runs: pd.DataFrame) -> list[dict[str, Any]]:
     """One entry per variant_name among `runs` (first run of each) with what drawing its layout needs, the run's
     seed included (a layout drawn at random, BigBird's, is drawn from it)."""
     entries = []
+    runs = runs[[not variants.is_baseline(variant) for variant in runs["variant"]]]  # no layout: no attention
     for name, group in runs.groupby("variant_name", sort=True):
         run = group.iloc[0]
         try:
