@@ -34,7 +34,8 @@ MAX_LAYOUT_DRAWN = 128  # positions of a layout drawn (the top-left corner of lo
 def _attention_runs(context: Context) -> pd.DataFrame:
     """A handful of completed runs with a checkpoint: the lowest seed of each (task, variant, setting); baselines
     have no attention weights to draw."""
-    candidates = context.completed[[not variants.is_baseline(name) for name in context.completed["variant"]]]
+    completed = context.completed
+    candidates = completed[~completed["variant"].map(variants.is_baseline).astype(bool)]
     candidates = candidates.sort_values(["task", "label", "seed", "run_id"])
     candidates = candidates[[Path(path, "checkpoint.pt").is_file() for path in candidates["path"]]]
     return candidates.drop_duplicates(["task", "label"]).head(MAX_ATTENTION_RUNS)

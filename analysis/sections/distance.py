@@ -44,6 +44,16 @@ def _reach(variant: str, options_json: str, heads: int, head_dim: int, depth: in
     return int(gaps[0]) - 1 if len(gaps) else seq_len - 1
 
 
+def _accuracy_figure(fig, name: str, task: str, against: str, xlabel: str, aggregated: pd.DataFrame) -> Figure:
+    """A task's eval accuracy curves against `against` (drawn on the figure's one axis), labelled and captioned."""
+    ax = fig.axes[0]
+    ax.set_xlabel(xlabel)
+    shared.accuracy_axis(ax)
+    ax.set_title(f"{task}: eval accuracy by {against}")
+    ax.legend(loc="best")
+    return Figure(name, f"{task}: eval accuracy against {against}, mean ± sd over seeds", fig, aggregated)
+
+
 @section("distance", "Accuracy against dependency distance")
 def distance(context: Context) -> list[Block]:
     completed = context.completed
@@ -86,12 +96,8 @@ def distance(context: Context) -> list[Block]:
         if len(buckets) <= 12:
             ax.set_xticks(buckets["distance"], [f"{lo}-{hi}" for lo, hi in zip(buckets["lo"], buckets["hi"],
                                                                               strict=True)], rotation=30)
-        ax.set_xlabel("dependency distance (tokens back; bucket range)")
-        shared.accuracy_axis(ax)
-        ax.set_title(f"{task}: eval accuracy by dependency distance")
-        ax.legend(loc="best")
-        blocks.append(Figure(f"distance-{index:02d}-{shared.slug(task)}", f"{task}: eval accuracy against dependency "
-                             "distance, mean ± sd over seeds", fig, aggregated))
+        blocks.append(_accuracy_figure(fig, f"distance-{index:02d}-{shared.slug(task)}", task, "dependency distance",
+                                       "dependency distance (tokens back; bucket range)", aggregated))
         if reaches:
             blocks.append(Table(f"reach-{index:02d}-{shared.slug(task)}", f"{task}: reach of local and sparse variants "
                                 "(tokens the last position sees without a gap, after all layers)",
@@ -118,12 +124,8 @@ def _lengths(context: Context, completed: pd.DataFrame) -> list[Block]:
         for length in sorted(set(completed.loc[completed["task"] == task, "task.seq_len"].dropna())):
             ax.axvline(length, color="black", linestyle=":", linewidth=1, label=f"trained length {int(length)}")
         figures.log_axes(ax, aggregated["length"], y=False)
-        ax.set_xlabel("evaluation sequence length (tokens, log scale)")
-        shared.accuracy_axis(ax)
-        ax.set_title(f"{task}: eval accuracy by evaluation length")
-        ax.legend(loc="best")
-        blocks.append(Figure(f"length-{index:02d}-{shared.slug(task)}", f"{task}: eval accuracy against evaluation "
-                             "length (length generalisation), mean ± sd over seeds", fig, aggregated))
+        blocks.append(_accuracy_figure(fig, f"length-{index:02d}-{shared.slug(task)}", task, "evaluation length",
+                                       "evaluation sequence length (tokens, log scale)", aggregated))
     return blocks
 
 

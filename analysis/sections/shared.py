@@ -42,7 +42,7 @@ def layout_variants(runs: pd.DataFrame) -> list[dict[str, Any]]:
     """One entry per variant_name among `runs` (first run of each) with what drawing its layout needs, the run's
     seed included (a layout drawn at random, BigBird's, is drawn from it)."""
     entries = []
-    runs = runs[[not variants.is_baseline(variant) for variant in runs["variant"]]]  # no layout: no attention
+    runs = runs[~runs["variant"].map(variants.is_baseline).astype(bool)]  # a baseline has no attention layout
     for name, group in runs.groupby("variant_name", sort=True):
         run = group.iloc[0]
         try:

@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from experiments import tasks
+
 TINY = ["--task", "passkey", "--set", "task.seq_len=12", "--set", "task.num_keys=4", "--set", "task.eval_size=64",
         "--set", "task.num_buckets=4", "--set", "model.dim=32", "--set", "model.depth=1", "--set", "model.heads=2",
         "--set", "train.batch_size=16", "--set", "train.log_every=5", "--set", "train.eval_every=20"]
@@ -159,7 +161,8 @@ def test_sample_saves_pathfinder_images_and_refuses_tasks_without_images(tmp_pat
     done = attnlab("sample", "pathfinder", "--count", "2", "--images", str(tmp_path / "images"))
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 2
     written = sorted(path.name for path in (tmp_path / "images").glob("*.png"))
-    assert len(written) == 2 and all(name.startswith("pathfinder_16x16_") for name in written)
+    side = tasks.create_task("pathfinder", profile="quick").image_size
+    assert len(written) == 2 and all(name.startswith(f"pathfinder_{side}x{side}_") for name in written)
     refused = attnlab("sample", "passkey", "--images", str(tmp_path / "other"))
     assert refused.returncode == 2 and "'passkey' has no images" in refused.stderr and not refused.stdout
     assert not (tmp_path / "other").exists()

@@ -11,6 +11,7 @@ from optuna.trial import TrialState
 from test_sweep import in_process_sweep
 
 from experiments import sweep as sweeps
+from experiments.records import Summary
 from experiments.sweep import objective
 from experiments.sweep.confirm import spread
 
@@ -21,10 +22,10 @@ def test_the_objective_and_the_pruner_hear_the_validation_accuracy_and_the_end_s
         tmp_path, monkeypatch):
     def trained(config, record, *, should_prune, tags, **ignored):  # validation and test accuracy differ
         assert should_prune(10, 0.125) is False  # what train passes: the validation accuracy of the evaluation
-        summary = {"run_id": record.run_id, "status": "completed", "steps": 40, "val_accuracy": 0.25,
-                   "eval_accuracy": 0.75, "tags": tags}
+        summary = Summary(run_id=record.run_id, status="completed", steps=40, val_accuracy=0.25, eval_accuracy=0.75,
+                          tags=tags)
         record.write_summary(summary)
-        return summary
+        return summary.to_dict()
 
     monkeypatch.setattr(objective, "train", trained)
     plan, study = in_process_sweep(tmp_path, trials=1)
