@@ -63,6 +63,26 @@ def with_current_names(record: Any) -> Any:
             for key, value in record.items()}
 
 
+def _one_sided(window: Any) -> bool:
+    return isinstance(window, int) and not isinstance(window, bool) and window >= 1
+
+
+def config_as_today(config: Any) -> Any:
+    """A config.json in today's terms: keys renamed (`with_current_names`), and windows counted as today.
+
+    Configs written before the kernel rename (they hold `backend`) counted `local`'s and longformer's
+    `window` to one side, |i - j| < window; today a window counts keys as Longformer's w, |i - j| <= window
+    // 2. The same reach is window' = 2 (window - 1), so an old run still means the layout it trained with."""
+    if not isinstance(config, dict) or "backend" not in config:
+        return with_current_names(config)
+    options = dict(config.get("variant_options") or {})
+    windowed = config.get("variant") == "local" or (config.get("variant") == "sparse"
+                                                    and options.get("pattern") == "longformer")
+    if windowed and _one_sided(options.get("window")):
+        options["window"] = 2 * (options["window"] - 1)
+    return with_current_names({**config, "variant_options": options})
+
+
 @dataclass
 class Summary:
     """summary.json: a run's status and headline figures, the one definition of its fields. The training loop
@@ -155,7 +175,7 @@ class RunRecord:
         atomic_write_text(self.path / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
 
     def read_config(self) -> dict[str, Any]:
-        return with_current_names(self._read_json("config.json"))
+        return config_as_today(self._read_json("config.json"))
 
     def write_summary(self, summary: Summary) -> None:
         assert summary.status in STATUSES, summary.status

@@ -1,0 +1,50 @@
+"""Runs recorded before this version's renames (`backend`, one-sided windows, no validation set) still load,
+mean the layout they trained with, and report; tests/fixtures/recorded-before holds two such runs as the
+earlier version wrote them (local with window 16, and sparse longformer with window 8)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+import analysis
+from experiments import config as configs
+from experiments.model import Transformer
+from experiments.records import RunRecord
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "recorded-before"
+
+
+@pytest.fixture
+def runs_dir(tmp_path):
+    shutil.copytree(FIXTURES, tmp_path / "runs")
+    return tmp_path / "runs"
+
+
+def test_they_load_with_the_kernel_that_ran_and_no_validation_figures(runs_dir):
+    runs = analysis.load_runs(runs_dir).set_index("run_id")
+    assert not runs.attrs["skipped"]
+    assert set(runs.index) == {"local-passkey-s0", "longformer-passkey-s0"}
+    assert set(runs["status"]) == {"completed"} and set(runs["kernel_requested"]) == {"auto"}
+    assert runs.loc["local-passkey-s0", "kernel"] == "blocked"  # the summary's `backend`, under its name today
+    assert runs["val_accuracy"].isna().all()
+
+
+@pytest.mark.parametrize(("run", "reach"), [("local-passkey-s0", 15), ("longformer-passkey-s0", 7)])
+def test_a_one_sided_window_keeps_the_reach_it_trained_with(runs_dir, run, reach):
+    config = configs.from_dict(RunRecord(runs_dir / run).read_config())  # as `attnlab resume` reads it
+    model = Transformer(config.model, vocab_size=20, num_classes=16, max_len=128, variant=config.variant,
+                        variant_options=config.variant_options)
+    layout = model.blocks[0].attn.layout(40, 40, causal=True)
+    distance = torch.arange(40)[:, None] - torch.arange(40)[None, :]
+    globals_ = layout[:, 0] if config.variant == "sparse" else torch.zeros(40, dtype=torch.bool)
+    expected = (distance >= 0) & (distance <= reach)  # the earlier |i - j| < window, causal
+    assert torch.equal(layout[:, 1:], expected[:, 1:]) and (config.variant == "sparse" or not globals_.any())
+
+
+def test_they_report_and_their_checkpoints_draw_attention(runs_dir, tmp_path):
+    index = analysis.build_report(runs_dir, tmp_path / "reports", name="before")
+    page = index.read_text()
+    assert "local-passkey-s0" in page and "longformer-passkey-s0" in page
+    assert "attention not drawn" not in page
