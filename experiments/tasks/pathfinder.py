@@ -42,8 +42,9 @@ markers lie on half paths of ceil(L / 2) points; a path of n points spans at mos
 Profiles: quick, 10x10 (seq_len 101): paths of 5 points (markers 3-4 pixels apart), one distractor,
 max_turn 20, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000 steps of 64 at lr 3e-3
 after 100 warm-up steps (a small version that dense learns on a CPU in minutes; paths of 4 points would
-leave more lit pixels near a positive's markers than near a negative's, a shortcut). standard, 32x32 (1,025 tokens, LRA's Pathfinder): paths of 10-20
-points, 4 distractors, max_turn 30, 8 grey levels; dim 128, depth 4; 5,000 steps of 32 at lr 5e-4.
+leave more lit pixels near a positive's markers than near a negative's, a shortcut). standard, 32x32
+(1,025 tokens, LRA's Pathfinder): paths of 10-20 points, 4 distractors, max_turn 30, 8 grey levels; dim
+128, depth 4; 5,000 steps of 32 at lr 5e-4.
 long, 128x128 (16,385 tokens, LRA's Path-X): paths of 48-96 points, 10 distractors, max_turn 30, 8 grey
 levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
 
