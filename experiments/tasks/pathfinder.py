@@ -19,9 +19,9 @@ symmetries of the pixel grid (turns by multiples of 90 degrees, mirror images). 
 far apart on each axis in both classes, each marks the end of a path, and the marked paths light as
 many pixels as the unmarked ones: the unmarked half paths of a positive balance the unmarked long path
 of a negative, so no count of lit pixels near or far from the markers tells the classes apart (a test
-fits a logistic regression on such statistics). A distractor that finds no room after a few shapes is
-left out (rare at the profiles' sizes). Pixels of two different paths always lie at least 3 apart on
-some axis (Chebyshev distance >= 3), and so do the two markers.
+fits a logistic regression on such statistics). Every picture holds all its distractors: one without
+room for them after a few shapes each is redrawn. Pixels of two different paths always lie at least 3
+apart on some axis (Chebyshev distance >= 3), and so do the two markers.
 
 Connectivity (what the label means): lit pixels at most FLOOD_RADIUS = 2 apart on both axes are
 neighbours (a 5x5 neighbourhood). That bridges a dash's one-point gap and never joins two paths, so a
@@ -39,10 +39,12 @@ marker pixel that comes first in row-major order (the first marker). Metadata: `
 markers lie on half paths of ceil(L / 2) points; a path of n points spans at most n - 1 pixels).
 `save_images(task, batch, folder, count)` writes the first `count` examples as PNG files.
 
-Profiles: quick, 12x12 (seq_len 145): paths of 5-7 points (markers 3-6 pixels apart), one distractor,
-max_turn 20, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 1,500 steps of 32 at lr 2e-3 (a
-small, local version a CPU can learn). standard, 32x32 (1,025 tokens, LRA's Pathfinder): paths of 10-20
-points, 4 distractors, max_turn 30, 8 grey levels; dim 128, depth 4; 5,000 steps of 32 at lr 5e-4.
+Profiles: quick, 10x10 (seq_len 101): paths of 5 points (markers 3-4 pixels apart), one distractor,
+max_turn 20, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000 steps of 64 at lr 3e-3
+after 100 warm-up steps (a small version that dense learns on a CPU in minutes; paths of 4 points would
+leave more lit pixels near a positive's markers than near a negative's, a shortcut). standard, 32x32
+(1,025 tokens, LRA's Pathfinder): paths of 10-20 points, 4 distractors, max_turn 30, 8 grey levels; dim
+128, depth 4; 5,000 steps of 32 at lr 5e-4.
 long, 128x128 (16,385 tokens, LRA's Path-X): paths of 48-96 points, 10 distractors, max_turn 30, 8 grey
 levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
 
@@ -72,7 +74,7 @@ from experiments.tasks.registry import register_task
 FLOOD_RADIUS = 2  # pixels within this Chebyshev distance are neighbours: a one-point dash gap is bridged
 SEPARATION = FLOOD_RADIUS + 1  # the least Chebyshev distance between pixels of two different paths
 NEGATIVE_TRIES = 32  # (grid symmetry, shape) pairs tried at once for the negative world's second path
-DISTRACTOR_TRIES = 8  # shapes tried for each distractor before it is left out
+DISTRACTOR_TRIES = 8  # shapes tried for each distractor before its picture is redrawn
 MAX_ROUNDS = 50  # redraw rounds for examples whose paths touch or leave the image before giving up
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -109,11 +111,11 @@ class Pathfinder(Task):
 
     @dataclass(frozen=True)
     class Options:
-        seq_len: int = option(145, "tokens per example: a square image flattened row by row, then the query; "
-                                   "a square + 1 (145 = 12x12 + 1)")
+        seq_len: int = option(101, "tokens per example: a square image flattened row by row, then the query; "
+                                   "a square + 1 (101 = 10x10 + 1)")
         min_path_length: int = option(5, "fewest points of a path, markers included (a path of n points spans "
                                           "at most n - 1 pixels)")
-        max_path_length: int = option(7, "most points of a path, markers included")
+        max_path_length: int = option(5, "most points of a path, markers included")
         num_distractors: int = option(1, "paths besides the three that every image holds (P, H1 and H2)")
         max_turn: float = option(20.0, "largest change of heading, in degrees, from one step of a path to the next")
         dash_period: int = option(4, "every dash_period-th point of a path is left dark (the dashes)")
@@ -138,9 +140,11 @@ class Pathfinder(Task):
                     "a positive even number")
 
     profiles = {
-        # 12x12: short paths (markers 3-6 pixels apart) and one distractor, so that dense learns it on a CPU.
+        # 10x10: paths of 5 points (markers 3-4 pixels apart) and one distractor, so that dense learns it on a
+        # CPU in minutes; shorter paths would let lit-pixel counts near the markers tell the classes apart.
         "quick": Profile(options={}, model=_QUICK_MODEL,
-                         train={"steps": 1500, "batch_size": 32, "lr": 2e-3, "eval_every": 250}),
+                         train={"steps": 3000, "batch_size": 64, "lr": 3e-3, "warmup_steps": 100,
+                                "eval_every": 250}),
         # 32x32, LRA's Pathfinder size: longer, curvier paths among 4 distractors, 8 grey levels.
         "standard": Profile(options={"seq_len": 1025, "min_path_length": 10, "max_path_length": 20,
                                      "num_distractors": 4, "max_turn": 30.0, "grey_levels": 8},
@@ -265,7 +269,8 @@ class Pathfinder(Task):
         second = candidates[rows, pick]  # (count, points, 2): H2
 
         occupied = (occupied + self._paint(second, present[:, 2])).clamp(max=1)
-        distractors = self._distractors(occupied, present, generator)  # (count, distractors, points, 2)
+        distractors, fitted = self._distractors(occupied, present, generator)  # (count, distractors, points, 2)
+        valid &= fitted  # a picture without room for all its distractors is redrawn
         return {
             "points": torch.cat([long[:, None], first[:, None], second[:, None], distractors], 1),
             "present": present, "valid": valid, "lengths": lengths,
@@ -273,12 +278,14 @@ class Pathfinder(Task):
             "negative_markers": torch.stack([first[:, 0], second[:, 0]], 1),
         }
 
-    def _distractors(self, occupied: torch.Tensor, present: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """(count, num_distractors, points, 2): distractor paths clear of the `occupied` pixels (count, S, S) and
-        of one another. One with no room after DISTRACTOR_TRIES shapes is left out: its points in `present`
-        (count, paths, points), slots 3 onwards, are cleared in place."""
+    def _distractors(self, occupied: torch.Tensor, present: torch.Tensor,
+                     generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Distractor paths clear of the `occupied` pixels (count, S, S) and of one another, with the lengths
+        in `present` (count, paths, points), slots 3 onwards: their points (count, num_distractors, points, 2)
+        and whether each example found room for all of them after DISTRACTOR_TRIES shapes each (count,)."""
         count, device = occupied.shape[0], occupied.device
         distractors = []
+        fitted = torch.ones(count, dtype=torch.bool, device=device)
         for slot in range(3, present.shape[1]):
             blocked = self._near(occupied)  # (count, S, S)
             points = torch.zeros(count, self.options.max_path_length, 2, dtype=torch.long, device=device)
@@ -289,12 +296,12 @@ class Pathfinder(Task):
                     break
                 shape = _pixels(self._curves((len(retry),), generator, device))  # (retry, points, 2)
                 points[retry], placed[retry] = self._place(shape, present[retry, slot], blocked[retry], generator)
-            present[:, slot] &= placed[:, None]
-            occupied = (occupied + self._paint(points, present[:, slot])).clamp(max=1)
+            fitted &= placed
+            occupied = (occupied + self._paint(points, present[:, slot] & placed[:, None])).clamp(max=1)
             distractors.append(points)
         if not distractors:
-            return torch.zeros(count, 0, self.options.max_path_length, 2, dtype=torch.long, device=device)
-        return torch.stack(distractors, 1)
+            return torch.zeros(count, 0, self.options.max_path_length, 2, dtype=torch.long, device=device), fitted
+        return torch.stack(distractors, 1), fitted
 
     def save_images(self, batch: Batch, folder: str | Path, count: int) -> list[Path]:
         """The first `count` examples of `batch` as PNG files in `folder`: see `save_images` below."""

@@ -18,7 +18,7 @@ from experiments.tasks.pathfinder import FLOOD_RADIUS, save_images
 
 @pytest.fixture(scope="module")
 def eval_sets():
-    """The 1,000-example eval sets at the quick (12x12) and standard (32x32) sizes, built once, with the
+    """The 1,000-example eval sets at the quick (10x10) and standard (32x32) sizes, built once, with the
     CPU seconds each took to build."""
     sets = {}
     for profile in ("quick", "standard"):
@@ -60,8 +60,8 @@ def marker_distance(task, batch):
 def test_vocabulary_numbers_the_answers_first_then_grey_levels_then_the_query():
     task = tasks.create_task("pathfinder", grey_levels=4)
     assert task.vocabulary == ["different", "same", "g0", "g1", "g2", "g3", "?"]
-    assert (task.num_classes, task.chance_accuracy, task.image_size, task.seq_len) == (2, 0.5, 12, 145)
-    assert [tasks.create_task("pathfinder", profile=profile).image_size for profile in tasks.PROFILES] == [12, 32, 128]
+    assert (task.num_classes, task.chance_accuracy, task.image_size, task.seq_len) == (2, 0.5, 10, 101)
+    assert [tasks.create_task("pathfinder", profile=profile).image_size for profile in tasks.PROFILES] == [10, 32, 128]
 
 
 @pytest.mark.parametrize("batch_size", [64, 2, 1001])
@@ -87,13 +87,13 @@ def test_a_flood_fill_from_one_marker_agrees_with_the_label_on_every_eval_exampl
                                                 batch.distance[index, -1].item()), index
 
 
-@pytest.mark.parametrize("profile, least", [("quick", 0.9), ("standard", 0.95)])
-def test_paths_keep_apart_so_each_image_has_one_component_per_path(eval_sets, profile, least):
+@pytest.mark.parametrize("profile", ["quick", "standard"])
+def test_paths_keep_apart_so_each_image_has_one_component_per_path_distractors_included(eval_sets, profile):
     task, batch, _ = eval_sets[profile]
     paths = 3 + task.options.num_distractors  # P, H1, H2 and the distractors
     counts = [len(components(solver.image(task, tokens), FLOOD_RADIUS)) for tokens in batch.inputs[:300].tolist()]
-    assert max(counts) == paths  # no two paths merge; a path never breaks at a dash
-    assert sum(count == paths for count in counts) >= least * len(counts)  # a distractor is seldom left out
+    # No two paths merge, a path never breaks at a dash, and a picture without room for a distractor is redrawn.
+    assert counts == [paths] * len(counts)
 
 
 @pytest.mark.parametrize("profile, least", [("quick", 0.5), ("standard", 0.9)])
