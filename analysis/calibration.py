@@ -20,8 +20,9 @@ from common.provenance import git_commit
 from experiments.records import RunRecord
 from experiments.rerun import rerun_command
 
-COLUMNS = ("task", "variant", "positions", "test accuracy", "validation accuracy", "chance", "splits and lengths",
-           "steps", "wall time (s)", "tokens/s")
+COLUMNS = ("task", "variant", "seed", "positions", "test accuracy", "validation accuracy", "chance",
+           "splits and lengths", "steps", "wall time (s)", "tokens/s")
+ORDER = ["task", "variant_name", "seed"]
 
 
 def _accuracy(value) -> str:
@@ -43,9 +44,10 @@ def _devices(runs: pd.DataFrame) -> str:
 
 def rows(runs: pd.DataFrame) -> pd.DataFrame:
     """The table's rows: completed runs only, by task, then variant."""
-    completed = runs[runs["status"] == "completed"].sort_values(["task", "variant_name"], kind="stable")
+    completed = runs[runs["status"] == "completed"].sort_values(ORDER, kind="stable")
     return pd.DataFrame([
-        {"task": run["task"], "variant": run["variant_name"], "positions": run.get("model.positions"),
+        {"task": run["task"], "variant": run["variant_name"], "seed": run["seed"],
+         "positions": run.get("model.positions"),
          "test accuracy": _accuracy(run["eval_accuracy"]), "validation accuracy": _accuracy(run["val_accuracy"]),
          "chance": _accuracy(run["chance_accuracy"]), "splits and lengths": _extras(run), "steps": int(run["steps"]),
          "wall time (s)": f"{run['wall_seconds']:.0f}", "tokens/s": f"{run['tokens_per_second']:,.0f}"}
@@ -66,9 +68,9 @@ def markdown(runs_dir: Path, profile: str) -> str:
     lines += ["| " + " | ".join(str(value).replace("|", "\\|") for value in row) + " |"
               for row in table.itertuples(index=False)]
     lines += ["", "Each row's run, and the command that trains it again:", ""]
-    for run in runs[runs["status"] == "completed"].sort_values(["task", "variant_name"]).itertuples(index=False):
+    for run in runs[runs["status"] == "completed"].sort_values(ORDER).itertuples(index=False):
         config = RunRecord(Path(run.path)).read_config()
-        lines.append(f"- {run.task} / {run.variant_name}: `{rerun_command(config)}`")
+        lines.append(f"- {run.task} / {run.variant_name} / seed {run.seed}: `{rerun_command(config)}`")
     unfinished = runs[runs["status"] != "completed"]
     if len(unfinished) or runs.attrs["skipped"]:
         lines += ["", "Not in the table: " + "; ".join(

@@ -34,7 +34,8 @@ def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp
     assert list(frame["variant"]) == [configs.described_variant(run.config) for run in runs]
     assert set(frame["chance"]) == {f"{tasks.create_task('passkey', profile='quick').chance_accuracy:.3f}"}
     for run in table.load_runs(folder).to_dict("records"):
-        assert f"| passkey | {run['variant_name']} | {run['model.positions']} | {run['eval_accuracy']:.3f} |" in page
+        assert (f"| passkey | {run['variant_name']} | 0 | {run['model.positions']} | {run['eval_accuracy']:.3f} |"
+                in page)
     assert page.count("make experiment VARIANT=") == 2 and "train.steps=2" in page
     assert "Not in the table" not in page
 
