@@ -54,8 +54,10 @@ def test_task_documents_options_example_cost_and_profiles_and_has_calibration_ro
     module_doc = inspect.getmodule(cls).__doc__
     assert "Profiles:" in module_doc and "Cost:" in module_doc and "Purpose:" in module_doc
     assert "docs/calibration.md" in module_doc and "Calibration (" not in module_doc  # the figures live in one table
-    rows = [line for line in CALIBRATION.read_text().splitlines() if line.startswith(f"| {name} | quick | ")]
-    assert {row.split(" | ")[2] for row in rows} >= {"dense", "local"}
+    page = CALIBRATION.read_text()  # written by `make calibration` for the quick profile
+    assert page.startswith("# Task calibration (quick profile)")
+    measured = {line.split(" | ")[1] for line in page.splitlines() if line.startswith(f"| {name} | ")}
+    assert "dense" in measured and any(variant.startswith("local") for variant in measured)
     task = tasks.create_task(name, **WORKED[name])
     batch = task.eval_set("cpu")
     docstring = cls.__doc__.replace("| ", "")
