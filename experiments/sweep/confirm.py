@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import optuna
-from scipy import stats  # installed with scikit-learn
+from scipy import stats
 
 from experiments import config as configs
 from experiments.launch import start_record
