@@ -317,10 +317,10 @@ def _findings_d(study: SaturationStudy) -> list[str]:
     trained_length = listing(sorted(trained.unique()))
     at_longest = means[means["length"] == longest].sort_values("accuracy", ascending=False)
     at_trained = means[means["length"].isin(trained.unique())].sort_values("accuracy", ascending=False)
+    averaged = "" if means["seeds"].max() == 1 else ", mean over seeds"
     result.append(
         f"Study D, trained ({_experiment(runs, 'D')}; no position embeddings; evaluated at "
-        f"{listing(sorted(lengths['length'].unique()))} tokens): eval accuracy at {longest} tokens"
-        f"{'' if means['seeds'].max() == 1 else ', mean over seeds'}: "
+        f"{listing(sorted(lengths['length'].unique()))} tokens): eval accuracy at {longest} tokens{averaged}: "
         + ", ".join(f"{row['variant_name']} {number(row['accuracy'])}" for _, row in at_longest.iterrows())
         + f"; at the training length {trained_length}: "
         + ", ".join(f"{row['variant_name']} {number(row['accuracy'])}" for _, row in at_trained.iterrows()) + "."
