@@ -37,7 +37,7 @@ CONFIG_SECTIONS = {"variant_options": "variant", "task_options": "task", "model"
 CONFIG_FIELDS = ("variant", "task", "profile", "seed", "device")
 SUMMARY_FIELDS = ("status", "error", "variant_name", "eval_accuracy", "eval_loss", "chance_accuracy", "steps",
                   "total_steps", "wall_seconds", "tokens_per_second", "peak_memory_bytes", "device_name",
-                  "torch_version", "git_commit", "val_accuracy", "val_loss")
+                  "torch_version", "git_commit", "val_accuracy", "val_loss", "parameters")
 LIST_FIELDS = ("accuracy_by_distance", "accuracy_by_length")
 BASE_COLUMNS = ("run_id", "path", *CONFIG_FIELDS, *SUMMARY_FIELDS, "kernel", "kernel_requested", "study", "trial",
                 "confirm", *LIST_FIELDS, "accuracy_by_split")

@@ -14,6 +14,7 @@ from analysis.sections.registry import section
 from experiments.records import STATUSES
 
 STATUS_COLUMNS = ("completed", *(status for status in STATUSES if status != "completed"))  # completed first
+PARAMETER_TOLERANCE = 1.10  # the Long Range Arena's rule: models compared in one table within 10% in size
 
 
 def _positions(group: pd.DataFrame) -> str:
@@ -34,11 +35,13 @@ def result_cells(runs: pd.DataFrame) -> pd.DataFrame:
         done = group[(group["status"] == "completed") & group["eval_accuracy"].notna()]
         accuracy = done["eval_accuracy"].astype(float)
         chance = group["chance_accuracy"].dropna()
+        parameters = group["parameters"].dropna() if "parameters" in group else pd.Series(dtype=float)
         row = {"task": task, "variant": name, "setting": setting, "label": label,
                "model.positions": _positions(group), "seeds": len(done),
                "accuracy_mean": accuracy.mean() if len(done) else math.nan,
                "accuracy_std": accuracy.std(ddof=1) if len(done) > 1 else math.nan,
-               "chance": float(chance.iloc[0]) if len(chance) else math.nan, "runs": len(group)}
+               "chance": float(chance.iloc[0]) if len(chance) else math.nan, "runs": len(group),
+               "parameters": float(parameters.median()) if len(parameters) else math.nan}
         counts = group["status"].value_counts()
         row.update({status: int(counts.get(status, 0)) for status in STATUS_COLUMNS})
         row["other"] = int(sum(number for status, number in counts.items() if status not in STATUS_COLUMNS))
@@ -59,6 +62,22 @@ def by_task(cells: pd.DataFrame) -> pd.DataFrame:
     return table.rename_axis("variant").reset_index()
 
 
+def size_warnings(cells: pd.DataFrame) -> list[str]:
+    """One sentence per task whose rows' models differ in parameter count by more than the LRA's 10%."""
+    warnings = []
+    for task, rows in cells.dropna(subset=["parameters"]).groupby("task", sort=True):
+        smallest, largest = rows.loc[rows["parameters"].idxmin()], rows.loc[rows["parameters"].idxmax()]
+        if largest["parameters"] > PARAMETER_TOLERANCE * smallest["parameters"]:
+            ratio = largest["parameters"] / smallest["parameters"]
+            warnings.append(f"{task}: {largest['label']} has {int(largest['parameters']):,} parameters, "
+                            f"{ratio:.2f}x the {int(smallest['parameters']):,} of {smallest['label']}")
+    return warnings
+
+
+def _count(value: float) -> str:
+    return "–" if math.isnan(value) else f"{int(value):,}"
+
+
 def _cell_text(row: pd.Series) -> str:
     if row["seeds"] == 0:
         return "–"
@@ -71,10 +90,15 @@ def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
     shown = cells.assign(**{"eval accuracy": cells.apply(_cell_text, axis=1)})
     status_columns = [status for status in (*STATUS_COLUMNS, "other") if shown[status].any()]
     columns = ["task", "variant", *(["setting"] if shown["setting"].any() else []), "model.positions",
-               "eval accuracy", "seeds", "chance", "runs", *status_columns]
+               "parameters", "eval accuracy", "seeds", "chance", "runs", *status_columns]
     blocks: list[Block] = [Table("results", "Eval accuracy per task and variant, over seeds (runs counted by status; "
                                  "model.positions: the position scheme of the runs)",
-                                 shown[columns].assign(chance=shown["chance"].map(shared.fmt)), data=cells)]
+                                 shown[columns].assign(chance=shown["chance"].map(shared.fmt),
+                                                       parameters=shown["parameters"].map(_count)), data=cells)]
+    warnings = size_warnings(cells)
+    if warnings:
+        blocks.append(Text("Models of different sizes in one table (more than 10% apart, the Long Range Arena's "
+                           "rule for a fair comparison): " + "; ".join(warnings) + "."))
     table = by_task(cells)
     task_names = [column for column in table.columns if column not in ("variant", "average", "tasks_averaged")]
     text = table.copy()

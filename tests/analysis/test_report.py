@@ -363,3 +363,15 @@ def test_the_layout_figure_draws_bigbirds_random_blocks_as_the_run_drew_them(tmp
     other_seed = Transformer(config.model, vocab_size=8, num_classes=2, max_len=48, variant="sparse",
                              variant_options=config.variant_options, seed=4)
     assert not torch.equal(drawn, other_seed.blocks[0].attn.layout(48, 48, head=0))
+
+
+def test_rows_whose_models_differ_by_more_than_ten_percent_are_flagged():
+    from analysis.sections import results
+
+    def cell(label, parameters):
+        return {"task": "passkey", "label": label, "parameters": parameters}
+
+    assert results.size_warnings(pd.DataFrame([cell("dense", 1000.0), cell("local", 1100.0)])) == []
+    (warning,) = results.size_warnings(pd.DataFrame([cell("dense", 1000.0), cell("lstm", 1101.0),
+                                                     cell("old", math.nan)]))
+    assert warning == "passkey: lstm has 1,101 parameters, 1.10x the 1,000 of dense"
