@@ -22,7 +22,7 @@ from variants.kernels import KERNELS
 # Options that change a baseline's reach or its scan, tested beside each baseline's defaults.
 BASELINE_CASES = [(name, {}) for name in variants.list_baselines()] + [
     ("conv", {"kernel_size": 3, "dilation_growth": 2}),
-    ("mamba", {"chunk_size": 5}),
+    ("mamba", {"chunk_size": 5, "scan": "chunked"}),
     ("mamba", {"scan": "sequential"}),
 ]
 CASE_IDS = ["-".join([name] + [f"{key}={value}" for key, value in options.items()]) for name, options in BASELINE_CASES]
@@ -84,7 +84,8 @@ def test_a_block_with_a_baseline_has_its_mixer_in_place_of_the_attention_project
     block = model.blocks[0]
     assert not hasattr(block, "qkv") and not hasattr(block, "attn") and isinstance(block.mixer, variants.Baseline)
     assert model.variant_module is block.mixer and model.kernel == "torch"
-    assert tiny_model("mamba", {}, causal=True).kernel == "chunked-scan"
+    assert tiny_model("mamba", {}, causal=True).kernel == "sequential-scan"  # auto, on a CPU
+    assert tiny_model("mamba", {"scan": "chunked"}, causal=True).kernel == "chunked-scan"
 
 
 @pytest.mark.parametrize("name", variants.list_baselines())
@@ -236,7 +237,7 @@ def test_mamba_scans_in_float32_under_bf16_autocast(monkeypatch):
         return chunked_scan(*inputs, chunk_size=chunk_size)
 
     monkeypatch.setattr(mamba, "chunked_scan", recording_scan)
-    mixer = variants.create_baseline("mamba", dim=DIM, causal=True)
+    mixer = variants.create_baseline("mamba", dim=DIM, causal=True, scan="chunked")
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = mixer(torch.randn(2, 9, DIM))
     assert seen and set(seen) == {torch.float32} and torch.isfinite(out).all()

@@ -66,9 +66,16 @@ class SelectiveScan(nn.Module):
         dtype = torch.promote_types(u.dtype, torch.float32)
         with torch.autocast(u.device.type, enabled=False):
             inputs = [tensor.to(dtype) for tensor in (u, delta, A, B, C, self.D)]
-            if self.options.scan == "sequential":
+            if resolved_scan(self.options.scan, u.device) == "sequential":
                 return sequential_scan(*inputs)
             return chunked_scan(*inputs, chunk_size=self.options.chunk_size)
+
+
+def resolved_scan(scan: str, device: torch.device) -> str:
+    """The scan `auto` means on `device`; both compute the same recurrence (tested against each other)."""
+    if scan != "auto":
+        return scan
+    return "chunked" if device.type == "cuda" else "sequential"
 
 
 @register("mamba")
@@ -84,8 +91,10 @@ class Mamba(Baseline):
         conv_kernel: int = option(4, "taps of the short causal depthwise convolution before the scan")
         dt_rank: int | None = option(None, "rank of delta's projection; none: ceil(dim / 16)")
         chunk_size: int = option(64, "positions per chunk of the parallel scan (speed and memory, same result)")
-        scan: Literal["chunked", "sequential"] = option(
-            "chunked", "chunked: the parallel scan; sequential: the plain recurrence, one position at a time")
+        scan: Literal["auto", "chunked", "sequential"] = option(
+            "auto", "chunked: the parallel scan; sequential: the plain recurrence, one position at a time; auto: "
+                    "chunked on CUDA, sequential elsewhere (on a CPU the chunked scan's (batch, seq, channels, state) "
+                    "tensors made it about 10x slower)")
 
         def __post_init__(self) -> None:
             for name in ("state_size", "expand", "conv_kernel", "chunk_size"):
@@ -102,7 +111,7 @@ class Mamba(Baseline):
 
     @property
     def kernel(self) -> str:
-        return f"{self.options.scan}-scan"
+        return f"{resolved_scan(self.options.scan, self.out_proj.weight.device)}-scan"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x (batch, seq, dim) -> (batch, seq, dim)."""
