@@ -19,6 +19,7 @@ A variant also declares where a hyperparameter sweep should look for each of its
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -120,7 +121,7 @@ class Attention(nn.Module):
         return tuple(hook for hook in HONOURED_BY
                      if hook != "block_layout" and getattr(cls, hook) is not getattr(Attention, hook))
 
-    @property
+    @functools.cached_property  # read by every forward; the hooks and the layout are fixed once built
     def kernels(self) -> tuple[str, ...]:
         """The kernels that run this module, in `auto`'s order: those honouring every hook it overrides and
         its layout (`HONOURED_BY`), its `kernel_preference` first. `auto` takes the first that trains on the
