@@ -35,7 +35,7 @@ from einops import rearrange
 from experiments import tasks
 from experiments.model import Transformer, scored_loss
 from variants.base import Attention
-from variants.kernels.reference import masked_softmax
+from variants.normalisers import softmax as masked_softmax
 
 SATURATED = 0.99  # a row whose largest weight exceeds this is saturated
 PROBE_SIZE = 16  # examples of the eval set the statistics are measured on

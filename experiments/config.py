@@ -146,6 +146,11 @@ def for_variant(overrides: dict[str, dict[str, Any]], name: str, names: list[str
     return {**overrides, "variant": mine}
 
 
+class Incompatible(OptionError):
+    """A variant and a task (or model setting) that cannot run together by construction: a suite skips the
+    cell with this sentence as its reason, where a single run refuses."""
+
+
 def check_model_fits_task(model: ModelConfig, task: tasks.Task) -> None:
     """Refuse, in one sentence, a model that cannot do the task by construction: learned positions asked to
     reach lengths they were never trained at, or non-causal attention on a task whose later inputs give the
@@ -156,7 +161,7 @@ def check_model_fits_task(model: ModelConfig, task: tasks.Task) -> None:
                           "receive a gradient); accepted: --set model.positions=none or model.positions=sinusoidal, "
                           f"or eval lengths up to {task.seq_len}.")
     if task.needs_causal and not model.causal:
-        raise OptionError(f"model.causal false lets task {task.name!r} read each answer from a later input; "
+        raise Incompatible(f"model.causal false lets task {task.name!r} read each answer from a later input; "
                           "accepted: model.causal=true.")
 
 
@@ -167,15 +172,14 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     require(isinstance(seed, int) and 0 <= seed < tasks.MAX_TRAIN_SEED, "seed", seed,
             f"an integer from 0 to {tasks.MAX_TRAIN_SEED - 1}")
     task_obj = tasks.create_task(task, profile=profile, **overrides["task"])
-    # A variant with its own position terms runs without absolute positions unless the config asks for them.
-    own_positions = {"positions": "none"} if variants.variant_class(variant).provides_positions else {}
     model = build_options(ModelConfig, "Config section 'model'",
-                          {**task_obj.default_model, **own_positions, **overrides["model"]})
+                          {**task_obj.default_model, **variant_defaults(variant), **overrides["model"]})
+    check_variant_fits_model(variant, model)
     check_model_fits_task(model, task_obj)
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
     if variants.is_baseline(variant):
         refuse_attention_settings(variant, model, train, task_obj.default_model)
-    module = variant_module(variant, model, kernel, overrides["variant"])
+    module = variant_module(variant, model, kernel, overrides["variant"], task_obj.max_len)
     return RunConfig(
         variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
         variant_options=dataclasses.asdict(module.options),
@@ -183,20 +187,41 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     )
 
 
+def variant_defaults(variant: str) -> dict[str, Any]:
+    """The model settings a variant brings, under the config's own: no absolute positions for a variant with
+    its own position terms, no causality for one that is bidirectional in its paper."""
+    cls = variants.variant_class(variant)
+    defaults: dict[str, Any] = {}
+    if getattr(cls, "provides_positions", False):
+        defaults["positions"] = "none"
+    if not getattr(cls, "supports_causal", True):
+        defaults["causal"] = False
+    return defaults
+
+
+def check_variant_fits_model(variant: str, model: ModelConfig) -> None:
+    """Refuse, in one sentence, causal attention for a variant that has no causal form."""
+    if model.causal and not getattr(variants.variant_class(variant), "supports_causal", True):
+        raise Incompatible(f"variant {variant!r} is bidirectional in its paper and has no causal form, so it "
+                           "cannot run model.causal=true; accepted: model.causal=false, on a task that allows it.")
+
+
 def described_variant(config: RunConfig) -> str:
     """The run's variant as it describes itself, e.g. `local_w16`."""
-    return variant_module(config.variant, config.model, "auto", config.variant_options).describe()
+    max_len = tasks.create_task(config.task, profile=config.profile, **config.task_options).max_len
+    return variant_module(config.variant, config.model, "auto", config.variant_options, max_len).describe()
 
 
 # -- baselines ----------------------------------------------------------------------------------------
 
-def variant_module(variant: str, model: ModelConfig, kernel: str, options: dict[str, Any]) -> Any:
-    """The variant's module as the model builds it: attention over the model's heads, or a baseline's token
-    mixer of width model.dim (as in its first block)."""
+def variant_module(variant: str, model: ModelConfig, kernel: str, options: dict[str, Any],
+                   max_len: int | None) -> Any:
+    """The variant's module as the model builds it, for sequences of at most `max_len`: attention over the
+    model's heads, or a baseline's token mixer of width model.dim (as in its first block)."""
     if variants.is_baseline(variant):
         return variants.create_baseline(variant, dim=model.dim, causal=model.causal, kernel=kernel, **options)
     return variants.create(variant, num_heads=model.heads, head_dim=model.attention_head_dim, kernel=kernel,
-                           **options)
+                           max_len=max_len, **options)
 
 
 def refuse_attention_settings(variant: str, model: ModelConfig, train: TrainConfig,

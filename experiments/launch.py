@@ -115,12 +115,22 @@ def run(*, variant_names: str, task_names: str | None, profile: str, seed: int, 
     overrides = configs.parse_sets(sets)
     names = [name for name in variant_names.split(",") if name]
     task_list = [name for name in task_names.split(",") if name] if task_names else tasks.DEFAULT_SUITE
-    # Resolve every config before training anything, so a typo in the last one costs nothing.
-    resolved = [
-        configs.resolve(variant=name, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
-                        overrides=configs.for_variant(overrides, name, names))
-        for name in names for task in task_list
-    ]
+    # Resolve every config before training anything, so a typo in the last one costs nothing. In a list of
+    # several runs, a variant and task that cannot run together (a bidirectional variant on a task that needs
+    # causality) are skipped with the reason; alone, they are refused.
+    resolved = []
+    for name in names:
+        for task in task_list:
+            try:
+                resolved.append(configs.resolve(variant=name, task=task, profile=profile, seed=seed, device=device,
+                                                kernel=kernel, overrides=configs.for_variant(overrides, name, names)))
+            except configs.Incompatible as reason:
+                if len(names) * len(task_list) == 1:
+                    raise
+                print(f"skipped {name} on {task}: {reason}", file=sys.stderr)
+    if not resolved:
+        raise configs.Incompatible(f"no run of {', '.join(names)} on {', '.join(task_list)} can run; see the "
+                                   "reasons above.")
     pending = [(config, start_record(runs_dir, config)) for config in resolved]
     return train_runs(pending, runs_dir, quiet)
 

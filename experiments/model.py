@@ -24,7 +24,7 @@ from experiments.tasks import IGNORE
 
 class Block(nn.Module):
     def __init__(self, config: ModelConfig, variant: str, variant_options: dict, kernel: str, layer_index: int,
-                 seed: int) -> None:
+                 seed: int, max_len: int) -> None:
         super().__init__()
         self.attn_norm = nn.LayerNorm(config.dim)
         self.mixer = None
@@ -37,7 +37,7 @@ class Block(nn.Module):
             self.qkv = nn.Linear(config.dim, 3 * width)
             self.attn = variants.create(variant, num_heads=config.heads, head_dim=config.attention_head_dim,
                                         kernel=kernel, layer_index=layer_index, run_seed=seed,
-                                        **variant_options)
+                                        max_len=max_len, **variant_options)
             self.out = nn.Linear(width, config.dim)
         self.mlp_norm = nn.LayerNorm(config.dim)
         self.mlp = nn.Sequential(
@@ -87,7 +87,8 @@ class Transformer(nn.Module):
         else:
             self.positions = None
         self.blocks = nn.ModuleList(
-            Block(config, variant, variant_options, kernel, layer_index, seed) for layer_index in range(config.depth)
+            Block(config, variant, variant_options, kernel, layer_index, seed, max_len)
+            for layer_index in range(config.depth)
         )
         self.norm = nn.LayerNorm(config.dim)
         self.head = nn.Linear(config.dim, num_classes)

@@ -2,10 +2,14 @@
 
 A variant says how a query and a key become a logit (`prepare`, `logit_scale`, `pair_bias`,
 `logit_bias`, `score_mod`, `logits`) and which keys a query may see (`allowed`, `block_layout`); the
-normaliser is the softmax. A kernel (see `variants.kernels`) executes that description. Not every
-kernel reads every hook: `HONOURED_BY` below is the one table of which kernel honours which hook, and a
-variant runs on the kernels that honour every hook it overrides (`Attention.kernels`, derived, never
-written by hand); `kernel="auto"` picks the fastest of those on the device of the call.
+normaliser is the softmax unless it names another (`normaliser`, see `variants.normalisers`). Two families
+replace the logits: the kernelised one gives feature maps whose dot products are the similarities (`features`,
+normalised by their sum, run in O(n) by the `linear` kernel), the low-rank one gives its weights as a product
+of factors (`factors`, run right to left by the `lowrank` kernel). A kernel (see `variants.kernels`)
+executes that description. Not every kernel reads every hook: `HONOURED_BY` below is the one table of which
+kernel honours which hook, and a variant runs on the kernels that honour every hook it overrides
+(`Attention.kernels`, derived, never written by hand); `kernel="auto"` picks the fastest of those on the
+device of the call.
 
 A per-pair score is written once, as a function of broadcast index tensors (`pair_bias`, `score_mod`):
 the reference formula calls it on whole position ranges, FlexAttention's fused kernel on each pair.
@@ -39,11 +43,12 @@ PairBias = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 # Which kernel honours which hook. A kernel missing from a hook's row ignores that hook (its output would
 # be wrong) or refuses it, so a variant runs on the kernels in the rows of every hook it overrides, and
 # where it sets a `block_layout`, on those whose `Kernel.layout_types` take it (blocked runs layouts only,
-# xformers local windows only). `prepare` runs before any kernel; `pair_bias` reaches sdpa and blocked
-# through the default `logit_bias`, reference, chunked and flex through the default `score_mod`; chunked
-# passes slices of the queries, which a `block_layout` (expanded for whole ranges) cannot take.
+# xformers local windows only), that compute its normaliser (`Kernel.normalisers`) and whose `Kernel.requires`
+# it overrides (linear needs `features`, lowrank `factors`). `prepare` runs before any kernel; `pair_bias`
+# reaches sdpa and blocked through the default `logit_bias`, reference, chunked and flex through the default
+# `score_mod`; chunked passes slices of the queries, which a `block_layout` (expanded for whole ranges) cannot take.
 HONOURED_BY: dict[str, frozenset[str]] = {
-    "prepare": frozenset({"reference", "chunked", "sdpa", "blocked", "flex", "xformers"}),
+    "prepare": frozenset({"reference", "chunked", "sdpa", "blocked", "flex", "xformers", "linear", "lowrank"}),
     "logit_scale": frozenset({"reference", "chunked", "sdpa", "blocked", "flex", "xformers"}),
     "pair_bias": frozenset({"reference", "chunked", "sdpa", "blocked", "flex"}),
     "logit_bias": frozenset({"sdpa", "blocked"}),
@@ -51,6 +56,8 @@ HONOURED_BY: dict[str, frozenset[str]] = {
     "logits": frozenset({"reference", "chunked"}),
     "allowed": frozenset({"reference", "chunked", "sdpa"}),
     "block_layout": frozenset({"reference", "sdpa", "blocked", "flex", "xformers"}),
+    "features": frozenset({"reference", "chunked", "linear"}),
+    "factors": frozenset({"reference", "lowrank"}),
 }
 # auto's preference for a variant with a layout: the fused and block-sparse kernels skip what it leaves
 # out, where sdpa applies it as a dense n x n mask.
@@ -94,9 +101,17 @@ class Attention(nn.Module):
     # Whether the variant brings its own position terms (as ALiBi, RoPE, T5 and Shaw do, in place of absolute
     # positions in their papers): the model then adds no absolute positions unless a config asks for them.
     provides_positions: ClassVar[bool] = False
+    # Whether the variant has a causal form. Those bidirectional in their papers (Linformer, Nystromformer)
+    # refuse causal=True, and a config on a task that allows it runs them with model.causal false.
+    supports_causal: ClassVar[bool] = True
+    # One sentence when the variant approximates what its paper approximates (softmax attention, say) or
+    # departs from its paper; `attnlab list` and the report print it. None: exact to its paper.
+    approximation: ClassVar[str | None] = None
+    # How a row of similarities becomes weights (`variants.normalisers`); a variant may set it per instance.
+    normaliser: str = "softmax"
 
     def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str, layer_index: int = 0,
-                 run_seed: int = 0) -> None:
+                 run_seed: int = 0, max_len: int | None = None) -> None:
         super().__init__()
         self.options = options
         self.num_heads = num_heads
@@ -106,13 +121,16 @@ class Attention(nn.Module):
         # (BigBird's) is seeded from, so that layers differ and a run is reproduced.
         self.layer_index = layer_index
         self.run_seed = run_seed
+        # The longest sequence the module will be given, where known (what Linformer sizes its projections by).
+        self.max_len = max_len
         # Follows the module across .to(device), so `kernel` can answer for the device it lives on.
         self.register_buffer("_device_probe", torch.empty(0), persistent=False)
 
     @classmethod
-    def class_for(cls, options: Any) -> type[Attention]:
-        """The class that runs these options: this one, or a subclass per value of an option that changes
-        which hooks are overridden (relative's kind), so that the kernels follow from the class."""
+    def class_for(cls, options: Any, layer_index: int = 0) -> type[Attention]:
+        """The class that runs these options in block `layer_index`: this one, or a subclass per value of an
+        option that changes which hooks are overridden (relative's kind; Based's sliding-window layers), so
+        that the kernels follow from the class."""
         return cls
 
     @classmethod
@@ -126,11 +144,13 @@ class Attention(nn.Module):
         """The kernels that run this module, in `auto`'s order: those honouring every hook it overrides and
         its layout (`HONOURED_BY`), its `kernel_preference` first. `auto` takes the first that trains on the
         device (flex and xformers train on CUDA only, so the CPU gets the next one)."""
-        used = [*self.overridden_hooks(), *(["block_layout"] if self.block_layout is not None else [])]
+        used = {*self.overridden_hooks(), *(["block_layout"] if self.block_layout is not None else [])}
         honoured = set(kernels.KERNELS).intersection(*(HONOURED_BY[hook] for hook in used))
         order = [*self.kernel_preference, *(name for name in kernels.KERNELS if name not in self.kernel_preference)]
         return tuple(name for name in order
-                     if name in honoured and kernels.KERNELS[name].runs_layout(self.block_layout))
+                     if name in honoured and kernels.KERNELS[name].requires <= used
+                     and kernels.KERNELS[name].runs_layout(self.block_layout)
+                     and kernels.KERNELS[name].runs_normaliser(self.normaliser))
 
     # ----------------------------------------------------------------------------------------------
     # The score. Dot-product variants only change the scale, the bias or the q/k transform.
@@ -196,6 +216,18 @@ class Attention(nn.Module):
         batch = torch.arange(q.shape[0], device=q.device)[:, None, None, None]
         heads = torch.arange(q.shape[1], device=q.device)[None, :, None, None]
         return score_mod(scores, batch, heads, q_pos[:, None], k_pos[None, :])
+
+    def features(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
+                 causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kernelised family's feature maps: non-negative phi(q) (B, H, len(q_pos), m) and phi(k)
+        (B, H, len(k_pos), m) of prepared q and k at those positions, whose dot products are the similarities
+        (normalised by their sum: set `normaliser = "sum"`). Overridden by that family only."""
+        raise NotImplementedError(f"{type(self).__name__} has no feature maps.")
+
+    def factors(self, q: torch.Tensor, k: torch.Tensor, key_padding_mask: torch.Tensor | None) -> list[torch.Tensor]:
+        """The low-rank family's weights as matrices whose product is (B, H, seq_q, seq_k), of prepared q and k;
+        bidirectional, padded keys given no weight. Overridden by that family only."""
+        raise NotImplementedError(f"{type(self).__name__} has no factors.")
 
     # ----------------------------------------------------------------------------------------------
     # The layout: which keys each query may see.
@@ -265,7 +297,9 @@ class Attention(nn.Module):
         return kernels.Call(q, k, v, q_pos, k_pos, causal, key_padding_mask, name=self.name,
                             scale=self.logit_scale(), layout=self.block_layout, logits=self.logits,
                             allowed=self.allowed, logit_bias=self.logit_bias, score_mod=self.score_mod,
-                            pair_width=self.pair_width, parameters=self.parameters)
+                            pair_width=self.pair_width, parameters=self.parameters, normaliser=self.normaliser,
+                            features=self.features if "features" in self.overridden_hooks() else None,
+                            factors=self.factors if "factors" in self.overridden_hooks() else None)
 
     def forward(
         self,
@@ -284,6 +318,9 @@ class Attention(nn.Module):
         seq_k), computed by the reference formula (for analysis on short sequences).
         """
         kernels.check_inputs(self.name, self.num_heads, self.head_dim, q, k, v, key_padding_mask)
+        if causal and not self.supports_causal:
+            raise ValueError(f"Variant {self.name!r} is bidirectional in its paper and has no causal form; "
+                             "accepted: causal=False.")
         call = self.kernel_call(q, k, v, causal, key_padding_mask)
         if return_weights:
             return kernels.attend_with_weights(call)

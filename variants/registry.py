@@ -51,9 +51,10 @@ def _index(label: str, value: Any, low: int) -> None:
 
 
 def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", layer_index: int = 0,
-           run_seed: int = 0, **options: Any) -> Attention:
+           run_seed: int = 0, max_len: int | None = None, **options: Any) -> Attention:
     """Build the attention module registered as `name` for `num_heads` heads of `head_dim` each, to serve
-    block `layer_index` of a model trained from `run_seed` (what a layout drawn at random is seeded from)."""
+    block `layer_index` of a model trained from `run_seed` (what a layout or features drawn at random are
+    seeded from) on sequences of at most `max_len` positions (None: unknown; Linformer needs it)."""
     cls = variant_class(name)
     if is_baseline(name):
         raise ValueError(f"{name!r} is a baseline, not an attention variant; accepted: "
@@ -62,9 +63,11 @@ def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", la
     _index("head_dim", head_dim, 1)
     _index("layer_index", layer_index, 0)
     _index("run_seed", run_seed, 0)
+    if max_len is not None:
+        _index("max_len", max_len, 1)
     resolved = build_options(cls.Options, f"Variant {name!r}", options)
-    module = cls.class_for(resolved)(resolved, num_heads=num_heads, head_dim=head_dim, kernel=kernel,
-                                     layer_index=layer_index, run_seed=run_seed)
+    module = cls.class_for(resolved, layer_index)(resolved, num_heads=num_heads, head_dim=head_dim, kernel=kernel,
+                                                  layer_index=layer_index, run_seed=run_seed, max_len=max_len)
     kernels.check_kernel(module.describe(), module.kernels, kernel)  # a variant's kernels may depend on its options
     return module
 
@@ -72,7 +75,7 @@ def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", la
 def _kernel_lines(name: str) -> list[str]:
     """'kernels: ...', or one line per value of each choice option that changes them."""
     def kernels_with(**options: Any) -> str:
-        return ", ".join(create(name, num_heads=2, head_dim=8, **options).kernels)
+        return ", ".join(create(name, num_heads=2, head_dim=8, max_len=64, **options).kernels)
 
     hints = typing.get_type_hints(variant_class(name).Options)
     lines = []
@@ -90,9 +93,14 @@ def describe_variants() -> str:
     (what `make list` prints)."""
     lines = []
     for name in list_variants():
+        cls = variant_class(name)
         lines.append(f"{name}: {VARIANTS.summary(name)}")
+        if cls.approximation:
+            lines.append(f"    approximation: {cls.approximation}")
+        if not cls.supports_causal:
+            lines.append("    causal: no (bidirectional in its paper; runs with model.causal false)")
         lines.extend(f"    {line}" for line in _kernel_lines(name))
-        lines.extend(f"    {line}" for line in describe_options(variant_class(name).Options))
+        lines.extend(f"    {line}" for line in describe_options(cls.Options))
     lines.append("\nBaselines (--variant NAME as well: a token mixer in place of each block's attention sub-layer, "
                  "with no heads and no attention kernel):")
     for name in list_baselines():

@@ -110,7 +110,7 @@ class Relative(Attention):
                         f"an integer > num_buckets // 2 = {self.num_buckets // 2} (the buckets before it are exact)")
 
     @classmethod
-    def class_for(cls, options: Options) -> type[Attention]:
+    def class_for(cls, options: Options, layer_index: int = 0) -> type[Attention]:
         return {"shaw": Shaw, "t5": T5, "alibi": ALiBi, "rope": Rope}[options.kind]
 
 

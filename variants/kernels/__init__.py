@@ -20,7 +20,7 @@ import torch
 
 from common.options import closest
 from variants import layouts
-from variants.kernels import blocked, chunked, flex, reference, sdpa, xformers
+from variants.kernels import blocked, chunked, flex, linear, lowrank, reference, sdpa, xformers
 from variants.kernels.call import Call
 
 Run = Callable[[Call], torch.Tensor]  # a prepared call -> output (B, H, seq_q, dim_v)
@@ -46,6 +46,10 @@ class Kernel:
     unfit: Callable[[int, torch.device], str | None] = _fits_any  # why a module of head_dim cannot run here, or None
     # The layouts it runs (type(None): no layout); None: any layout, and none.
     layout_types: tuple[type, ...] | None = None
+    # The normalisers it computes (`variants.normalisers`); None: whichever the call names.
+    normalisers: frozenset[str] | None = frozenset({"softmax"})
+    # Hooks a variant must override for it to run at all (the linear kernel needs feature maps).
+    requires: frozenset[str] = frozenset()
 
     def runs_on(self, device: torch.device) -> bool:
         """Whether it trains on `device` here: what `auto` and the benchmarks ask."""
@@ -54,6 +58,10 @@ class Kernel:
     def runs_layout(self, layout: layouts.Layout | None) -> bool:
         """Whether it runs variants with this layout (None: no layout)."""
         return self.layout_types is None or isinstance(layout, self.layout_types)
+
+    def runs_normaliser(self, normaliser: str) -> bool:
+        """Whether it computes this normaliser."""
+        return self.normalisers is None or normaliser in self.normalisers
 
     def refusal(self, head_dim: int, device: torch.device) -> str | None:
         """One sentence on why it cannot run a module of `head_dim` on `device` even forward only, or None."""
@@ -81,8 +89,15 @@ KERNELS: dict[str, Kernel] = {
                layout_types=(type(None), layouts.Local)),
         Kernel("blocked", blocked.run, "block-sparse: gathers only the key blocks a layout allows, O(n) for local",
                layout_types=(layouts.Layout,)),
-        Kernel("chunked", chunked.run, "query chunks, recomputed in backward: memory bounded for any score"),
-        Kernel("reference", reference.run, "the reference formula, materialises seq_q x seq_k; the truth in tests"),
+        Kernel("linear", linear.run, "kernelised attention from feature maps in O(n): one sum, or chunks with a "
+                                     "running state when causal (flash-linear-attention's chunk form, pure PyTorch)",
+               normalisers=frozenset({"sum", "none"}), requires=frozenset({"features"})),
+        Kernel("lowrank", lowrank.run, "weights given as factors, applied to the values right to left: O(n r d)",
+               normalisers=None, requires=frozenset({"factors"})),
+        Kernel("chunked", chunked.run, "query chunks, recomputed in backward: memory bounded for any score",
+               normalisers=None),
+        Kernel("reference", reference.run, "each variant's own formula, materialises seq_q x seq_k; the truth in "
+                                           "tests", normalisers=None),
     )
 }
 

@@ -24,6 +24,12 @@ Allowed = Callable[[torch.Tensor, torch.Tensor, bool, torch.Tensor | None], torc
 LogitBias = Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor | None]
 # (q, k, q_pos, causal) -> the ScoreMod of these prepared q (first row at q_pos[0]) and k; or None.
 ScoreModFor = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], ScoreMod | None]
+# (q, k, q_pos, k_pos, causal) -> non-negative features phi(q) (B, H, seq_q, m) and phi(k) (B, H, seq_k, m), whose
+# dot product phi(q_i) . phi(k_j) is the similarity of a pair (the kernelised family).
+Features = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor]]
+# (q, k, key_padding_mask) -> matrices whose product, left to right, is the (B, H, seq_q, seq_k) weights (the
+# low-rank family: Linformer, Nystromformer); bidirectional, so no causal flag.
+Factors = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], list[torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,9 @@ class Call:
     score_mod: ScoreModFor  # flex (xformers refuses a call that has one)
     pair_width: int  # floats materialised per (query, key) pair while scoring: sizes the chunked kernel's chunks
     parameters: Callable[[], Iterable[torch.Tensor]]  # the variant's learned tensors (flex on CPU: no gradient)
+    normaliser: str = "softmax"  # how a row of similarities becomes weights (`variants.normalisers`)
+    features: Features | None = None  # the kernelised family's feature maps: reference, chunked, linear
+    factors: Factors | None = None  # the low-rank family's factors of the weights: reference, lowrank
 
 
 def untraced(function: Callable) -> Callable:

@@ -1,4 +1,11 @@
-"""The reference kernel: the reference formula of the tutorials, softmax(logits) v with the full seq_q x seq_k matrix.
+"""The reference kernel: each variant's own formula with the full seq_q x seq_k matrix of weights.
+
+    weights = normalise(similarities)    similarities: the variant's logits (scaled q.k through its score),
+                                         or phi(q_i) . phi(k_j) for a variant with feature maps; normalise:
+                                         the variant's normaliser (softmax, the reference formula of the
+                                         tutorials, unless it says otherwise)
+    weights = F_1 F_2 ... F_r            for a variant that gives its weights as factors (Linformer, Nystromformer)
+    output  = weights v
 
 Slow and memory hungry on purpose: it is the truth every other kernel is tested against (in float64),
 and the only kernel that returns the dense attention weights.
@@ -6,26 +13,29 @@ and the only kernel that returns the dense attention weights.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from variants.kernels.call import Call
+from variants.normalisers import NORMALISERS
 
 
-def masked_softmax(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
-    """Softmax over the last dim where `allowed`; rows that may see no key get zeros, never NaN."""
-    if allowed is None:
-        return torch.softmax(logits, dim=-1)
-    logits = logits.masked_fill(~allowed, float("-inf"))
-    # A row of -inf would give NaN (and NaN gradients): give it finite logits, then zero its weights.
-    has_key = allowed.any(dim=-1, keepdim=True)
-    logits = logits.masked_fill(~has_key, 0.0)
-    return torch.softmax(logits, dim=-1).masked_fill(~has_key, 0.0)
+def similarities(call: Call) -> torch.Tensor:
+    """(B, H, seq_q, seq_k): the variant's logits, or its features' dot products."""
+    if call.features is not None:
+        phi_q, phi_k = call.features(call.q, call.k, call.q_pos, call.k_pos, call.causal)
+        return torch.matmul(phi_q, phi_k.transpose(-2, -1))
+    return call.logits(call.q, call.k, call.q_pos, call.k_pos, call.causal)
 
 
 def attend(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
-    """Output (B, H, seq_q, dim_v) and weights (B, H, seq_q, seq_k): softmax of the logits, times v."""
-    logits = call.logits(call.q, call.k, call.q_pos, call.k_pos, call.causal)  # (B, H, seq_q, seq_k)
-    weights = masked_softmax(logits, call.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask))
+    """Output (B, H, seq_q, dim_v) and weights (B, H, seq_q, seq_k)."""
+    if call.factors is not None:
+        weights = functools.reduce(torch.matmul, call.factors(call.q, call.k, call.key_padding_mask))
+    else:
+        allowed = call.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask)
+        weights = NORMALISERS[call.normaliser](similarities(call), allowed)
     return torch.matmul(weights, call.v), weights
 
 
