@@ -56,7 +56,7 @@ HONOURED_BY: dict[str, frozenset[str]] = {
     "logits": frozenset({"reference", "chunked"}),
     "allowed": frozenset({"reference", "chunked", "sdpa"}),
     "block_layout": frozenset({"reference", "sdpa", "blocked", "flex", "xformers"}),
-    "features": frozenset({"reference", "chunked", "linear"}),
+    "features": frozenset({"reference", "linear"}),
     "factors": frozenset({"reference", "lowrank"}),
 }
 # auto's preference for a variant with a layout: the fused and block-sparse kernels skip what it leaves
@@ -219,8 +219,8 @@ class Attention(nn.Module):
 
     def features(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
                  causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """The kernelised family's feature maps: non-negative phi(q) (B, H, len(q_pos), m) and phi(k)
-        (B, H, len(k_pos), m) of prepared q and k at those positions, whose dot products are the similarities
+        """The kernelised family's feature maps: non-negative phi(q) (B, H, seq_q, m) and phi(k) (B, H, seq_k, m)
+        of the whole prepared q and k (at positions q_pos, k_pos), whose dot products are the similarities
         (normalised by their sum: set `normaliser = "sum"`). Overridden by that family only."""
         raise NotImplementedError(f"{type(self).__name__} has no feature maps.")
 

@@ -51,7 +51,7 @@ class Call:
     pair_width: int  # floats materialised per (query, key) pair while scoring: sizes the chunked kernel's chunks
     parameters: Callable[[], Iterable[torch.Tensor]]  # the variant's learned tensors (flex on CPU: no gradient)
     normaliser: str = "softmax"  # how a row of similarities becomes weights (`variants.normalisers`)
-    features: Features | None = None  # the kernelised family's feature maps: reference, chunked, linear
+    features: Features | None = None  # the kernelised family's feature maps, of whole q and k: reference, linear
     factors: Factors | None = None  # the low-rank family's factors of the weights: reference, lowrank
 
 
