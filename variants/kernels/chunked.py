@@ -32,6 +32,9 @@ def queries_per_chunk(call: Call) -> int:
 
 
 def run(call: Call) -> torch.Tensor:
+    if call.features is not None or call.factors is not None:
+        raise ValueError(f"Kernel 'chunked' passes slices of the queries, which the feature maps or factors of "
+                         f"{call.name!r} are not computed from; accepted: 'linear', 'lowrank' or 'reference'.")
     seq_q, chunk = call.q.shape[2], queries_per_chunk(call)
     outputs = []
     for start in range(0, seq_q, chunk):
