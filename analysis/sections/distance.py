@@ -20,12 +20,31 @@ from analysis.sections.registry import section
 MAX_REACH_LENGTH = 4096  # receptive fields are computed on layouts up to this length
 
 
+def _mixer_reach(variant: str, options_json: str, dim: int, depth: int, seq_len: int, causal: bool) -> int | None:
+    """How far back the last position sees through `depth` blocks of a baseline whose mixer has a finite reach
+    (a convolution: its `reach`, (past, future) positions per block, adds up over blocks); None for one that
+    sees the whole past (a recurrence) or cannot be built."""
+    past = 0
+    for layer in range(depth):
+        try:
+            mixer = variants.create_baseline(variant, dim=dim, causal=causal, layer=layer, **json.loads(options_json))
+        except ValueError:
+            return None
+        if not hasattr(mixer, "reach"):
+            return None
+        past += mixer.reach[0]
+    return min(past, seq_len - 1)
+
+
 @functools.cache
 def _reach(variant: str, options_json: str, heads: int, head_dim: int, depth: int, seq_len: int,
-           causal: bool, run_seed: int = 0) -> int | None:
+           causal: bool, run_seed: int = 0, dim: int = 0) -> int | None:
     """How far back (in tokens) the last position sees every position, through the `depth` layers of the
-    variant's layouts as the run drew them (each layer's own, any of its heads); None for a variant without a
-    layout (it sees everything) or one that cannot be built."""
+    variant's layouts as the run drew them (each layer's own, any of its heads), or through a convolution
+    baseline's receptive field; None for a variant without a layout (it sees everything) or one that cannot be
+    built."""
+    if variants.is_baseline(variant):
+        return _mixer_reach(variant, options_json, dim, depth, seq_len, causal)
     reached = torch.zeros(seq_len, dtype=torch.bool)
     reached[-1] = True
     for layer in reversed(range(depth)):  # the last layer's queries first, back towards the input
@@ -64,9 +83,10 @@ def distance(context: Context) -> list[Block]:
             if bucket.get("accuracy") is not None]
     blocks: list[Block] = [Text(
         "Eval accuracy per dependency-distance bucket (how many positions back the evidence lies), mean over "
-        "seeds with a ± 1 standard deviation band, one line per variant. Dotted vertical lines mark the reach "
-        "of local and sparse variants: the farthest distance up to which the last position sees every earlier "
-        "position after all layers (computed from the variant's layout, not typed in)."
+        "seeds with a ± 1 standard deviation band, one line per variant (baselines included). Dotted vertical "
+        "lines mark the reach of local and sparse variants and of convolutions: the farthest distance up to "
+        "which the last position sees every earlier position after all layers (computed from the variant's "
+        "layout or the convolution's receptive field, not typed in)."
     )]
     if not rows:
         blocks.append(Text("No completed run reports accuracy by dependency distance."))
@@ -82,11 +102,11 @@ def distance(context: Context) -> list[Block]:
             ax.axhline(float(chance.iloc[0]), color="grey", linestyle="--", linewidth=1,
                        label=f"chance {float(chance.iloc[0]):.3g}")
         reaches = []
-        for entry in shared.layout_variants(completed[completed["task"] == task]):
+        for entry in shared.layout_variants(completed[completed["task"] == task], baselines=True):
             if entry["seq_len"] > MAX_REACH_LENGTH:
                 continue
             reach = _reach(entry["variant"], entry["options"], entry["heads"], entry["head_dim"], entry["depth"],
-                           entry["seq_len"], entry["causal"], entry["seed"])
+                           entry["seq_len"], entry["causal"], entry["seed"], entry["dim"])
             if reach is not None:
                 reaches.append({"task": task, "variant_name": entry["variant_name"], "depth": entry["depth"],
                                 "seq_len": entry["seq_len"], "reach": reach})
@@ -100,7 +120,7 @@ def distance(context: Context) -> list[Block]:
                                        "dependency distance (tokens back; bucket range)", aggregated))
         if reaches:
             blocks.append(Table(f"reach-{index:02d}-{shared.slug(task)}", f"{task}: reach of local and sparse variants "
-                                "(tokens the last position sees without a gap, after all layers)",
+                                "and convolutions (tokens the last position sees without a gap, after all layers)",
                                 pd.DataFrame(reaches)))
     blocks += _lengths(context, completed)
     blocks += _splits(completed)

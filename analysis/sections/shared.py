@@ -38,11 +38,13 @@ def problems_table(name: str, caption: str, problems: list[dict[str, str]]) -> l
     return [Table(name, caption, pd.DataFrame(problems, columns=["run", "reason"]))]
 
 
-def layout_variants(runs: pd.DataFrame) -> list[dict[str, Any]]:
+def layout_variants(runs: pd.DataFrame, *, baselines: bool = False) -> list[dict[str, Any]]:
     """One entry per variant_name among `runs` (first run of each) with what drawing its layout needs, the run's
-    seed included (a layout drawn at random, BigBird's, is drawn from it)."""
+    seed included (a layout drawn at random, BigBird's, is drawn from it); with `baselines`, the baselines'
+    runs too (their entry's `dim` builds the mixer), else attention variants only."""
     entries = []
-    runs = runs[~runs["variant"].map(variants.is_baseline).astype(bool)]  # a baseline has no attention layout
+    if not baselines:
+        runs = runs[~runs["variant"].map(variants.is_baseline).astype(bool)]  # a baseline has no attention layout
     for name, group in runs.groupby("variant_name", sort=True):
         run = group.iloc[0]
         try:
@@ -50,7 +52,7 @@ def layout_variants(runs: pd.DataFrame) -> list[dict[str, Any]]:
             model = configs.ModelConfig(**config["model"])
             entries.append({"variant_name": name, "variant": config["variant"],
                             "options": json.dumps(config.get("variant_options", {}), sort_keys=True),
-                            "heads": model.heads, "head_dim": model.attention_head_dim,
+                            "heads": model.heads, "head_dim": model.attention_head_dim, "dim": model.dim,
                             "depth": int(config["model"]["depth"]), "causal": bool(config["model"]["causal"]),
                             "seq_len": int(config["task_options"]["seq_len"]), "seed": int(config["seed"])})
         except (RecordError, KeyError, TypeError, ValueError):
