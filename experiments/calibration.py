@@ -10,6 +10,7 @@ command line then writes the table (`analysis.calibration`) to docs/calibration.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from experiments import config as configs
@@ -20,11 +21,17 @@ DEFAULT_VARIANTS = ("dense", "local")
 
 
 def plan(variant_names: list[str], task_names: list[str], *, profile: str, seed: int, device: str) -> list[PlannedRun]:
-    """One run per (task, variant) at the profile's defaults, every config resolved before anything trains."""
+    """One run per (task, variant) at the profile's defaults, every config resolved before anything trains; a
+    variant that cannot run a task by construction (a bidirectional one on a task that needs causality) is
+    skipped with its reason."""
     runs = []
     for task in task_names:
         for variant in variant_names:
-            config = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device)
+            try:
+                config = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device)
+            except configs.Incompatible as reason:
+                print(f"skipped {variant} on {task}: {reason}", file=sys.stderr)
+                continue
             name = f"{task}-{configs.described_variant(config)}-s{seed}"
             runs.append(PlannedRun(name, config, {"calibration": profile}))
     return runs
