@@ -174,7 +174,7 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     task_obj = tasks.create_task(task, profile=profile, **overrides["task"])
     model = build_options(ModelConfig, "Config section 'model'",
                           {**task_obj.default_model, **variant_defaults(variant), **overrides["model"]})
-    check_variant_fits_model(variant, model)
+    check_variant_fits_model(variant, model, task_obj)
     check_model_fits_task(model, task_obj)
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
     if variants.is_baseline(variant):
@@ -199,9 +199,16 @@ def variant_defaults(variant: str) -> dict[str, Any]:
     return defaults
 
 
-def check_variant_fits_model(variant: str, model: ModelConfig) -> None:
-    """Refuse, in one sentence, causal attention for a variant that has no causal form."""
-    if model.causal and not getattr(variants.variant_class(variant), "supports_causal", True):
+def check_variant_fits_model(variant: str, model: ModelConfig, task: tasks.Task) -> None:
+    """Refuse, in one sentence, a variant that has no causal form on a task that needs causality, or with
+    causal attention asked for."""
+    if getattr(variants.variant_class(variant), "supports_causal", True):
+        return
+    if task.needs_causal:
+        raise Incompatible(f"variant {variant!r} is bidirectional in its paper and task {task.name!r} needs causal "
+                           "attention (a later input gives each answer away); accepted: a task that does not need "
+                           "it, or a variant with a causal form.")
+    if model.causal:
         raise Incompatible(f"variant {variant!r} is bidirectional in its paper and has no causal form, so it "
                            "cannot run model.causal=true; accepted: model.causal=false, on a task that allows it.")
 

@@ -100,11 +100,11 @@ def decays(module: nn.Module, name: str) -> bool:
     """Whether weight decay applies to `module`'s own parameter `name`: the matrices of linear maps, nothing
     else. That is the `weight` of linear, embedding and convolution layers, a recurrent layer's input and
     hidden matrices, and the parameters a module names in `linear_weights` (additive attention's per-head
-    projections). Not biases, norms' gains, qknorm's gains and biases (decay would pull them to 0, not to their
-    1 and 0), position tables (learned, T5's, Shaw's), per-head temperatures or slopes, Mamba's A and D: none
-    of them is a matrix whose size decay is meant to keep down. The embedding is decayed because it is a
-    linear layer applied to one-hot tokens, as nanoGPT decays it (through its tied output head); this also
-    keeps dense and local runs' numbers what they were."""
+    projections, Linformer's projections along the sequence). Not biases, norms' gains, qknorm's gains and
+    biases (decay would pull them to 0, not to their 1 and 0), position tables (learned, T5's, Shaw's),
+    per-head temperatures or slopes, Mamba's A and D: none of them is a matrix whose size decay is meant to
+    keep down. The embedding is decayed because it is a linear layer applied to one-hot tokens, as nanoGPT
+    decays it (through its tied output head); this also keeps dense and local runs' numbers what they were."""
     if isinstance(module, LINEAR_MAPS):
         return name == "weight"
     if isinstance(module, nn.RNNBase):

@@ -188,3 +188,20 @@ def test_the_modules_that_do_the_work_do_not_import_the_command_line():
     code = ("import sys, experiments.sweep, experiments.launch, experiments.catalogue, experiments.bench; "
             "sys.exit('experiments.cli' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_a_bidirectional_variant_skips_the_tasks_that_need_causality_with_the_reason_and_runs_the_others(tmp_path):
+    common = ["--set", "task.seq_len=12", "--set", "task.eval_size=64", "--set", "model.dim=32", "--set",
+              "model.depth=1", "--set", "model.heads=2", "--set", "train.batch_size=16", "--set", "train.steps=5",
+              "--set", "train.log_every=5", "--set", "train.eval_every=5", "--runs-dir", str(tmp_path), "--quiet"]
+    result = attnlab("run", "--variant", "linformer", "--task", "flipflop,passkey", *common, check=True)
+    assert ("skipped linformer on flipflop: variant 'linformer' is bidirectional in its paper and task 'flipflop' "
+            "needs causal attention") in result.stderr
+    (summary,) = [json.loads((path / "summary.json").read_text()) for path in tmp_path.iterdir() if path.is_dir()]
+    assert summary["status"] == "completed" and summary["variant_name"] == "linformer_r64_sharenone"
+    config = json.loads((tmp_path / summary["run_id"] / "config.json").read_text())
+    assert config["task"] == "passkey" and config["model"]["causal"] is False
+    alone = attnlab("run", "--variant", "linformer", "--task", "flipflop", *common)
+    assert alone.returncode == 2 and "Traceback" not in alone.stderr and alone.stderr.count("\n") == 1
+    assert "attnlab run: variant 'linformer' is bidirectional" in alone.stderr
+    assert [path for path in tmp_path.iterdir() if path.is_dir()] == [tmp_path / summary["run_id"]]  # nothing started

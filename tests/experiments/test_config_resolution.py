@@ -81,3 +81,26 @@ def test_a_non_causal_model_on_a_task_whose_later_inputs_give_the_answer_away_is
     needing = [name for name in tasks.list_tasks() if tasks.task_class(name).needs_causal]
     assert needing == ["flipflop"]
     assert resolve_as_the_cli(["model.causal=false"], task="passkey").model.causal is False
+
+
+@pytest.mark.parametrize("name", ["linformer", "nystromformer"])
+def test_a_bidirectional_variant_runs_non_causal_where_the_task_allows_and_is_refused_where_it_cannot(name):
+    assert resolve_as_the_cli([], variant="dense").model.causal is True  # the default the variant overrides
+    config = resolve_as_the_cli([], variant=name)
+    assert config.model.causal is False and config.to_dict()["model"]["causal"] is False
+    assert configs.from_dict(config.to_dict()) == config
+    message = refusal(["model.causal=true"], variant=name)
+    assert f"variant {name!r} is bidirectional in its paper" in message and "accepted: model.causal=false" in message
+    message = refusal([], variant=name, task="flipflop")
+    assert f"variant {name!r} is bidirectional" in message and "task 'flipflop' needs causal attention" in message
+    with pytest.raises(configs.Incompatible):  # what a suite skips with its reason, where a single run refuses
+        resolve_as_the_cli([], variant=name, task="flipflop")
+
+
+def test_linformer_resolves_with_the_tasks_longest_sequence_as_its_max_len():
+    config = resolve_as_the_cli(["task.seq_len=24", "task.eval_lengths=40", "model.positions=none",
+                                 "variant.rank=8", "variant.share=kv"], variant="linformer")
+    assert config.variant_options == {"rank": 8, "share": "kv"}
+    module = configs.variant_module("linformer", config.model, "auto", config.variant_options, max_len=40)
+    assert module.max_len == 40 and module.key_projection.shape == (8, 40)
+    assert configs.described_variant(config) == "linformer_r8_sharekv"

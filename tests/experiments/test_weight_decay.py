@@ -16,6 +16,11 @@ CASES = [(name, {}) for name in variants.list_variants() + variants.list_baselin
     ("qknorm", {"norm": "rms"}),
 ]
 
+# The variants whose own parameters are matrices of linear maps: additive's projections and scorer, Linformer's
+# projections along the sequence.
+OWN_MATRICES = {"additive": ("query_proj", "key_proj", "score_vector"),
+                "linformer": ("key_projection", "value_projection")}
+
 
 def model_of(variant, options):
     return Transformer(MODEL, vocab_size=8, num_classes=4, max_len=16, variant=variant, variant_options=options)
@@ -29,10 +34,10 @@ def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(
                 for name, parameter in module.named_parameters(recurse=False)
                 if (isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d)) and name == "weight")
                 or (isinstance(module, nn.RNNBase) and name.startswith(("weight_ih", "weight_hh")))
-                or (variant == "additive" and name in ("query_proj", "key_proj", "score_vector"))]
+                or name in OWN_MATRICES.get(variant, ())]
     assert sorted(decayed) == sorted(expected)
-    if not variants.is_baseline(variant):  # embedding, head, per block qkv, out and two MLP layers (and additive's 3)
-        assert len(decayed) == 2 + (4 + 3 * (variant == "additive")) * MODEL.depth
+    if not variants.is_baseline(variant):  # embedding, head, per block qkv, out and two MLP layers (and the variant's)
+        assert len(decayed) == 2 + (4 + len(OWN_MATRICES.get(variant, ()))) * MODEL.depth
     parameters = dict(model.named_parameters())
     decaying, sparing = optimizer.param_groups
     assert (decaying["weight_decay"], sparing["weight_decay"]) == (0.1, 0.0)

@@ -1,5 +1,6 @@
 """What the variant tests iterate over: every registered variant, plus options that change its math."""
 
+import pytest
 import torch
 
 import variants
@@ -19,9 +20,14 @@ EXTRA_OPTIONS = {
     "qknorm": [{"norm": "rms"}],
     "softcap": [{"cap": 2.0}],
     "ssmax": [{"length_scale": 1.5, "fixed": True}],
+    "linformer": [{"rank": 5}, {"rank": 3, "share": "kv"}],
+    "nystromformer": [{"num_landmarks": 4}, {"num_landmarks": 5, "pinv_iterations": 3}],
 }
 
 HEADS, HEAD_DIM = 3, 8
+# The longest sequence every module is created for (Linformer sizes its projections by it): the generic tests'
+# sequences (at most 41) are shorter, so they also run the shorter-than-max_len path.
+MAX_LEN = 64
 QUERIES_PER_CHUNK = 3  # divides none of the test lengths but 9: every chunked call crosses chunk boundaries
 
 
@@ -33,6 +39,17 @@ def force_small_chunks(monkeypatch) -> None:
 
     monkeypatch.setattr(chunked, "queries_per_chunk", lambda call: QUERIES_PER_CHUNK)
     monkeypatch.setattr(blocked, "CHUNK_ELEMENTS", 1)
+
+
+def create_case(name: str, options: dict, kernel: str = "auto", *, heads=HEADS, head_dim=HEAD_DIM, max_len=MAX_LEN):
+    """A case's module as the generic tests create it: for sequences of at most `max_len` positions."""
+    return variants.create(name, num_heads=heads, head_dim=head_dim, kernel=kernel, max_len=max_len, **options)
+
+
+def skip_if_bidirectional(name: str, causal: bool) -> None:
+    """Skip a causal case of a variant that has no causal form (Linformer, Nystromformer refuse causal=True)."""
+    if causal and not variants.variant_class(name).supports_causal:
+        pytest.skip(f"{name} is bidirectional in its paper and has no causal form")
 
 
 def variant_cases() -> list[tuple[str, dict]]:
@@ -59,17 +76,18 @@ def kernel_cases() -> list[tuple[str, dict, str]]:
     reference."""
     cases = []
     for name, options in variant_cases():
-        module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options)
+        module = create_case(name, options)
         cases.extend((name, options, kernel) for kernel in module.kernels
                      if kernel != "reference" and trains_on_cpu(kernel))
     return cases
 
 
-def build_pair(name: str, options: dict, kernel: str, dtype=torch.float64, heads=HEADS, head_dim=HEAD_DIM):
+def build_pair(name: str, options: dict, kernel: str, dtype=torch.float64, heads=HEADS, head_dim=HEAD_DIM,
+               max_len=MAX_LEN):
     """Two modules with the same parameters: one on `kernel`, one on the reference kernel."""
     torch.manual_seed(0)
-    module = variants.create(name, num_heads=heads, head_dim=head_dim, kernel=kernel, **options).to(dtype)
-    reference = variants.create(name, num_heads=heads, head_dim=head_dim, kernel="reference", **options).to(dtype)
+    module = create_case(name, options, kernel, heads=heads, head_dim=head_dim, max_len=max_len).to(dtype)
+    reference = create_case(name, options, "reference", heads=heads, head_dim=head_dim, max_len=max_len).to(dtype)
     reference.load_state_dict(module.state_dict())
     return module, reference
 

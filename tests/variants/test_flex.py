@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from cases import assert_close_relative, case_id, random_inputs, variant_cases
+from cases import MAX_LEN, assert_close_relative, case_id, random_inputs, variant_cases
 from torch.nn.attention.flex_attention import BlockMask
 
 import variants
@@ -26,7 +26,7 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 
 def create(name, options, kernel="auto", head_dim=HEAD_DIM):
-    return variants.create(name, num_heads=HEADS, head_dim=head_dim, kernel=kernel, **options)
+    return variants.create(name, num_heads=HEADS, head_dim=head_dim, kernel=kernel, max_len=MAX_LEN, **options)
 
 
 FLEX_CASES = [case for case in variant_cases() if "flex" in create(*case).kernels]

@@ -2,9 +2,9 @@
 
 Marked gpu: skipped without CUDA (tests/conftest.py); `make gpu-check` runs them. Fresh random inputs:
 batch 2, 2 heads of 16 (flex's smallest head_dim), 200 queries and keys (two tiles of 128, the second
-partial), causal, with a key padding mask that leaves a batch element and some rows without keys
-(xformers takes no padding mask: it runs without one). Every kernel a variant lists that trains on CUDA
-here is checked; xformers only where it is installed.
+partial), causal (bidirectional for a variant without a causal form), with a key padding mask that leaves a
+batch element and some rows without keys (xformers takes no padding mask: it runs without one). Every kernel
+a variant lists that trains on CUDA here is checked; xformers only where it is installed.
 
 Tolerances, per tensor, relative to its largest magnitude (`assert_close_relative`'s scale):
 - float32: |kernel - reference| <= FLOAT32_TOLERANCE = 1e-4 of the scale. The fused kernels reorder
@@ -23,9 +23,8 @@ import contextlib
 
 import pytest
 import torch
-from cases import build_pair, case_id, output_and_grads, random_inputs, variant_cases
+from cases import build_pair, case_id, create_case, output_and_grads, random_inputs, variant_cases
 
-import variants
 from experiments.config import ModelConfig
 from experiments.model import Transformer
 from experiments.train import scored_loss
@@ -44,7 +43,7 @@ BF16_CASES = {"dense", "relative-kind=t5-num_buckets=8-max_distance=12", "local-
 def gpu_cases() -> list[tuple[str, dict, str]]:
     cases = []
     for name, options in variant_cases():
-        module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options)
+        module = create_case(name, options, heads=HEADS, head_dim=HEAD_DIM, max_len=SEQ)
         cases.extend((name, options, kernel) for kernel in module.kernels
                      if kernel != "reference" and KERNELS[kernel].runs_on(CUDA))
     return cases
@@ -69,9 +68,10 @@ def errors(module, reference, q, k, v, mask, autocast_dtype=None):
     and the reference's largest magnitude; the reference runs in float64 on the same values."""
     autocast = torch.autocast(CUDA.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
     with autocast:
-        out, grads = output_and_grads(module, q, k, v, causal=True, key_padding_mask=mask)
+        out, grads = output_and_grads(module, q, k, v, causal=module.supports_causal, key_padding_mask=mask)
     ref_inputs = [tensor.detach().double().requires_grad_() for tensor in (q, k, v)]
-    ref_out, ref_grads = output_and_grads(reference, *ref_inputs, causal=True, key_padding_mask=mask)
+    ref_out, ref_grads = output_and_grads(reference, *ref_inputs, causal=module.supports_causal,
+                                          key_padding_mask=mask)
     assert torch.isfinite(out).all()
     assert [grad is None for grad in grads] == [ref is None for ref in ref_grads]
     pairs = [(out, ref_out)] + [(grad, ref) for grad, ref in zip(grads, ref_grads, strict=True) if ref is not None]
@@ -82,7 +82,8 @@ def errors(module, reference, q, k, v, mask, autocast_dtype=None):
 @pytest.mark.parametrize("case", CASES, ids=kernel_id)
 def test_kernel_on_cuda_in_float32_matches_the_float64_reference(case):
     name, options, kernel = case
-    module, reference = build_pair(name, options, kernel, dtype=torch.float32, heads=HEADS, head_dim=HEAD_DIM)
+    module, reference = build_pair(name, options, kernel, dtype=torch.float32, heads=HEADS, head_dim=HEAD_DIM,
+                                   max_len=SEQ)
     module, reference = module.to(CUDA), reference.double().to(CUDA)
     assert module.kernel == kernel
     for index, (error, scale) in enumerate(errors(module, reference, *inputs_on_cuda(kernel, torch.float32))):
@@ -92,8 +93,10 @@ def test_kernel_on_cuda_in_float32_matches_the_float64_reference(case):
 @pytest.mark.parametrize("case", [case for case in CASES if case_id(case[:2]) in BF16_CASES], ids=kernel_id)
 def test_kernel_on_cuda_in_bfloat16_is_as_close_to_float64_as_the_seeds_formula_in_bfloat16(case):
     name, options, kernel = case
-    module, reference = build_pair(name, options, kernel, dtype=torch.float32, heads=HEADS, head_dim=HEAD_DIM)
-    naive, _ = build_pair(name, options, "reference", dtype=torch.float32, heads=HEADS, head_dim=HEAD_DIM)
+    module, reference = build_pair(name, options, kernel, dtype=torch.float32, heads=HEADS, head_dim=HEAD_DIM,
+                                   max_len=SEQ)
+    naive, _ = build_pair(name, options, "reference", dtype=torch.float32, heads=HEADS, head_dim=HEAD_DIM,
+                          max_len=SEQ)
     module, naive, reference = module.to(CUDA), naive.to(CUDA), reference.double().to(CUDA)
     q, k, v, mask = inputs_on_cuda(kernel, torch.bfloat16)
     kernel_errors = errors(module, reference, q, k, v, mask, torch.bfloat16)

@@ -16,6 +16,7 @@ from cases import (
     kernel_cases,
     output_and_grads,
     random_inputs,
+    skip_if_bidirectional,
     variant_cases,
 )
 from torch.func import functional_call
@@ -55,6 +56,7 @@ def compare(module, reference, inputs, rtol, causal, mask):
 @pytest.mark.parametrize("case", KERNEL_CASES, ids=kernel_id)
 def test_kernel_matches_reference_in_float64(case, causal, shape, small_chunks):
     name, options, kernel = case
+    skip_if_bidirectional(name, causal)
     batch, seq_q, seq_k, padding = shape
     module, reference = build_pair(name, options, kernel)
     assert module.kernel == kernel
@@ -66,6 +68,7 @@ def test_kernel_matches_reference_in_float64(case, causal, shape, small_chunks):
 @pytest.mark.parametrize("case", KERNEL_CASES + [(*c, "reference") for c in variant_cases()], ids=kernel_id)
 def test_kernel_in_float32_matches_float64_reference(case, causal, small_chunks):
     name, options, kernel = case
+    skip_if_bidirectional(name, causal)
     module, reference = build_pair(name, options, kernel, dtype=torch.float32)
     reference.double()
     q, k, v, mask = random_inputs(2, 11, 11, seed=5, dtype=torch.float32, padding=True)
@@ -79,10 +82,11 @@ def test_gradcheck_on_tiny_inputs(case, small_chunks):
     q, k, v, mask = random_inputs(2, 4, 5, seed=3, heads=2, head_dim=4, padding=True)
     mask[0] = True  # gradcheck needs every input to matter somewhere
     params = dict(module.named_parameters())
+    causal = module.supports_causal  # a variant without a causal form is checked bidirectional
 
     def attend(q, k, v, *param_values):
         return functional_call(module, dict(zip(params, param_values, strict=True)), (q, k, v),
-                               {"causal": True, "key_padding_mask": mask})
+                               {"causal": causal, "key_padding_mask": mask})
 
     leaves = [p.detach().clone().requires_grad_() for p in params.values()]
     assert torch.autograd.gradcheck(attend, (q, k, v, *leaves))

@@ -2,23 +2,21 @@
 
 import pytest
 import torch
-from cases import HEAD_DIM, HEADS, case_id, random_inputs, trains_on_cpu, variant_cases
-
-import variants
+from cases import HEADS, case_id, create_case, random_inputs, skip_if_bidirectional, trains_on_cpu, variant_cases
 
 CASES = variant_cases()
 
 
 def kernels_of(name, options):
     """The kernels the variant lists that train on CPU."""
-    return [kernel for kernel in variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options).kernels
+    return [kernel for kernel in create_case(name, options).kernels
             if trains_on_cpu(kernel)]
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_output_shape_is_finite_and_every_parameter_gets_a_gradient(case):
     name, options = case
-    module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options)
+    module = create_case(name, options)
     q, k, v, _ = random_inputs(2, 6, 9, seed=0, dtype=torch.float32)
     v = torch.randn(2, HEADS, 9, 5)  # values may have their own width
     out = module(q, k, v, causal=False)
@@ -34,8 +32,9 @@ def test_output_shape_is_finite_and_every_parameter_gets_a_gradient(case):
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_causal_output_never_depends_on_future_keys_or_values(case):
     name, options = case
+    skip_if_bidirectional(name, causal=True)
     for kernel in kernels_of(name, options):
-        module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, kernel=kernel, **options).double()
+        module = create_case(name, options, kernel).double()
         q, k, v, _ = random_inputs(2, 12, 12, seed=4)
         base = module(q, k, v, causal=True).detach()
         for position in (0, 5, 10):
@@ -51,7 +50,7 @@ def test_causal_output_never_depends_on_future_keys_or_values(case):
 def test_padded_keys_are_ignored_and_rows_without_keys_are_zero(case):
     name, options = case
     for kernel in kernels_of(name, options):
-        module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, kernel=kernel, **options).double()
+        module = create_case(name, options, kernel).double()
         q, k, v, mask = random_inputs(3, 8, 8, seed=6, padding=True)
         out = module(q, k, v, key_padding_mask=mask)
         real = mask[:, None, :, None]  # (B, 1, seq_k, 1)
@@ -65,7 +64,8 @@ def test_padded_keys_are_ignored_and_rows_without_keys_are_zero(case):
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_returned_weights_are_a_distribution_over_allowed_keys(case):
     name, options = case
-    module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options).double()
+    skip_if_bidirectional(name, causal=True)
+    module = create_case(name, options).double()
     q, k, v, mask = random_inputs(3, 6, 7, seed=8, padding=True)
     out, weights = module(q, k, v, causal=True, key_padding_mask=mask, return_weights=True)
     assert weights.shape == (3, HEADS, 6, 7)
@@ -82,6 +82,6 @@ def test_returned_weights_are_a_distribution_over_allowed_keys(case):
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_describe_names_the_variant_and_is_filename_safe(case):
     name, options = case
-    described = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options).describe()
+    described = create_case(name, options).describe()
     assert described.startswith(name)
     assert all(char.isalnum() or char in "._-" for char in described), described
