@@ -15,7 +15,7 @@ from matplotlib.ticker import LogFormatter, NullFormatter
 
 from analysis import figures as style
 from analysis.saturation_study import THRESHOLD, SaturationStudy, learning_speed, shown_dtype
-from analysis.saturation_text import fading_label, plus_minus
+from analysis.saturation_text import fading_label, listing, plus_minus
 from experiments.saturation_tables import VANISHING_DERIVATIVE
 
 Drawn = tuple[str, str, MplFigure, pd.DataFrame]  # (name, caption, figure, the data it draws)
@@ -255,25 +255,44 @@ def _lr_figures(study: SaturationStudy) -> list[Drawn]:
     return result
 
 
+def _fading_figure(fading: pd.DataFrame) -> Drawn:
+    """The strong key's weight against n: softmax and ssmax exactly, the drawn variants with a ± 1 se band,
+    and 1/n (uniform weights) dotted."""
+    table = fading.assign(label=[fading_label(row) for _, row in fading.iterrows()])
+    labels = sorted(table["label"].unique())
+    key_counts = sorted(table["num_keys"].unique())
+    colours = style.palette(labels)
+    fig, axes = style.figure(width=8.4, height=4.6)
+    ax = axes[0, 0]
+    sns.lineplot(data=table, x="num_keys", y="strong_weight", hue="label", hue_order=labels, palette=colours,
+                 marker="o", errorbar=None, ax=ax)
+    for label, line in table[table["draws"] > 0].groupby("label", sort=True):
+        line = line.sort_values("num_keys")
+        ax.fill_between(line["num_keys"], line["strong_weight"] - line["strong_weight_se"],
+                        line["strong_weight"] + line["strong_weight_se"], color=colours[label], alpha=0.2, linewidth=0)
+    ax.plot(key_counts, [1 / count for count in key_counts], color="black", linestyle=":", linewidth=1,
+            label="1/n (uniform)")
+    style.log_axes(ax, key_counts[::math.ceil(len(key_counts) / 8)], y=False)
+    _log_y(ax)
+    ax.set_xlabel("keys n (log scale)")
+    ax.set_ylabel("weight of the strong key (log scale)")
+    strong = ", ".join(f"{value:g}" for value in sorted(table["strong_logit"].unique()))
+    ax.set_title(f"one logit {strong} among n - 1 zeros")
+    _legend_outside(ax)
+    drawn = table[table["draws"] > 0]
+    how = ("" if drawn.empty else f"; {', '.join(sorted(drawn['label'].unique()))} on q and keys drawn in d = "
+           f"{listing(sorted(drawn['head_dim'].unique()))} dimensions with those scaled dot products, by each "
+           f"variant's reference formula, mean over {listing(sorted(drawn['draws'].unique()))} draws with a ± 1 "
+           "standard error band")
+    return ("d-fading", f"Study D (fading.csv): the weight of one strong logit ({strong}) among n - 1 zeros against "
+            f"n, plain softmax and ssmax (logits times s log n) exactly{how}; dotted: 1/n, uniform weights", fig,
+            table)
+
+
 def _length_figures(study: SaturationStudy) -> list[Drawn]:
     result = []
     if study.fading is not None and len(study.fading):
-        table = study.fading.assign(label=[fading_label(row) for _, row in study.fading.iterrows()])
-        labels = sorted(table["label"].unique())
-        key_counts = sorted(table["num_keys"].unique())
-        fig, axes = style.figure(width=8.4, height=4.6)
-        ax = axes[0, 0]
-        sns.lineplot(data=table, x="num_keys", y="max_weight", hue="label", hue_order=labels,
-                     palette=style.palette(labels), marker="o", errorbar=None, ax=ax)
-        style.log_axes(ax, key_counts[::math.ceil(len(key_counts) / 8)], y=False)
-        _log_y(ax)
-        ax.set_xlabel("keys n (log scale)")
-        ax.set_ylabel("largest attention weight (log scale)")
-        strong = ", ".join(f"{value:g}" for value in sorted(table["strong_logit"].unique()))
-        ax.set_title(f"one logit {strong} among n - 1 zeros")
-        _legend_outside(ax)
-        result.append(("d-fading", f"Study D (fading.csv): the weight of one strong logit ({strong}) among n - 1 "
-                       "zeros against n, plain softmax and ssmax (logits times s log n)", fig, table))
+        result.append(_fading_figure(study.fading))
     if len(study.lengths):
         table = study.lengths
         names = sorted(table["variant_name"].unique())

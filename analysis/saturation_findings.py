@@ -10,10 +10,10 @@ import math
 import pandas as pd
 
 from analysis.aggregate import over_seeds
+from analysis.saturation_fading import fading_findings
 from analysis.saturation_study import MAKE, THRESHOLD, SaturationStudy, learning_speed, shown_dtype
 from analysis.saturation_text import (
     early_text,
-    fading_label,
     listing,
     number,
     percent,
@@ -291,21 +291,7 @@ def _findings_c(study: SaturationStudy) -> list[str]:
 
 
 def _findings_d(study: SaturationStudy) -> list[str]:
-    result = []
-    fading = study.fading
-    if fading is None or fading.empty:
-        result.append(f"Study D, synthetic (fading with n): no fading.csv in {study.path}; {MAKE} writes it.")
-    else:
-        table = fading.assign(label=[fading_label(row) for _, row in fading.iterrows()])
-        smallest, largest = table["num_keys"].min(), table["num_keys"].max()
-        strong = listing(sorted(table["strong_logit"].unique()))
-        parts = []
-        for label, group in table.groupby("label", sort=True):
-            at = group.set_index("num_keys")["max_weight"]
-            parts.append(f"{label} {number(at.get(smallest, math.nan))} at n = {smallest} and "
-                         f"{number(at.get(largest, math.nan))} at n = {largest}")
-        result.append(f"Study D, synthetic (fading.csv: one logit {strong} among n - 1 zeros): the largest weight is "
-                      + "; ".join(parts) + ".")
+    result = fading_findings(study)
     lengths = study.lengths
     if lengths.empty:
         result.append(_missing_runs(study, "D", "length generalisation"))

@@ -4,6 +4,7 @@ the report's tables alike (`number`, `plus_minus` and the texts of one table row
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -58,8 +59,20 @@ def early_text(row: pd.Series) -> str:
 
 
 def fading_label(row: pd.Series) -> str:
-    """A fading.csv row's normaliser as the legend and the text name it."""
-    return "softmax" if row["normaliser"] == "softmax" else f"ssmax s = {row['length_scale']:g}"
+    """A fading.csv row's normaliser as the legend and the text name it: softmax, ssmax with its length scale,
+    or a drawn variant with the options it was given (`performer num_features=512`)."""
+    if row["normaliser"] == "softmax":
+        return "softmax"
+    if row["normaliser"] == "ssmax":
+        return f"ssmax s = {row['length_scale']:g}"
+    text = row.get("variant_options")
+    try:
+        options = json.loads(text) if isinstance(text, str) and text else {}
+    except ValueError:
+        options = None
+    if not isinstance(options, dict):  # not what fading_table writes: shown as it is
+        return f"{row['normaliser']} {text}"
+    return " ".join([str(row["normaliser"]), *(f"{name}={value}" for name, value in sorted(options.items()))])
 
 
 def variance_text(q_variance: float, k_variance: float) -> str:

@@ -7,6 +7,7 @@ head, measured over the query rows that may see at least two keys (row i sees n_
     entropy_over_log_n   mean of entropy / log(n_i): 1 for uniform weights, 0 for one-hot
     max_weight           mean largest weight of a row
     saturated_fraction   fraction of rows whose largest weight exceeds 0.99
+    zero_fraction        mean over rows of the fraction of the keys a row sees that get a weight of exactly 0
     logit_std            standard deviation of a row's logits over the keys it sees, mean over rows
     logit_max_abs        largest |logit| over the attended pairs
     grad_norm_q/k        norm of the probe loss's gradient reaching this head's rows of W_q and W_k
@@ -22,6 +23,16 @@ most 2 sigma. Zhai et al. bound the entropy from below by a function of sigma th
 fast; `entropy_lower_bound` is the tightest such function of (sigma, n): the least entropy of any
 softmax over n logits spanning at most 2 sigma. For other variants (q/k transforms, per-pair scores,
 additive scoring) sigma is reported for their q and k projections and the bound is NaN.
+
+Variants whose weights are not the softmax of their logits (another normaliser; the kernelised family's
+feature maps; the low-rank family's factors) are measured on the weights their own reference formula returns
+(`return_weights=True`), never through a softmax: the entropy, largest weight, saturated and zero fractions of
+those rows; the logit statistics where the variant has logits (none for feature maps or factors: None); sigma of
+the q and k projections, and no bound (it holds for softmax rows only). The entropy of a head is None when one
+of its rows is not a distribution (a negative weight, or a sum off 1 by more than DISTRIBUTION_TOLERANCE: an
+unnormalised or low-rank variant's rows may be either), for entropy is defined for distributions only; a row
+that gives no key any weight (ReLU features whose products all vanish: its output is 0) has none, and is left
+out of the entropy's mean (counted in the others, as a row of zeros).
 """
 
 from __future__ import annotations
@@ -40,8 +51,9 @@ from variants.normalisers import softmax as masked_softmax
 SATURATED = 0.99  # a row whose largest weight exceeds this is saturated
 PROBE_SIZE = 16  # examples of the eval set the statistics are measured on
 BOUND_CHUNK = 1 << 22  # two-level entropies evaluated at once by entropy_lower_bound
-STATISTICS = ("entropy", "entropy_over_log_n", "max_weight", "saturated_fraction", "logit_std", "logit_max_abs",
-              "grad_norm_q", "grad_norm_k", "sigma", "entropy_bound", "bound_violations")
+DISTRIBUTION_TOLERANCE = 1e-4  # a row of weights summing to 1 within this is a distribution (float32 sums)
+STATISTICS = ("entropy", "entropy_over_log_n", "max_weight", "saturated_fraction", "zero_fraction", "logit_std",
+              "logit_max_abs", "grad_norm_q", "grad_norm_k", "sigma", "entropy_bound", "bound_violations")
 
 
 def entropy_lower_bound(sigma: torch.Tensor, num_keys: torch.Tensor) -> torch.Tensor:
@@ -107,17 +119,51 @@ def _head_gradients(model: Transformer, inputs: torch.Tensor, targets: torch.Ten
     return norms
 
 
-def _row_statistics(logits: torch.Tensor, allowed: torch.Tensor | None) -> dict[str, torch.Tensor]:
-    """Per row of (B, H, T, S) float64 logits: entropy, log n, largest weight, logit std, largest |logit|, n."""
-    weights = masked_softmax(logits, allowed)
-    seen = torch.ones_like(logits, dtype=torch.bool) if allowed is None else allowed.expand_as(logits)
+def softmax_of_logits(attn: Attention) -> bool:
+    """Whether the variant's weights are the softmax of its logits: no other normaliser, no feature maps, no
+    factors. Only those rows are recomputed from the logits, and only those have the entropy bound."""
+    hooks = type(attn).overridden_hooks()
+    return attn.normaliser == "softmax" and "features" not in hooks and "factors" not in hooks
+
+
+def _weight_statistics(weights: torch.Tensor, seen: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per row of (B, H, T, S) float64 weights, over the keys it sees: entropy (NaN where the row is not a
+    distribution), largest weight, exact zeros, n."""
     count = seen.sum(-1)  # (B, H, T)
     plogp = torch.where(weights > 0, weights * torch.log(weights.clamp_min(1e-300)), 0.0)
+    distribution = ((weights >= 0) | ~seen).all(-1) & ((weights.sum(-1) - 1).abs() <= DISTRIBUTION_TOLERANCE)
+    zeros = ((weights == 0) & seen).sum(-1)
+    return {"entropy": torch.where(distribution | (zeros == count), -plogp.sum(-1), math.nan), "count": count,
+            "max_weight": weights.masked_fill(~seen, -math.inf).amax(-1), "zeros": zeros}
+
+
+def _logit_statistics(logits: torch.Tensor, seen: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per row of (B, H, T, S) float64 logits, over the keys it sees: the standard deviation, the largest |logit|."""
+    count = seen.sum(-1).clamp_min(1)
     masked = logits.masked_fill(~seen, 0.0)
-    mean = masked.sum(-1) / count.clamp_min(1)
-    variance = ((masked - mean[..., None]) ** 2).masked_fill(~seen, 0.0).sum(-1) / count.clamp_min(1)
-    return {"entropy": -plogp.sum(-1), "count": count, "max_weight": weights.max(-1).values,
-            "logit_std": variance.sqrt(), "logit_max_abs": masked.abs().amax(-1)}
+    mean = masked.sum(-1) / count
+    variance = ((masked - mean[..., None]) ** 2).masked_fill(~seen, 0.0).sum(-1) / count
+    return {"logit_std": variance.sqrt(), "logit_max_abs": masked.abs().amax(-1)}
+
+
+def _rows(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> dict[str, torch.Tensor]:
+    """The row statistics of one layer's q, k, v (B, H, T, d): from the softmax of the logits where the variant's
+    weights are that (`softmax_of_logits`), else from the weights its reference formula returns."""
+    positions = torch.arange(q.shape[2], device=q.device)
+    allowed = attn.allowed(positions, positions, causal, None)
+    shape = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    seen = torch.ones(shape, dtype=torch.bool, device=q.device) if allowed is None else allowed.expand(shape)
+    has_logits = not {"features", "factors"} & set(type(attn).overridden_hooks())
+    logits = None
+    if has_logits:
+        prepared_q, prepared_k = attn.prepare(q, k)
+        logits = attn.logits(prepared_q, prepared_k, positions, positions, causal).double()  # (B, H, T, T)
+    if softmax_of_logits(attn):
+        weights = masked_softmax(logits, allowed)
+    else:
+        weights = attn(q, k, v, causal=causal, return_weights=True)[1].double()  # (B, H, T, T), reference formula
+    rows = _weight_statistics(weights, seen)
+    return rows if logits is None else {**rows, **_logit_statistics(logits, seen)}
 
 
 @torch.no_grad()
@@ -126,13 +172,11 @@ def _forward_statistics(model: Transformer, inputs: torch.Tensor) -> list[dict[s
     x = model.embedded(inputs)
     layers = []
     for block in model.blocks:
-        q, k, _ = block.heads_qkv(x)  # (B, H, T, d)
+        q, k, v = block.heads_qkv(x)  # (B, H, T, d)
         attn = block.attn
+        rows = _rows(attn, q, k, v, causal)
         positions = torch.arange(q.shape[2], device=q.device)
-        prepared_q, prepared_k = attn.prepare(q, k)
-        logits = attn.logits(prepared_q, prepared_k, positions, positions, causal).double()  # (B, H, T, T)
-        rows = _row_statistics(logits, attn.allowed(positions, positions, causal, None))
-        if _bilinear(attn, q, k, positions, causal):
+        if softmax_of_logits(attn) and _bilinear(attn, q, k, positions, causal):
             sigma = _sigma(block, x, attn.logit_scale())  # (B, H)
             rows["bound"] = entropy_lower_bound(sigma[..., None], rows["count"])  # (B, H, T)
         else:
@@ -157,22 +201,25 @@ def measure(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor) -> 
     results = []
     for layer, (rows, norms) in enumerate(zip(layers, gradients, strict=True)):
         counted = rows["count"] >= 2  # (B, H, T): rows with a choice to make
-        per_row = counted.sum(dim=(0, 2)).clamp_min(1).double()  # (H,)
+        weighted = counted & (rows["zeros"] < rows["count"])  # and some weight to spread (the entropy's rows)
 
-        def mean(values: torch.Tensor, counted=counted, per_row=per_row) -> torch.Tensor:  # over counted rows
-            return torch.where(counted, values.double(), 0.0).sum(dim=(0, 2)) / per_row
+        def mean(values: torch.Tensor, used: torch.Tensor = counted) -> torch.Tensor:  # (H,); NaN with no row
+            number = used.sum(dim=(0, 2)).double()
+            return torch.where(number > 0, torch.where(used, values.double(), 0.0).sum(dim=(0, 2)) / number, math.nan)
 
         log_n = torch.log(rows["count"].double().clamp_min(2))
         statistics = {
-            "entropy": mean(rows["entropy"]),
-            "entropy_over_log_n": mean(rows["entropy"] / log_n),
+            "entropy": mean(rows["entropy"], weighted),
+            "entropy_over_log_n": mean(rows["entropy"] / log_n, weighted),
             "max_weight": mean(rows["max_weight"]),
             "saturated_fraction": mean((rows["max_weight"] > SATURATED).double()),
-            "logit_std": mean(rows["logit_std"]),
-            "logit_max_abs": torch.where(counted, rows["logit_max_abs"], 0.0).amax(dim=(0, 2)),
+            "zero_fraction": mean(rows["zeros"].double() / rows["count"].clamp_min(1)),
             "grad_norm_q": norms[0], "grad_norm_k": norms[1],
             "sigma": rows["sigma"].mean(0),
         }
+        if "logit_std" in rows:  # a variant with feature maps or factors has no logits
+            statistics["logit_std"] = mean(rows["logit_std"])
+            statistics["logit_max_abs"] = torch.where(counted, rows["logit_max_abs"], 0.0).amax(dim=(0, 2))
         if "bound" in rows:
             statistics["entropy_bound"] = mean(rows["bound"])
             # A bound above the measured entropy is a bug in one or the other (rounding aside).
@@ -180,8 +227,9 @@ def measure(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor) -> 
             statistics["bound_violations"] = (below & counted).sum(dim=(0, 2)).double()
         for head in range(model.blocks[layer].attn.num_heads):
             entry: dict[str, Any] = {"layer": layer, "head": head}
-            for name in STATISTICS:
-                entry[name] = float(statistics[name][head]) if name in statistics else None
+            for name in STATISTICS:  # None: not defined for this variant (NaN: a row that is not a distribution)
+                value = float(statistics[name][head]) if name in statistics else math.nan
+                entry[name] = None if math.isnan(value) else value
             if entry["bound_violations"] is not None:
                 entry["bound_violations"] = int(entry["bound_violations"])
             results.append(entry)

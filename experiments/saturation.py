@@ -18,9 +18,11 @@ B. Training dynamics: one small model on one task (passkey, 32 tokens) with dens
    the q/k/v width follows the head dim), over seeds; attention statistics at every evaluation.
 C. Entropy collapse and the learning-rate proxy: dense and qknorm over learning rates spanning orders of
    magnitude; sigma, the entropy and its lower bound per head at every evaluation.
-D. Fading with length: one strong logit among n (experiments.saturation_tables.fading_table) -> fading.csv; and
-   dense, ssmax, learned temperature and ALiBi trained on passkey at one length and evaluated at longer
-   ones (no position embedding, so that only attention decides what happens at unseen lengths).
+D. Fading with length: one strong logit among n (experiments.saturation_tables.fading_table) -> fading.csv,
+   softmax and ssmax exactly, and the kernelised variants (linear attention; Performer at its default number
+   of features and at more) on drawn q and keys, averaged over draws; and dense, ssmax, learned temperature
+   and ALiBi trained on passkey at one length and evaluated at longer ones (no position embedding, so that
+   only attention decides what happens at unseen lengths).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 import pandas as pd
 
+import variants
 from common.files import atomic_write_text
 from experiments import config as configs
 from experiments import saturation_tables
@@ -71,6 +74,13 @@ class Setting:
     init_seed: int = 0  # A's draws
     strong_logit: float = 5.0
     length_scales: tuple[float, ...] = (0.2, 0.43)
+    # D's drawn rows: (variant, options) weighed on q and keys drawn in fading_head_dim dimensions, fading_draws
+    # draws per key count; a variant this version does not register is left out of fading.csv, and the findings
+    # name it (`fading_variants`).
+    fading_kernelised: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("linear", {}), ("performer", {}), ("performer", {"num_features": 512}))
+    fading_head_dim: int = 64
+    fading_draws: int = 32
     seq_len: int = 32  # B and C
     model: dict[str, Any] = field(default_factory=lambda: {"dim": 64, "depth": 2, "heads": 2})
 
@@ -162,6 +172,11 @@ def measured_variance(setting: Setting, runs: list[PlannedRun]) -> pd.DataFrame:
                      ignore_index=True)
 
 
+def fading_variants(setting: Setting) -> list[tuple[str, dict[str, Any]]]:
+    """The setting's drawn fading variants that this version registers (Performer only once it is added)."""
+    return [(name, dict(options)) for name, options in setting.fading_kernelised if name in variants.list_variants()]
+
+
 def _write_tables(setting: Setting, out_dir: Path, runs: list[PlannedRun], *, quiet: bool) -> None:
     """Study A (init_stats.csv, model_variance.csv) and D's fading.csv; A is computed again only when the
     setting, the measured variance or the table's columns changed."""
@@ -182,7 +197,9 @@ def _write_tables(setting: Setting, out_dir: Path, runs: list[PlannedRun], *, qu
         atomic_write_text(variance_path, measured)
         atomic_write_text(saved, described)  # after the tables it describes
     fading = saturation_tables.fading_table(setting.fading_key_counts, strong_logit=setting.strong_logit,
-                                            length_scales=setting.length_scales)
+                                            length_scales=setting.length_scales, kernelised=fading_variants(setting),
+                                            head_dim=setting.fading_head_dim, draws=setting.fading_draws,
+                                            seed=setting.init_seed)
     atomic_write_text(out_dir / "fading.csv", fading.to_csv(index=False))
 
 

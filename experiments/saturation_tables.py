@@ -11,7 +11,7 @@ by sqrt(d) gives the logits unit variance again; a temperature tau divides by ta
     >>> init_stats(1024, 16, scale=1.0, dtype=torch.float32, samples=256, seed=0)["frac_max_above_0.99"]
     >>> table = init_table([16, 64, 256, 1024], [16, 256, 4096], [0.5, 2.0], samples=256, seed=0)
     >>> table.to_csv("runs/saturation/init.csv", index=False)
-    >>> fading_table([16, 256, 4096], strong_logit=2.0, length_scales=[0.5])
+    >>> fading_table([16, 256, 4096], strong_logit=2.0, length_scales=[0.5], kernelised=[("linear", {})])
 
 The harness's own model does not draw q and k with unit variance: `model_variance(config)` builds the
 model a run of `config` trains, at initialisation, feeds it a training batch of its task and measures the
@@ -44,11 +44,16 @@ deviation over samples over sqrt(samples): samples are independent, the keys of 
 
 `fading_table` is study D's synthetic part: one strong logit among n - 1 zeros, whose weight plain
 softmax lets fade as n grows, against SSMax (Nakanishi 2025, "Scalable-Softmax Is Superior for
-Attention"), which multiplies the logits by s log n and so keeps it.
+Attention"), which multiplies the logits by s log n and so keeps it. The kernelised variants (linear
+attention, Performer) weigh a pair by phi(q).phi(k), not by its logit alone, so their rows are drawn:
+real q and keys in d dimensions whose scaled dot products are exactly the strong logit for the first key
+and 0 for the others (`fading_vectors`), weighed by the variant's own reference formula, averaged over
+draws with a standard error.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 from collections.abc import Iterable
@@ -60,6 +65,7 @@ from einops import rearrange
 from torch import Tensor
 from tqdm import tqdm
 
+import variants
 from experiments import tasks
 from experiments.attention_stats import SATURATED
 from experiments.config import RunConfig
@@ -69,7 +75,11 @@ KEY_COLUMNS = ("normalisation", "temperature", "head_dim", "num_keys", "dtype", 
 STATISTICS = ("qk_variance", "max_weight", "frac_max_above_0.99", "entropy_over_log_n", "jacobian_norm",
               "frac_grad_below_1e-10")
 COLUMNS = (*KEY_COLUMNS, *(name for statistic in STATISTICS for name in (statistic, f"{statistic}_se")))
-FADING_COLUMNS = ("normaliser", "length_scale", "num_keys", "strong_logit", "max_weight", "entropy_over_log_n")
+# fading_table's columns: the first six as they always were, then those the drawn rows need (see fading_table).
+FADING_STATISTICS = ("max_weight", "entropy_over_log_n", "strong_weight")
+FADING_COLUMNS = ("normaliser", "length_scale", "num_keys", "strong_logit", "max_weight", "entropy_over_log_n",
+                  "strong_weight", "max_weight_se", "entropy_over_log_n_se", "strong_weight_se", "draws", "head_dim",
+                  "variant_options")
 DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 VARIANCE_COLUMNS = ("head_dim", "layer", "q_variance", "k_variance")
 VANISHING_DERIVATIVE = 1e-10
@@ -271,16 +281,79 @@ def model_variance(config: RunConfig, *, batch_size: int = 16) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(VARIANCE_COLUMNS))
 
 
-def fading_table(key_counts: Iterable[int], *, strong_logit: float, length_scales: Iterable[float]) -> pd.DataFrame:
+def fading_vectors(generator: torch.Generator, head_dim: int, num_keys: int,
+                   strong_logit: float) -> tuple[Tensor, Tensor]:
+    """One draw of study D's vectors, in float64: a query q ~ N(0, I_d) (d = head_dim), then `num_keys` keys
+    k_j ~ N(0, I_d), each projected onto the hyperplane orthogonal to q; the first (the strong key) then gets the
+    component along q that makes its scaled dot product q.k_0 / sqrt(d) = strong_logit, the others keep 0 (both
+    to rounding). Returns q (d,) and the keys (num_keys, d)."""
+    query = torch.randn(head_dim, generator=generator, dtype=torch.float64)
+    keys = torch.randn(num_keys, head_dim, generator=generator, dtype=torch.float64)
+    direction = query / torch.linalg.vector_norm(query)
+    keys = keys - (keys @ direction)[:, None] * direction  # (n, d), orthogonal to q
+    keys[0] += strong_logit * math.sqrt(head_dim) / torch.linalg.vector_norm(query) * direction
+    return query, keys
+
+
+def drawn_weights(name: str, options: dict[str, Any], num_keys: int, *, strong_logit: float, head_dim: int,
+                  draws: int, seed: int) -> Tensor:
+    """(draws, num_keys) float64: the weights the one query of each draw (`fading_vectors`, from a generator
+    seeded with `seed`) gives its keys under variant `name` with `options`, by its reference formula
+    (return_weights). Draw i builds the module with run_seed i, so a variant with random features draws
+    them afresh per draw, and the same features at every key count; bidirectional (one query sees every key)."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for draw in range(draws):
+        query, keys = fading_vectors(generator, head_dim, num_keys, strong_logit)
+        module = variants.create(name, num_heads=1, head_dim=head_dim, kernel="reference", run_seed=draw,
+                                 max_len=num_keys, **options).double().eval()
+        values = torch.zeros(1, 1, num_keys, 1, dtype=torch.float64)  # the output is not used, only the weights
+        with torch.no_grad():
+            _, weights = module(query[None, None, None], keys[None, None], values, return_weights=True)
+        rows.append(weights[0, 0, 0])  # (num_keys,): (batch, head, query) 0
+    return torch.stack(rows)
+
+
+def _drawn_rows(name: str, options: dict[str, Any], key_counts: list[int], *, strong_logit: float, head_dim: int,
+                draws: int, seed: int) -> list[dict[str, Any]]:
+    """fading_table's rows of one drawn variant: the mean over draws of each FADING_STATISTICS and its se."""
+    rows = []
+    for num_keys in key_counts:
+        weights = drawn_weights(name, options, num_keys, strong_logit=strong_logit, head_dim=head_dim, draws=draws,
+                                seed=seed)
+        row: dict[str, Any] = {"normaliser": name, "length_scale": math.nan, "num_keys": num_keys,
+                               "strong_logit": float(strong_logit), "draws": draws, "head_dim": head_dim,
+                               "variant_options": json.dumps(options, sort_keys=True)}
+        per_draw = {"max_weight": weights.amax(dim=-1), "entropy_over_log_n": entropy(weights) / math.log(num_keys),
+                    "strong_weight": weights[:, 0]}
+        for statistic, values in per_draw.items():
+            row[statistic], row[f"{statistic}_se"] = _mean_and_standard_error(values)
+        rows.append(row)
+    return rows
+
+
+def fading_table(key_counts: Iterable[int], *, strong_logit: float, length_scales: Iterable[float],
+                 kernelised: Iterable[tuple[str, dict[str, Any]]] = (), head_dim: int = 64, draws: int = 32,
+                 seed: int = 0) -> pd.DataFrame:
     """One logit `strong_logit` = a among n - 1 logits 0, for each n in `key_counts`: the largest weight and
     the normalised entropy under "softmax" (largest weight e^a / (e^a + n - 1), fading as n grows) and
     "ssmax" for each length scale s (logits times s log n: n^(s a) / (n^(s a) + n - 1), which stays
     n / (2n - 1), about 1/2, when s a = 1). Weights come from torch.softmax in float64 over the logit
-    vectors. Columns are FADING_COLUMNS; `length_scale` is NaN for softmax."""
+    vectors; these rows are exact: `draws` 0, standard errors and `head_dim` NaN, `variant_options` empty.
+
+    Then for each (variant name, options) of `kernelised` (meant for the kernelised family, whose weight of a
+    pair is not a function of its logit; any attention variant runs, dense giving the softmax rows again): the
+    rows of `draws` draws of q and keys in `head_dim` dimensions whose scaled dot products are a and 0
+    (`drawn_weights`), `normaliser` the variant's name, `variant_options` its options as JSON, each statistic
+    the mean over draws with its standard error `<statistic>_se`. `strong_weight` is the strong key's weight
+    (the largest when a > 0 for softmax and ssmax, not always for the drawn rows). Columns are FADING_COLUMNS;
+    `length_scale` is NaN but for ssmax; `attrs` holds `draws` and `seed`."""
     key_counts = [_integer("num_keys", num_keys, 2) for num_keys in key_counts]
     if not isinstance(strong_logit, numbers.Real) or isinstance(strong_logit, bool) or not math.isfinite(strong_logit):
         raise ValueError(f"strong_logit {strong_logit!r} is not accepted; accepted: a finite number.")
     normalisers = [("softmax", math.nan), *(("ssmax", _positive("length_scale", scale)) for scale in length_scales)]
+    kernelised = list(kernelised)
+    head_dim, draws, seed = _integer("head_dim", head_dim, 1), _integer("draws", draws, 1), _integer("seed", seed, 0)
 
     rows = []
     for normaliser, length_scale in normalisers:
@@ -292,5 +365,13 @@ def fading_table(key_counts: Iterable[int], *, strong_logit: float, length_scale
             weights = torch.softmax(logits, dim=-1)
             rows.append({"normaliser": normaliser, "length_scale": length_scale, "num_keys": num_keys,
                          "strong_logit": float(strong_logit), "max_weight": weights.max().item(),
-                         "entropy_over_log_n": entropy(weights).item() / math.log(num_keys)})
-    return pd.DataFrame(rows, columns=list(FADING_COLUMNS))
+                         "entropy_over_log_n": entropy(weights).item() / math.log(num_keys),
+                         "strong_weight": weights[0].item(), "max_weight_se": math.nan,
+                         "entropy_over_log_n_se": math.nan, "strong_weight_se": math.nan, "draws": 0,
+                         "head_dim": math.nan, "variant_options": ""})
+    for name, options in kernelised:
+        rows += _drawn_rows(name, dict(options), key_counts, strong_logit=float(strong_logit), head_dim=head_dim,
+                            draws=draws, seed=seed)
+    table = pd.DataFrame(rows, columns=list(FADING_COLUMNS))
+    table.attrs.update(draws=draws, seed=seed)
+    return table

@@ -1,5 +1,9 @@
 """The report's attention pictures: heat maps of trained models' attention weights, and the layouts of
-the local and sparse variants the runs used."""
+the local and sparse variants the runs used.
+
+The weights are those of each variant's reference formula (`return_weights=True`): the softmax of its logits,
+another normaliser's weights, the kernelised family's normalised phi(q).phi(k), or the low-rank family's product
+of factors, which may be negative (then drawn on a diverging scale centred at 0)."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from analysis.sections import shared
 from analysis.sections.registry import section
 from experiments import config as configs
 from experiments import tasks
+from experiments.attention_stats import softmax_of_logits
 from experiments.model import Transformer
 from experiments.records import RecordError, RunRecord
 
@@ -50,13 +55,32 @@ def _trained_model(run: pd.Series) -> tuple[tasks.Task, Transformer]:
         raise RecordError(f"sequences of {task.seq_len} tokens: the dense weights of every head would not fit; "
                           f"pictures are drawn up to {MAX_ATTENTION_LENGTH} tokens")
     model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
-                        max_len=task.max_len, variant=config.variant, variant_options=config.variant_options)
+                        max_len=task.max_len, variant=config.variant, variant_options=config.variant_options,
+                        seed=config.seed)  # what a layout or features drawn at random are drawn from, as trained
     state = record.load_checkpoint()
     if state is None:
         raise RecordError("no checkpoint.pt")
     model.load_state_dict(state["model"])
     model.eval()
     return task, model
+
+
+def _weights_drawn(model: Transformer) -> str:
+    """What the heat maps show, for the caption: softmax weights, or the variant's own."""
+    attention = model.blocks[0].attn
+    if softmax_of_logits(attention):
+        return "softmax weights"
+    return (f"weights of {attention.name}'s reference formula (normaliser {attention.normaliser}"
+            f"{'; approximation: ' + attention.approximation if attention.approximation else ''})")
+
+
+def _colour_scale(weights: list[torch.Tensor]) -> dict[str, Any]:
+    """Blues from 0 for non-negative weights; a diverging scale centred at 0 where some are negative."""
+    lowest = min(float(layer.min()) for layer in weights)
+    if lowest >= 0:
+        return {"cmap": "Blues", "vmin": 0.0}
+    largest = max(float(layer.abs().max()) for layer in weights)
+    return {"cmap": "RdBu_r", "vmin": -largest, "vmax": largest}
 
 
 def _attention_picture(run: pd.Series, index: int) -> Figure:
@@ -80,13 +104,14 @@ def _attention_picture(run: pd.Series, index: int) -> Figure:
     panel = (4.2, 4.0) if full else (6.4, 1.0 + 0.22 * len(rows))
     fig, axes = figures.figure(depth, heads, width=panel[0] * heads, height=panel[1] * depth + 0.6)
     step = max(1, math.ceil(length / 32))
+    scale = _colour_scale(weights)
     data = []
     for layer, layer_weights in enumerate(weights):
         for head in range(heads):
             matrix = layer_weights[0, head, rows].numpy()  # (rows, keys)
             ax = axes[layer, head]
-            figures.heatmap(ax, matrix, [names[row] for row in rows], names, every=step,
-                            cmap="Blues", vmin=0.0, square=full, cbar_kws={"shrink": 0.6, "label": "weight"})
+            figures.heatmap(ax, matrix, [names[row] for row in rows], names, every=step, **scale,
+                            square=full, cbar_kws={"shrink": 0.6, "label": "weight"})
             ax.set_title(f"layer {layer}, head {head}", fontsize=10)
             ax.set_xlabel("key (position token)")
             ax.set_ylabel("query (position token)")
@@ -99,8 +124,8 @@ def _attention_picture(run: pd.Series, index: int) -> Figure:
                           f"{int(farthest[example])}")
     shown = "every query row" if full else f"the scored query rows (sequence of {length} tokens)"
     caption = (f"{run['label']} on {run['task']}, run {run['run_id']}: attention weights of the trained model for "
-               f"eval example {example} (the one whose dependency lies farthest back), per layer and head; "
-               f"{shown}, keys as columns")
+               f"eval example {example} (the one whose dependency lies farthest back), per layer and head: "
+               f"{_weights_drawn(model)}; {shown}, keys as columns")
     return Figure(f"attention-{index:02d}-{shared.slug(run['task'])}-{shared.slug(run['variant_name'])}", caption, fig,
                   pd.DataFrame(data))
 
@@ -114,7 +139,8 @@ def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
         ax.set_axis_off()
     for ax, entry in zip(axes.flat, entries, strict=False):
         attention = variants.create(entry["variant"], num_heads=entry["heads"], head_dim=entry["head_dim"],
-                                    run_seed=entry["seed"], **json.loads(entry["options"]))  # layer 0 as it ran
+                                    run_seed=entry["seed"], max_len=entry.get("max_len"),
+                                    **json.loads(entry["options"]))  # layer 0 as it ran
         drawn = min(entry["seq_len"], MAX_LAYOUT_DRAWN)
         allowed = attention.layout(entry["seq_len"], entry["seq_len"], causal=entry["causal"])[:drawn, :drawn]
         step = max(1, math.ceil(drawn / 16))
@@ -156,8 +182,8 @@ def attention(context: Context) -> list[Block]:
     layouts = []
     for entry in shared.layout_variants(context.ordinary):
         try:
-            has_pattern = variants.create(entry["variant"], num_heads=entry["heads"],
-                                          head_dim=entry["head_dim"],
+            has_pattern = variants.create(entry["variant"], num_heads=entry["heads"], head_dim=entry["head_dim"],
+                                          max_len=entry.get("max_len"),
                                           **json.loads(entry["options"])).block_layout is not None
         except ValueError as error:
             problems.append({"run": entry["variant_name"], "reason": f"layout not drawn ({error})"})

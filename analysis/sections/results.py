@@ -1,5 +1,6 @@
 """The report's first section: eval accuracy per task and variant over seeds, the variant x task table,
-the runs that did not complete, the records skipped, and the best setting of each sweep study."""
+what each variant present approximates (its own `approximation` sentence), the runs that did not complete,
+the records skipped, and the best setting of each sweep study."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import math
 
 import pandas as pd
 
+import variants
 from analysis.context import Context
 from analysis.render import Block, Table, Text
 from analysis.sections import shared
@@ -25,10 +27,19 @@ def _positions(group: pd.DataFrame) -> str:
     return ",".join(schemes) or "–"
 
 
+def _causality(group: pd.DataFrame) -> str:
+    """The causality (config's model.causal) of a group's runs: 'true', 'false', both, or '–' where unrecorded."""
+    if "model.causal" not in group:
+        return "–"
+    values = sorted({str(value).lower() for value in group["model.causal"].dropna()})
+    return ",".join(values) or "–"
+
+
 def result_cells(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (task, variant, setting) of ordinary runs: seeds averaged (completed runs with an eval
     accuracy), mean and sample standard deviation of the eval accuracy, chance level, the position scheme
-    (`model.positions`), and the number of runs in each status (`other`: a status this version does not know)."""
+    (`model.positions`), the causality (`model.causal`), and the number of runs in each status (`other`: a
+    status this version does not know)."""
     rows = []
     for (task, name, setting, label), group in runs.groupby(["task", "variant_name", "setting", "label"],
                                                             sort=True):
@@ -37,7 +48,7 @@ def result_cells(runs: pd.DataFrame) -> pd.DataFrame:
         chance = group["chance_accuracy"].dropna()
         parameters = group["parameters"].dropna() if "parameters" in group else pd.Series(dtype=float)
         row = {"task": task, "variant": name, "setting": setting, "label": label,
-               "model.positions": _positions(group), "seeds": len(done),
+               "model.positions": _positions(group), "model.causal": _causality(group), "seeds": len(done),
                "accuracy_mean": accuracy.mean() if len(done) else math.nan,
                "accuracy_std": accuracy.std(ddof=1) if len(done) > 1 else math.nan,
                "chance": float(chance.iloc[0]) if len(chance) else math.nan, "runs": len(group),
@@ -74,6 +85,30 @@ def size_warnings(cells: pd.DataFrame) -> list[str]:
     return warnings
 
 
+def causality_note(cells: pd.DataFrame) -> str | None:
+    """One sentence naming the tasks whose rows differ in model.causal, or None when none do."""
+    differing = sorted(task for task, rows in cells.groupby("task") if rows["model.causal"].nunique() > 1)
+    if not differing:
+        return None
+    return (f"Rows of {', '.join(differing)} differ in causality (model.causal): a row with model.causal false "
+            "lets each position attend to later ones (variants bidirectional in their papers have no causal form), "
+            "which a causal row cannot.")
+
+
+def approximations(runs: pd.DataFrame) -> list[str]:
+    """One line per variant among `runs` that states an approximation (its class's `approximation`): what it
+    approximates or where it departs from its paper. Variants this version does not register are left out."""
+    lines = []
+    for name in sorted(runs["variant"].dropna().astype(str).unique()):
+        try:
+            sentence = getattr(variants.variant_class(name), "approximation", None)
+        except ValueError:
+            continue
+        if sentence:
+            lines.append(f"Approximation of {name}: {sentence}")
+    return lines
+
+
 def _count(value: float) -> str:
     return "–" if math.isnan(value) else f"{int(value):,}"
 
@@ -89,12 +124,17 @@ def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
     cells = result_cells(ordinary)
     shown = cells.assign(**{"eval accuracy": cells.apply(_cell_text, axis=1)})
     status_columns = [status for status in (*STATUS_COLUMNS, "other") if shown[status].any()]
+    causality = causality_note(cells)
     columns = ["task", "variant", *(["setting"] if shown["setting"].any() else []), "model.positions",
-               "parameters", "eval accuracy", "seeds", "chance", "runs", *status_columns]
+               *(["model.causal"] if causality else []), "parameters", "eval accuracy", "seeds", "chance", "runs",
+               *status_columns]
     blocks: list[Block] = [Table("results", "Eval accuracy per task and variant, over seeds (runs counted by status; "
-                                 "model.positions: the position scheme of the runs)",
+                                 "model.positions: the position scheme of the runs"
+                                 + ("; model.causal: whether their attention is causal)" if causality else ")"),
                                  shown[columns].assign(chance=shown["chance"].map(shared.fmt),
                                                        parameters=shown["parameters"].map(_count)), data=cells)]
+    if causality:
+        blocks.append(Text(causality))
     warnings = size_warnings(cells)
     if warnings:
         blocks.append(Text("Models of different sizes in one table (more than 10% apart, the Long Range Arena's "
@@ -115,6 +155,7 @@ def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
     blocks.append(Table(
         "results-by-task", "Variant x task eval accuracy; the average is computed from the row's cell means "
         "(over the tasks the row has: tasks_averaged), never typed in", text, data=table))
+    blocks += [Text(line) for line in approximations(ordinary)]
     return blocks
 
 

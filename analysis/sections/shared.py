@@ -14,6 +14,7 @@ import variants
 from analysis.context import Context
 from analysis.render import Block, Table
 from experiments import config as configs
+from experiments import tasks
 from experiments.records import RecordError, RunRecord
 
 
@@ -40,8 +41,9 @@ def problems_table(name: str, caption: str, problems: list[dict[str, str]]) -> l
 
 def layout_variants(runs: pd.DataFrame, *, baselines: bool = False) -> list[dict[str, Any]]:
     """One entry per variant_name among `runs` (first run of each) with what drawing its layout needs, the run's
-    seed included (a layout drawn at random, BigBird's, is drawn from it); with `baselines`, the baselines'
-    runs too (their entry's `dim` builds the mixer), else attention variants only."""
+    seed included (a layout drawn at random, BigBird's, is drawn from it), and the longest sequence of its task
+    (`max_len`, what the model was built for: Linformer sizes its projections by it); with `baselines`, the
+    baselines' runs too (their entry's `dim` builds the mixer), else attention variants only."""
     entries = []
     if not baselines:
         runs = runs[~runs["variant"].map(variants.is_baseline).astype(bool)]  # a baseline has no attention layout
@@ -50,11 +52,13 @@ def layout_variants(runs: pd.DataFrame, *, baselines: bool = False) -> list[dict
         try:
             config = RunRecord(Path(run["path"])).read_config()
             model = configs.ModelConfig(**config["model"])
+            task = tasks.create_task(config["task"], profile=config["profile"], **config["task_options"])
             entries.append({"variant_name": name, "variant": config["variant"],
                             "options": json.dumps(config.get("variant_options", {}), sort_keys=True),
                             "heads": model.heads, "head_dim": model.attention_head_dim, "dim": model.dim,
                             "depth": int(config["model"]["depth"]), "causal": bool(config["model"]["causal"]),
-                            "seq_len": int(config["task_options"]["seq_len"]), "seed": int(config["seed"])})
+                            "seq_len": int(config["task_options"]["seq_len"]), "max_len": task.max_len,
+                            "seed": int(config["seed"])})
         except (RecordError, KeyError, TypeError, ValueError):
             continue
     return entries

@@ -9,15 +9,19 @@ import math
 import re
 import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
 
-from analysis import build_report, saturation_findings, saturation_readback, saturation_study
+import variants
+from analysis import build_report, saturation_figures, saturation_findings, saturation_readback, saturation_study
 from analysis import figures as style
 from analysis.render import Figure, Table, Text, md_escape
+from analysis.saturation_fading import FADES_LIKE_ONE_OVER_N
 from analysis.saturation_findings import NOISE
 from analysis.saturation_study import THRESHOLD
+from analysis.saturation_text import number
 from analysis.sections import saturation as saturation_section
 from experiments.attention_stats import SATURATED
 from experiments.saturation_tables import VANISHING_DERIVATIVE
@@ -120,6 +124,17 @@ def _numbers(text):
     return found
 
 
+def _fading_derived(fading):
+    """n times the strong weight, and the slope of log weight against log n over the upper half of the key counts
+    (as a magnitude: the text's numbers are read without their sign)."""
+    values = list(fading["num_keys"] * fading["strong_weight"])
+    key_counts = sorted(fading["num_keys"].unique())
+    upper = fading[fading["num_keys"] >= key_counts[min(len(key_counts) // 2, len(key_counts) - 2)]]
+    for _, line in upper.groupby(["normaliser", "length_scale", "variant_options"], dropna=False):
+        values.append(abs(np.polyfit(np.log(line["num_keys"]), np.log(line["strong_weight"]), 1)[0]))
+    return values
+
+
 def _candidates(study):
     """Every value the findings may state: table cells, their means over seeds, counts and totals,
     the setting, and the thresholds the text names; percentages as x100."""
@@ -136,7 +151,8 @@ def _candidates(study):
     values += [len(study.steps_to_accuracy), len(study.learning_rates), study.lengths["run_id"].nunique()]
     values += [value for field in vars(study.setting).values()
                for value in (field if isinstance(field, tuple) else [field]) if isinstance(value, (int, float))]
-    values += [THRESHOLD, NOISE, SATURATED, VANISHING_DERIVATIVE, 0, 1]
+    values += [THRESHOLD, NOISE, SATURATED, VANISHING_DERIVATIVE, FADES_LIKE_ONE_OVER_N, 0, 1]
+    values += _fading_derived(study.fading)
     values = [value for value in values if math.isfinite(value)]
     return values + [100 * value for value in values]
 
@@ -186,6 +202,32 @@ def test_a_stated_number_follows_its_csv_and_missing_studies_say_how_to_make_the
                        "Study D, synthetic (fading with n)", "Study D (length generalisation)"):
         missing = next(sentence for sentence in sentences if sentence.startswith(study_name))
         assert "`make saturation`" in missing
+
+
+@pytest.mark.parametrize(("power", "pace"), [(1.0, "like 1/n"), (0.5, "slower than 1/n"), (1.5, "faster than 1/n")])
+def test_the_drawn_fading_lines_are_stated_from_their_numbers_and_drawn(tmp_path, saturation_dir, power, pace):
+    for name in ("setting.json", "fading.csv"):
+        shutil.copy(saturation_dir / name, tmp_path / name)
+    fading = pd.read_csv(tmp_path / "fading.csv")
+    linear = fading["normaliser"] == "linear"
+    setting = json.loads((saturation_dir / "setting.json").read_text())
+    assert set(fading.loc[linear, "draws"]) == {setting["fading_draws"]}
+    assert set(fading.loc[linear, "head_dim"]) == {setting["fading_head_dim"]}
+    fading.loc[linear, "strong_weight"] = 3.0 * fading.loc[linear, "num_keys"] ** -power
+    fading.to_csv(tmp_path / "fading.csv", index=False)
+
+    study = saturation_study.load(tmp_path)
+    (drawn,) = [sentence for sentence in saturation_findings.findings(study)
+                if sentence.startswith("Study D, synthetic, drawn")]
+    largest = fading["num_keys"].max()
+    assert f"{number(3.0 * largest ** (1 - power))} times the uniform 1/n" in drawn
+    assert f"linear n^{-power:.2f} ({pace})" in drawn
+    (fading_figure,) = [data for name, _, _, data in saturation_figures.figures(study) if name == "d-fading"]
+    assert "linear" in set(fading_figure["label"])
+    absent = [sentence for sentence in saturation_findings.findings(study) if "not in fading.csv" in sentence]
+    assert absent == ([] if "performer" in variants.list_variants() else [
+        "Study D, synthetic: the setting's performer is not in fading.csv: the version that wrote it registers no "
+        "such variant."])
 
 
 def test_unreadable_pieces_are_skipped_with_their_reason(tmp_path, saturation_dir):

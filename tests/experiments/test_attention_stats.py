@@ -126,6 +126,63 @@ def test_measure_agrees_with_the_models_own_weights_and_gradients(variant, optio
         assert max(saturated) > 0  # the statistics see saturation where there is some
 
 
+@pytest.mark.parametrize("options", [{}, {"feature_map": "relu"}])
+def test_measure_of_linear_attention_reads_its_own_weights_never_a_softmax(options):
+    model, eval_set = _model("linear", options)
+    assert not attention_stats.softmax_of_logits(model.blocks[0].attn)
+    measured = attention_stats.measure(model, eval_set.inputs, eval_set.targets)
+    with torch.no_grad():
+        _, weights = model(eval_set.inputs, return_weights=True)  # [(B, H, T, T)] by the reference formula
+    length = eval_set.inputs.shape[1]
+    seen = torch.ones(length, length, dtype=torch.bool).tril()[1:]  # causal; row 0 sees one key
+    zero_fractions = []
+    for entry in measured:
+        rows = weights[entry["layer"]][:, entry["head"], 1:].double()  # (B, T - 1, T)
+        counts = seen.sum(-1).double().expand(rows.shape[:-1])
+        weighted = rows.sum(-1) > 0  # ReLU features may give a row no weight at all: no entropy
+        assert entry["entropy"] == pytest.approx(float(_entropy(rows)[weighted].mean()), rel=1e-5)
+        assert entry["entropy_over_log_n"] == pytest.approx(
+            float((_entropy(rows)[weighted] / counts[weighted].log()).mean()), rel=1e-5)
+        assert entry["max_weight"] == pytest.approx(float(rows.max(-1).values.mean()), rel=1e-5)
+        assert entry["saturated_fraction"] == pytest.approx(float((rows.max(-1).values > 0.99).double().mean()))
+        zeros = ((rows == 0) & seen).sum(-1) / counts
+        assert entry["zero_fraction"] == pytest.approx(float(zeros.mean()), abs=1e-12)
+        zero_fractions.append(entry["zero_fraction"])
+        # no logits, so no logit statistics and no bound (it holds for softmax rows only)
+        assert entry["logit_std"] is entry["logit_max_abs"] is entry["entropy_bound"] is None
+        assert entry["bound_violations"] is None and entry["sigma"] > 0
+    if options:  # ReLU features: exact zeros, which elu + 1 never gives
+        assert max(zero_fractions) > 0
+    else:
+        assert max(zero_fractions) == 0
+
+
+def test_the_entropy_of_weights_that_are_not_distributions_is_none_and_the_largest_weight_is_still_measured():
+    model, eval_set = _model("linear", {"feature_map": "identity"})  # unnormalised: weights q.k / sqrt(d)
+    measured = attention_stats.measure(model, eval_set.inputs, eval_set.targets)
+    with torch.no_grad():
+        _, weights = model(eval_set.inputs, return_weights=True)
+    length = eval_set.inputs.shape[1]
+    seen = torch.ones(length, length, dtype=torch.bool).tril()[1:]
+    for entry in measured:
+        rows = weights[entry["layer"]][:, entry["head"], 1:].double()
+        assert entry["entropy"] is None and entry["entropy_over_log_n"] is None
+        largest = rows.masked_fill(~seen, -math.inf).max(-1).values
+        assert entry["max_weight"] == pytest.approx(float(largest.mean()), rel=1e-5)
+
+
+def test_row_statistics_of_hand_made_weights():
+    weights = torch.tensor([[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [1.5, -0.5, 0.0, 0.0],
+                            [0.5, 0.25, 0.0, 0.0]], dtype=torch.float64)
+    seen = torch.tensor([[True, True, True, False], [True] * 4, [True, True, False, False], [True] * 4])
+    rows = attention_stats._weight_statistics(weights, seen)
+    assert rows["count"].tolist() == [3, 4, 2, 4]
+    assert rows["zeros"].tolist() == [1, 0, 0, 2]  # the unseen key of row 0 is not counted
+    assert rows["max_weight"].tolist() == [0.5, 0.25, 1.5, 0.5]
+    assert rows["entropy"][:2].tolist() == pytest.approx([math.log(2), math.log(4)], rel=1e-15)
+    assert rows["entropy"][2:].isnan().all()  # a negative weight; a row summing to 0.75: not distributions
+
+
 def test_sigma_bounds_every_logit_of_a_bilinear_variant():
     model, eval_set = _model("unscaled", head_dim=32)
     measured = attention_stats.measure(model, eval_set.inputs, eval_set.targets)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+import variants
 from experiments import saturation, saturation_tables, tasks
 from experiments.model import Transformer
 from experiments.planned import open_record, train_all
@@ -151,3 +152,11 @@ def test_study_a_has_rows_at_the_variance_measured_on_the_model(tmp_path):
     assert at_model["q_variance"].tolist() == pytest.approx([variance["q_variance"].mean()] * len(at_model))
     assert at_model["k_variance"].tolist() == pytest.approx([variance["k_variance"].mean()] * len(at_model))
     assert set(at_model["normalisation"]) == {"unscaled", "scaled"}
+
+
+def test_the_fading_table_draws_the_settings_registered_variants_and_leaves_out_the_others():
+    setting = dataclasses.replace(TINY, fading_kernelised=(("linear", {}), ("linear", {"feature_map": "relu"}),
+                                                           ("not-a-variant", {})))
+    assert saturation.fading_variants(setting) == [("linear", {}), ("linear", {"feature_map": "relu"})]
+    assert {name for name, _ in saturation.fading_variants(saturation.SETTINGS["quick"])} == (
+        {"linear", "performer"} & set(variants.list_variants()))

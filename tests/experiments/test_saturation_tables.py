@@ -7,11 +7,22 @@ import math
 from itertools import pairwise
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+import variants
 from experiments import saturation_tables as saturation
-from experiments.saturation_tables import COLUMNS, entropy, fading_table, init_stats, init_table, jacobian_norm
+from experiments.saturation_tables import (
+    COLUMNS,
+    FADING_COLUMNS,
+    entropy,
+    fading_table,
+    fading_vectors,
+    init_stats,
+    init_table,
+    jacobian_norm,
+)
 
 MONTE_CARLO = ("qk_variance", "max_weight", "frac_max_above_0.99", "entropy_over_log_n", "jacobian_norm",
                "frac_grad_below_1e-10")
@@ -213,8 +224,9 @@ def _closed_form(max_weight, num_keys):
 def test_fading_table_matches_the_closed_forms():
     key_counts, strong_logit, length_scales = [2, 16, 256, 4096], 3.0, [0.25, 1.0]
     table = fading_table(key_counts, strong_logit=strong_logit, length_scales=length_scales)
-    assert tuple(table.columns) == ("normaliser", "length_scale", "num_keys", "strong_logit", "max_weight",
-                                    "entropy_over_log_n")
+    assert tuple(table.columns) == FADING_COLUMNS
+    assert FADING_COLUMNS[:6] == ("normaliser", "length_scale", "num_keys", "strong_logit", "max_weight",
+                                  "entropy_over_log_n")  # the columns readers of older tables know, first
     assert len(table) == len(key_counts) * (1 + len(length_scales))
     for row in table.itertuples():
         if row.normaliser == "softmax":
@@ -224,6 +236,7 @@ def test_fading_table_matches_the_closed_forms():
             boosted = row.num_keys ** (row.length_scale * strong_logit)
             expected = boosted / (boosted + row.num_keys - 1)
         assert row.max_weight == pytest.approx(expected, rel=1e-12, abs=1e-12)
+        assert row.strong_weight == row.max_weight and row.draws == 0 and math.isnan(row.strong_weight_se)
         assert row.entropy_over_log_n == pytest.approx(_closed_form(expected, row.num_keys), rel=1e-12, abs=1e-12)
 
 
@@ -236,6 +249,93 @@ def test_ssmax_keeps_the_strong_weight_near_one_half_while_softmax_lets_it_fade(
     assert all(abs(weight - 0.5) < 0.05 for weight in ssmax)
     assert all(later < earlier for earlier, later in pairwise(softmax))
     assert softmax[-1] < 0.01
+
+
+def test_the_exact_rows_are_the_softmax_of_the_logit_vector_bit_for_bit_beside_drawn_rows():
+    key_counts, strong_logit, length_scales = [2, 16, 256], 3.0, [0.25]
+    table = fading_table(key_counts, strong_logit=strong_logit, length_scales=length_scales,
+                         kernelised=[("linear", {})], head_dim=4, draws=2)
+    exact = table[table["draws"] == 0].reset_index(drop=True)
+    alone = fading_table(key_counts, strong_logit=strong_logit, length_scales=length_scales)
+    pd.testing.assert_frame_equal(exact, alone, check_exact=True)
+    expected = []  # as the table has always computed them
+    for normaliser, length_scale in (("softmax", math.nan), ("ssmax", 0.25)):
+        for num_keys in key_counts:
+            logits = torch.zeros(num_keys, dtype=torch.float64)
+            logits[0] = strong_logit
+            if normaliser == "ssmax":
+                logits *= length_scale * math.log(num_keys)
+            weights = torch.softmax(logits, dim=-1)
+            expected.append((normaliser, num_keys, weights.max().item(),
+                             entropy(weights).item() / math.log(num_keys)))
+    assert list(exact[["normaliser", "num_keys", "max_weight", "entropy_over_log_n"]].itertuples(
+        index=False, name=None)) == expected
+
+
+@pytest.mark.parametrize("head_dim", [1, 3, 64])
+def test_fading_vectors_give_the_strong_key_the_strong_scaled_dot_product_and_the_others_zero(head_dim):
+    generator = torch.Generator().manual_seed(head_dim)
+    query, keys = fading_vectors(generator, head_dim, 50, -1.5)
+    assert query.dtype == keys.dtype == torch.float64 and keys.shape == (50, head_dim)
+    scaled = keys @ query / math.sqrt(head_dim)
+    assert scaled[0].item() == pytest.approx(-1.5, rel=1e-12)
+    assert scaled[1:].abs().max().item() < 1e-12
+
+
+def test_linear_rows_match_a_hand_computation_in_one_dimension():
+    """d = 1: the keys orthogonal to q are 0, whose feature elu(0) + 1 is 1; the strong key is a / q. So the
+    strong key's weight is phi(a/q) / (phi(a/q) + n - 1), every other key's 1 / (phi(a/q) + n - 1)."""
+    strong_logit, num_keys, draws = 2.0, 3, 5
+    table = fading_table([num_keys], strong_logit=strong_logit, length_scales=[], kernelised=[("linear", {})],
+                         head_dim=1, draws=draws, seed=4)
+    row = table[table["normaliser"] == "linear"].iloc[0]
+    generator = torch.Generator().manual_seed(4)
+    strong, largest, entropies = [], [], []
+    for _ in range(draws):  # the draws as fading_vectors documents them: q, then the keys
+        query = torch.randn(1, generator=generator, dtype=torch.float64).item()
+        torch.randn(num_keys, 1, generator=generator, dtype=torch.float64)
+        boost = strong_logit / query
+        feature = boost + 1 if boost > 0 else math.exp(boost)  # elu(x) + 1
+        weights = [feature / (feature + num_keys - 1)] + [1 / (feature + num_keys - 1)] * (num_keys - 1)
+        strong.append(weights[0])
+        largest.append(max(weights))
+        entropies.append(-sum(weight * math.log(weight) for weight in weights) / math.log(num_keys))
+    for name, values in (("strong_weight", strong), ("max_weight", largest), ("entropy_over_log_n", entropies)):
+        assert row[name] == pytest.approx(np.mean(values), rel=1e-12)
+        assert row[f"{name}_se"] == pytest.approx(np.std(values, ddof=1) / math.sqrt(draws), rel=1e-9)
+    assert (row["draws"], row["head_dim"], row["variant_options"]) == (draws, 1, "{}")
+
+
+def test_dense_weighed_on_the_drawn_vectors_gives_the_exact_softmax_rows_back():
+    key_counts = [2, 16, 256]
+    table = fading_table(key_counts, strong_logit=3.0, length_scales=[], kernelised=[("dense", {})], head_dim=8,
+                         draws=3)
+    exact, drawn = (table[table["normaliser"] == name].reset_index(drop=True) for name in ("softmax", "dense"))
+    for statistic in ("max_weight", "entropy_over_log_n", "strong_weight"):
+        assert drawn[statistic].tolist() == pytest.approx(exact[statistic].tolist(), rel=1e-12)
+        assert (drawn[f"{statistic}_se"] < 1e-12).all()
+
+
+def test_linear_attention_lets_the_strong_key_fade_like_one_over_n_where_softmax_holds_it_longer():
+    key_counts = [64, 256, 1024]
+    table = fading_table(key_counts, strong_logit=5.0, length_scales=[], kernelised=[("linear", {})], head_dim=16,
+                         draws=8)
+    linear = table[table["normaliser"] == "linear"].set_index("num_keys")
+    softmax = table[table["normaliser"] == "softmax"].set_index("num_keys")
+    for num_keys in key_counts:
+        assert 1 < num_keys * linear.loc[num_keys, "strong_weight"] < 3  # barely above uniform weights
+        assert linear.loc[num_keys, "strong_weight"] < softmax.loc[num_keys, "strong_weight"]
+        assert linear.loc[num_keys, "entropy_over_log_n"] > 0.99
+
+
+def test_performer_approaches_the_softmax_weight_with_many_features():
+    if "performer" not in variants.list_variants():
+        pytest.skip("performer is not registered in this version")
+    table = fading_table([16], strong_logit=2.0, length_scales=[], kernelised=[("performer", {"num_features": 4096})],
+                         head_dim=16, draws=16)
+    performer = table[table["normaliser"] == "performer"].iloc[0]
+    softmax = table[table["normaliser"] == "softmax"].iloc[0]
+    assert abs(performer["strong_weight"] - softmax["strong_weight"]) < 0.05 + 5 * performer["strong_weight_se"]
 
 
 GOOD = {"head_dim": 8, "num_keys": 4, "scale": 1.0, "dtype": torch.float64, "samples": 4, "seed": 0}
@@ -262,6 +362,8 @@ def test_init_stats_rejects_a_bad_argument_with_one_sentence_naming_it(name, val
     (lambda: fading_table([1, 8], strong_logit=1.0, length_scales=[]), "num_keys 1 is not accepted"),
     (lambda: fading_table([8], strong_logit=math.inf, length_scales=[]), "strong_logit inf is not accepted"),
     (lambda: fading_table([8], strong_logit=1.0, length_scales=[-0.5]), "length_scale -0.5 is not accepted"),
+    (lambda: fading_table([8], strong_logit=1.0, length_scales=[], draws=0), "draws 0 is not accepted"),
+    (lambda: fading_table([8], strong_logit=1.0, length_scales=[], head_dim=0), "head_dim 0 is not accepted"),
 ])
 def test_tables_reject_a_bad_argument_with_one_sentence_naming_it(call, prefix):
     with pytest.raises(ValueError) as error:
