@@ -19,6 +19,9 @@ EXTRA_OPTIONS = {
     "qknorm": [{"norm": "rms"}],
     "softcap": [{"cap": 2.0}],
     "ssmax": [{"length_scale": 1.5, "fixed": True}],
+    "linear": [{"feature_map": "relu"}, {"feature_map": "identity"}],
+    "performer": [{"num_features": 32, "orthogonal": False}, {"num_features": 12, "redraw": 0}],
+    "based": [{"window_every": 0, "feature_dim": 3}, {"window_every": 1, "window": 5}],  # 1: every block a window
 }
 
 HEADS, HEAD_DIM = 3, 8
