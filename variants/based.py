@@ -77,7 +77,9 @@ class BasedLinear(Based):
     def __init__(self, options: Based.Options, **kwargs) -> None:
         super().__init__(options, **kwargs)
         self.normaliser = "sum"
-        # (heads, head_dim, feature_dim), initialised so that a projected coordinate has the variance of one of x.
+        # (heads, head_dim, feature_dim), initialised so that a projected coordinate has the variance of one of x;
+        # the matrices of linear maps, decayed like a linear layer's weight (the training loop reads this).
+        self.linear_weights = ("query_projection", "key_projection")
         shape = (self.num_heads, self.head_dim, options.feature_dim)
         self.query_projection = nn.Parameter(torch.randn(shape) / math.sqrt(self.head_dim))
         self.key_projection = nn.Parameter(torch.randn(shape) / math.sqrt(self.head_dim))

@@ -17,6 +17,14 @@ CASES = [(name, {}) for name in variants.list_variants() + variants.list_baselin
 ]
 
 
+# Per-head projections that variants hold as parameters of their own, decayed as the matrices of linear maps.
+LINEAR_WEIGHTS = {"additive": ("query_proj", "key_proj", "score_vector"),
+                  "based": ("query_projection", "key_projection")}
+# How many such matrices the model has: additive's 3 in each block, Based's 2 in its linear blocks (block 0 of 2;
+# block 1 is a sliding-window softmax layer).
+EXTRA_DECAYED = {"additive": 3 * MODEL.depth, "based": 2}
+
+
 def model_of(variant, options):
     return Transformer(MODEL, vocab_size=8, num_classes=4, max_len=16, variant=variant, variant_options=options)
 
@@ -29,10 +37,10 @@ def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(
                 for name, parameter in module.named_parameters(recurse=False)
                 if (isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d)) and name == "weight")
                 or (isinstance(module, nn.RNNBase) and name.startswith(("weight_ih", "weight_hh")))
-                or (variant == "additive" and name in ("query_proj", "key_proj", "score_vector"))]
+                or name in LINEAR_WEIGHTS.get(variant, ())]
     assert sorted(decayed) == sorted(expected)
-    if not variants.is_baseline(variant):  # embedding, head, per block qkv, out and two MLP layers (and additive's 3)
-        assert len(decayed) == 2 + (4 + 3 * (variant == "additive")) * MODEL.depth
+    if not variants.is_baseline(variant):  # embedding, head, per block qkv, out and two MLP layers, and the variant's
+        assert len(decayed) == 2 + 4 * MODEL.depth + EXTRA_DECAYED.get(variant, 0)
     parameters = dict(model.named_parameters())
     decaying, sparing = optimizer.param_groups
     assert (decaying["weight_decay"], sparing["weight_decay"]) == (0.1, 0.0)

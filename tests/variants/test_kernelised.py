@@ -168,6 +168,34 @@ def test_performer_resumed_from_its_state_dict_continues_with_identical_features
     assert not all(torch.equal(a, b) for a, b in zip(outputs["run"], outputs["fresh"], strict=True))
 
 
+def test_an_interrupted_performer_run_resumes_bit_for_bit_across_redraws(tmp_path):
+    from experiments import config as configs
+    from experiments.records import RunRecord
+    from experiments.train import train
+
+    # Redraws every 7 training steps, a checkpoint every 10: the run stops at 23, mid-way through a draw.
+    overrides = {"variant": {"num_features": 16, "redraw": 7},
+                 "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "eval_size": 32},
+                 "model": {"dim": 32, "depth": 1, "heads": 2},
+                 "train": {"steps": 30, "batch_size": 8, "warmup_steps": 5, "eval_every": 15, "checkpoint_every": 10,
+                           "log_every": 5}}
+    config = configs.resolve(variant="performer", task="passkey", profile="quick", seed=3, device="cpu",
+                             overrides=overrides)
+
+    def run(name, **kwargs):
+        record = RunRecord.create(tmp_path, name)
+        record.write_config(config.to_dict())
+        return train(config, record, quiet=True, **kwargs)
+
+    whole = run("whole")
+    assert run("split", should_stop=lambda step: step == 23)["status"] == "interrupted"
+    resumed = train(config, RunRecord.open(tmp_path, "split"), quiet=True)
+    assert (resumed["eval_accuracy"], resumed["eval_loss"]) == (whole["eval_accuracy"], whole["eval_loss"])
+    metrics = [[{key: value for key, value in line.items() if key != "wall_seconds"}
+                for line in RunRecord(tmp_path / name).read_metrics()] for name in ("whole", "split")]
+    assert metrics[0] == metrics[1]
+
+
 def test_performer_redraw_leaves_a_pending_backward_intact():
     module = variants.create("performer", num_heads=HEADS, head_dim=HEAD_DIM, num_features=16, redraw=1)
     q, k, v = (x.float().requires_grad_() for x in inputs(seq_q=5, seq_k=5))
