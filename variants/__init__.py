@@ -2,7 +2,7 @@
 
     >>> import variants
     >>> variants.list_variants()[:4]
-    ['additive', 'dense', 'linear', 'linformer']
+    ['additive', 'based', 'cosformer', 'dense']
     >>> attn = variants.create("temperature", num_heads=4, head_dim=32, temperature=0.5)
     >>> attn.describe()
     'temperature_t0.5'
@@ -27,8 +27,8 @@ from variants.registry import (
 
 # Importing a variant module registers it.
 from variants import (  # noqa: E402,F401  isort: skip
-    additive, dense, linear, linformer, local, nystromformer, qknorm, relative, softcap, sparse, ssmax, temperature,
-    unscaled,
+    additive, based, cosformer, dense, linear, linformer, local, nystromformer, performer, qknorm, relative, softcap,
+    sparse, ssmax, temperature, unscaled,
 )
 from variants.baselines import Baseline, create_baseline  # noqa: E402  isort: skip
 

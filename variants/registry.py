@@ -72,20 +72,34 @@ def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", la
     return module
 
 
-def _kernel_lines(name: str) -> list[str]:
-    """'kernels: ...', or one line per value of each choice option that changes them."""
-    def kernels_with(**options: Any) -> str:
-        return ", ".join(create(name, num_heads=2, head_dim=8, max_len=64, **options).kernels)
+# How many blocks `attnlab list` looks at for a variant whose class differs per block (Based's window layers).
+LISTED_LAYERS = 8
 
-    hints = typing.get_type_hints(variant_class(name).Options)
+
+def _kernel_lines(name: str) -> list[str]:
+    """'kernels: ...', or one line per value of each choice option that changes them, or, for a variant whose
+    blocks differ in class (`Attention.class_for`), one line per class: at the first layer_index that has it."""
+    def kernels_with(layer_index: int = 0, **options: Any) -> str:
+        module = create(name, num_heads=2, head_dim=8, max_len=64, layer_index=layer_index, **options)
+        return ", ".join(module.kernels)
+
+    cls = variant_class(name)
     lines = []
-    for option, hint in hints.items():
+    for option, hint in typing.get_type_hints(cls.Options).items():
         if typing.get_origin(hint) is not Literal:
             continue
         by_value = {value: kernels_with(**{option: value}) for value in typing.get_args(hint)}
         if len(set(by_value.values())) > 1:
             lines += [f"kernels ({option}={value}): {names}" for value, names in by_value.items()]
-    return lines or [f"kernels: {kernels_with()}"]
+    if lines:
+        return lines
+    defaults = build_options(cls.Options, f"Variant {name!r}", {})
+    first_layer: dict[type, int] = {}
+    for layer in range(LISTED_LAYERS):
+        first_layer.setdefault(cls.class_for(defaults, layer), layer)
+    if len(first_layer) > 1:
+        return [f"kernels (layer_index={layer}): {kernels_with(layer)}" for layer in first_layer.values()]
+    return [f"kernels: {kernels_with()}"]
 
 
 def describe_variants() -> str:

@@ -16,10 +16,14 @@ CASES = [(name, {}) for name in variants.list_variants() + variants.list_baselin
     ("qknorm", {"norm": "rms"}),
 ]
 
-# The variants whose own parameters are matrices of linear maps: additive's projections and scorer, Linformer's
-# projections along the sequence.
-OWN_MATRICES = {"additive": ("query_proj", "key_proj", "score_vector"),
-                "linformer": ("key_projection", "value_projection")}
+
+# Per-head projections that variants hold as parameters of their own, decayed as the matrices of linear maps.
+LINEAR_WEIGHTS = {"additive": ("query_proj", "key_proj", "score_vector"),
+                  "based": ("query_projection", "key_projection"),
+                  "linformer": ("key_projection", "value_projection")}
+# How many such matrices the model has: additive's 3 in each block, Based's 2 in its linear blocks (block 0 of 2;
+# block 1 is a sliding-window softmax layer), Linformer's E and F in each block.
+EXTRA_DECAYED = {"additive": 3 * MODEL.depth, "based": 2, "linformer": 2 * MODEL.depth}
 
 
 def model_of(variant, options):
@@ -34,10 +38,10 @@ def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(
                 for name, parameter in module.named_parameters(recurse=False)
                 if (isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d)) and name == "weight")
                 or (isinstance(module, nn.RNNBase) and name.startswith(("weight_ih", "weight_hh")))
-                or name in OWN_MATRICES.get(variant, ())]
+                or name in LINEAR_WEIGHTS.get(variant, ())]
     assert sorted(decayed) == sorted(expected)
-    if not variants.is_baseline(variant):  # embedding, head, per block qkv, out and two MLP layers (and the variant's)
-        assert len(decayed) == 2 + (4 + len(OWN_MATRICES.get(variant, ()))) * MODEL.depth
+    if not variants.is_baseline(variant):  # embedding, head, per block qkv, out and two MLP layers, and the variant's
+        assert len(decayed) == 2 + 4 * MODEL.depth + EXTRA_DECAYED.get(variant, 0)
     parameters = dict(model.named_parameters())
     decaying, sparing = optimizer.param_groups
     assert (decaying["weight_decay"], sparing["weight_decay"]) == (0.1, 0.0)

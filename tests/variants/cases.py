@@ -22,6 +22,9 @@ EXTRA_OPTIONS = {
     "ssmax": [{"length_scale": 1.5, "fixed": True}],
     "linformer": [{"rank": 5}, {"rank": 3, "share": "kv"}],
     "nystromformer": [{"num_landmarks": 4}, {"num_landmarks": 5, "pinv_iterations": 3}],
+    "linear": [{"feature_map": "relu"}, {"feature_map": "identity"}],
+    "performer": [{"num_features": 32, "orthogonal": False}, {"num_features": 12, "redraw": 0}],
+    "based": [{"window_every": 0, "feature_dim": 3}, {"window_every": 1, "window": 5}],  # 1: every block a window
 }
 
 HEADS, HEAD_DIM = 3, 8

@@ -26,7 +26,7 @@ import variants
 from variants.base import HONOURED_BY, Attention
 from variants.dense import Dense
 from variants.kernels import KERNELS
-from variants.registry import VARIANTS
+from variants.registry import LISTED_LAYERS, VARIANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = torch.device("cpu")
@@ -88,7 +88,8 @@ def test_a_kernel_the_variant_does_not_list_would_be_wrong_or_refuses(case, caus
 
 
 def _listed_kernels(listing: str) -> dict[str, dict[str, str]]:
-    """variant -> {"": kernels} when listed once, or {"option=value": kernels} per value that changes them."""
+    """variant -> {"": kernels} when listed once, {"option=value": kernels} per value that changes them, or
+    {"layer_index=N": kernels} per class of block (at the first block of that class)."""
     listed, variant = {}, None
     for line in listing.splitlines():
         if not line.startswith(" "):
@@ -99,17 +100,28 @@ def _listed_kernels(listing: str) -> dict[str, dict[str, str]]:
     return listed
 
 
+def _layer_of_class(name: str, cls: type) -> int:
+    """The first block that a variant whose class differs per block builds as `cls`, with its default options."""
+    registered = variants.variant_class(name)
+    defaults = registered.Options()
+    return next(layer for layer in range(LISTED_LAYERS) if registered.class_for(defaults, layer) is cls)
+
+
 def test_list_shows_the_kernels_each_variant_runs_on_per_option_value_that_changes_them():
     listed = _listed_kernels(variants.describe_variants())
     assert listed["relative"]["kind=shaw"] == "flex, chunked, reference"  # no sdpa: its term depends on q
     assert listed["relative"]["kind=rope"] == "sdpa, flex, xformers, chunked, reference"
     assert listed["sparse"] == {"": "flex, blocked, sdpa, reference"}  # the same for every pattern
+    assert listed["based"] == {"layer_index=0": "linear, reference",  # window_every 2: every other block a window
+                               "layer_index=1": "flex, blocked, xformers, sdpa, reference"}
     for name, options in variant_cases():
         module = create_case(name, options, heads=2, head_dim=8)
         by_value = listed[name]
         if "" not in by_value:
             (option,) = {key.split("=")[0] for key in by_value}
-            by_value = {"": by_value[f"{option}={getattr(module.options, option)}"]}
+            value = (_layer_of_class(name, type(module)) if option == "layer_index"
+                     else getattr(module.options, option))
+            by_value = {"": by_value[f"{option}={value}"]}
         assert by_value[""] == ", ".join(module.kernels), (name, options)
 
 

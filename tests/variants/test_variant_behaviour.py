@@ -4,6 +4,8 @@ import pytest
 import torch
 from cases import HEADS, case_id, create_case, random_inputs, skip_if_bidirectional, trains_on_cpu, variant_cases
 
+from variants.normalisers import EPSILON
+
 CASES = variant_cases()
 
 
@@ -61,20 +63,41 @@ def test_padded_keys_are_ignored_and_rows_without_keys_are_zero(case):
         assert torch.isfinite(q.grad).all() and torch.isfinite(k.grad).all() and torch.isfinite(v.grad).all()
 
 
+def feature_similarities(module, q, k, v, mask):
+    """phi(q_i) . phi(k_j) (B, H, seq_q, seq_k) of a kernelised module, from its feature maps of the prepared q
+    and k, for a causal call."""
+    call = module.kernel_call(q, k, v, True, mask)
+    phi_q, phi_k = call.features(call.q, call.k, call.q_pos, call.k_pos, True)
+    return phi_q @ phi_k.transpose(-2, -1)
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_returned_weights_are_a_distribution_over_allowed_keys(case):
+    """Softmax weights sum to 1 over the allowed keys. The `sum` normaliser's are non-negative and sum to 1
+    too, unless the row's similarities sum to less than EPSILON (a ReLU row of zeros): then to that sum over
+    EPSILON. The `none` normaliser's weights are the similarities themselves."""
     name, options = case
     skip_if_bidirectional(name, causal=True)
     module = create_case(name, options).double()
     q, k, v, mask = random_inputs(3, 6, 7, seed=8, padding=True)
     out, weights = module(q, k, v, causal=True, key_padding_mask=mask, return_weights=True)
     assert weights.shape == (3, HEADS, 6, 7)
-    allowed = module.layout(6, 7, causal=True)[None, None] & mask[:, None, None, :]
-    assert torch.equal(weights[~allowed.expand_as(weights)], torch.zeros_like(weights[~allowed.expand_as(weights)]))
+    allowed = (module.layout(6, 7, causal=True)[None, None] & mask[:, None, None, :]).expand_as(weights)
+    assert torch.equal(weights[~allowed], torch.zeros_like(weights[~allowed]))
     sums = weights.sum(-1)
-    has_key = allowed.any(-1).expand_as(sums)
-    assert torch.allclose(sums[has_key], torch.ones_like(sums[has_key]))
+    has_key = allowed.any(-1)
     assert torch.equal(sums[~has_key], torch.zeros_like(sums[~has_key]))
+    if module.normaliser == "softmax":
+        assert torch.allclose(sums[has_key], torch.ones_like(sums[has_key]))
+    elif module.normaliser == "sum":
+        assert (weights >= 0).all()
+        totals = feature_similarities(module, q, k, v, mask).masked_fill(~allowed, 0.0).sum(-1)
+        expected = torch.where(totals >= EPSILON, 1.0, totals / EPSILON)
+        assert torch.allclose(sums[has_key], expected[has_key])
+    else:
+        assert module.normaliser == "none", f"no rule for the weights of normaliser {module.normaliser!r}"
+        similarities = feature_similarities(module, q, k, v, mask)
+        assert torch.allclose(weights[allowed], similarities[allowed])
     assert torch.allclose(out, weights @ v)
     assert torch.allclose(out, module(q, k, v, causal=True, key_padding_mask=mask))
 
