@@ -258,12 +258,17 @@ def measure_point(point: Point, entries: list[tuple[Contender, list[str]]], *, h
                "kernel": contender.kernel, "sweep": "+".join(tags), "seq_len": point.seq_len, "causal": point.causal,
                "batch": point.batch, "heads": heads, "head_dim": point.head_dim, "dim": heads * point.head_dim,
                "dtype": str(dtype).removeprefix("torch."), "device": device.type}
-        status = _skip_reason(contender, tags, point, last, budget)
+        status, attend = _skip_reason(contender, tags, point, last, budget), None
+        if not status:
+            try:
+                attend = contender.build(point.seq_len, point.head_dim)
+            except ValueError as error:  # a kernel that refuses these sizes (a head_dim it cannot fit, say)
+                status = f"skipped: {error}"
         if status:
             rows.append({**row, "status": status})
             done(f"{contender.variant}/{contender.kernel}")
             continue
-        call = functools.partial(_step, contender.build(point.seq_len, point.head_dim), q, k, v, grad, point.causal)
+        call = functools.partial(_step, attend, q, k, v, grad, point.causal)
         warmup = seconds(call, device)
         peak = peak_memory_bytes(call, device)
         active.append((contender, tags, row, call, peak, [] if warmup < budget else [warmup]))

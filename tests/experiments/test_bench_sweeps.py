@@ -132,3 +132,13 @@ def test_the_masked_dense_contender_agrees_with_sdpa_and_hands_it_a_mask():
     for causal in (True, False):
         torch.testing.assert_close(bench.torch_sdpa_masked(q, k, v, causal), bench.torch_sdpa(q, k, v, causal))
     assert bench.torch_sdpa_masked(q, k, v, True)[..., 0, :].allclose(v[..., 0, :])  # the first query sees key 0 only
+
+
+def test_sizes_a_kernel_refuses_are_recorded_as_skipped_with_its_sentence():
+    def build(max_len, head_dim):
+        raise ValueError("Kernel 'flex' cannot fit head_dim 256 here.")
+
+    contender = bench.Contender("dense", "flex", build, (None, 8))
+    (row,) = bench.measure_point(bench_plan.Point(8, 16, 1, True), [(contender, ["dim"])], heads=2, repeats=1,
+                                 budget=1.0, device=CPU, last={}, done=lambda label: None)
+    assert row["status"] == "skipped: Kernel 'flex' cannot fit head_dim 256 here." and "ms" not in row
