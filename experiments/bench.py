@@ -1,14 +1,27 @@
-"""`make bench-variants`: forward+backward time and peak memory per variant and kernel against length.
+"""`make bench-variants`: forward+backward time and peak memory per variant and kernel, in three sweeps of
+measurement points (length, causality, batch, head_dim):
+- `length`: every contender at --lengths, batch --batch, --heads of --head-dim;
+- `dim`: the width d = heads * head_dim at each of --dims (heads fixed), --dim-length tokens;
+- `steps`: at --step-lengths, the batch grown as the length shrinks so that batch * work(n) stays what it is at
+  the longest length with --batch (work(n) ~ n^p, `bench_fits.work_exponent`): time then grows with n only
+  through what must run one position after another.
+`dim` and `steps` time each variant on the kernel `auto` picks, and each baseline mixer. A point two sweeps
+share is measured once, its row tagged with both (`sweep` = "length+dim"). What the table says (slopes, the
+fitted n^a d^b beside each row's claimed complexity, the goals' ratios) is `experiments.bench_fits`.
 
-Beside the registered variants it times two baselines in the same process: the tutorials' naive implementation
-(`tutorial-naive`: matmul, masked_fill with a float mask, softmax, matmul) and a direct call of
-`torch.nn.functional.scaled_dot_product_attention` (`torch-sdpa`). At each length the contenders are
-timed in turns (warm-up, one memory run, then `repeats` timed rounds), so that ratios between them
-come from the same minutes of a shared machine. A contender whose next length is predicted (quadratic
-growth from the last length) to take longer than `budget` seconds per call is recorded as skipped.
+Three direct contenders stand beside the variants: the tutorials' naive implementation (`tutorial-naive`:
+matmul, masked_fill with a float mask, softmax, matmul), `torch.nn.functional.scaled_dot_product_attention`
+called directly (`torch-sdpa`), and the same call handed an explicit boolean mask of the pairs attended
+(`torch-sdpa-masked`), as the sdpa kernel runs a variant with a mask: the masked dense line. At each point the
+contenders are timed in turns (warm-up, one memory run, then `repeats` timed rounds), so that ratios come from
+the same minutes of a shared machine. A contender whose next point in a sweep is predicted (growth in the sweep's
+variable by `bench_plan.GROWTH`) to take longer than `budget` seconds per call, or too much memory, is skipped.
 
-The baselines of `variants.baselines` (lstm, gru, conv, mamba) are timed when named among the specs: their
-token mixer at width heads * head_dim, at the same batch and lengths as attention, kernel `torch`.
+Variants are built per point with max_len = its length (Linformer sizes its projections by it). One that is
+bidirectional in its paper (`supports_causal = False`) is measured non-causal whatever --causal asks, its
+causal rows recorded as skipped with the reason. `family` says how a variant attends: dense, local, sparse (a
+block layout), kernelised (the linear kernel runs it), low-rank (the lowrank kernel), or baseline: the token
+mixers of `variants.baselines` (lstm, gru, conv, mamba), timed at width heads * head_dim, kernel `torch`.
 """
 
 from __future__ import annotations
@@ -21,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
@@ -30,11 +42,15 @@ from tqdm import tqdm
 
 import variants
 from common.files import atomic_write_text
+from experiments import bench_fits
+from experiments.bench_plan import GROWTH, Point, axis, plan
 from experiments.config import parse_value
 from experiments.measure import peak_memory_bytes, seconds
+from variants import layouts
 from variants.kernels import KERNELS
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
+Build = Callable[[int | None, int], Attend]  # (max_len, head_dim) -> the contender at those sizes
 
 
 def tutorial_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -51,11 +67,31 @@ def torch_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) 
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def torch_sdpa_masked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """sdpa handed the (seq_q, seq_k) boolean mask of the pairs attended, as the sdpa kernel hands a variant's."""
+    allowed = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed.tril() if causal else allowed)
+
+
 @dataclass(frozen=True)
 class Contender:
     variant: str  # self-describing name, or the baseline's name
     kernel: str
-    attend: Attend
+    build: Build
+    sizes: tuple[int | None, int]  # the (max_len, head_dim) that `attend` is built at
+    name: str = ""  # the registered name (the claims of `bench_fits.CLAIMS` are keyed by it)
+    family: str = "dense"
+    supports_causal: bool = True
+    swept: bool = False  # also measured against d and at fixed work: the kernel auto picks, or a mixer
+
+    @functools.cached_property
+    def attend(self) -> Attend:
+        """The contender at the sizes it was listed with."""
+        return self.build(*self.sizes)
+
+
+def _direct(variant: str, kernel: str, attend: Attend, head_dim: int) -> Contender:
+    return Contender(variant, kernel, lambda max_len, head_dim: attend, (None, head_dim), name=variant)
 
 
 def parse_spec(spec: str) -> tuple[str, dict]:
@@ -70,45 +106,75 @@ def parse_spec(spec: str) -> tuple[str, dict]:
     return name, options
 
 
+def family(module: variants.Attention) -> str:
+    """How a variant attends, from what it runs on: kernelised (the linear kernel runs it), low-rank (the
+    lowrank kernel), local (a band layout), sparse (another block layout), or dense."""
+    if "linear" in module.kernels:
+        return "kernelised"
+    if "lowrank" in module.kernels:
+        return "low-rank"
+    if isinstance(module.block_layout, layouts.Local):
+        return "local"
+    return "dense" if module.block_layout is None else "sparse"
+
+
 def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, head_dim: int,
-               device: torch.device) -> list[Contender]:
-    """The baselines (kernels `naive` and `direct`), then every spec on every kernel it lists, or only the
-    kernels asked for. The kernel `auto` picks is timed once, labelled `auto=<kernel>`."""
-    baselines = [Contender("tutorial-naive", "naive", tutorial_naive), Contender("torch-sdpa", "direct", torch_sdpa)]
+               device: torch.device, max_len: int | None = None) -> list[Contender]:
+    """The direct baselines (kernels `naive`, `direct` and `masked`), then every spec on every kernel it lists,
+    or only the kernels asked for. The kernel `auto` picks is timed once, labelled `auto=<kernel>`. `attend`
+    is built at (max_len, head_dim); `build` builds at any other sizes."""
+    baselines = [_direct("tutorial-naive", "naive", tutorial_naive, head_dim),
+                 _direct("torch-sdpa", "direct", torch_sdpa, head_dim),
+                 _direct("torch-sdpa-masked", "masked", torch_sdpa_masked, head_dim)]
     chosen = [baseline for baseline in baselines if kernel_names is None or baseline.kernel in kernel_names]
     for spec in specs:
         name, options = parse_spec(spec)
         if variants.is_baseline(name):
             if kernel_names is None or {"auto", "torch"} & set(kernel_names):
-                chosen.append(mixer_contender(name, options, heads * head_dim, device))
+                chosen.append(mixer_contender(name, options, heads, head_dim, device))
             continue
-        probe = variants.create(name, num_heads=heads, head_dim=head_dim, **options).to(device)
-        chosen_by_auto = probe.kernel
-        for kernel in probe.kernels:
-            if not KERNELS[kernel].runs_on(device):
-                continue
-            label = f"auto={kernel}" if kernel == chosen_by_auto else kernel
-            if kernel_names is not None and kernel not in kernel_names and not (
-                    "auto" in kernel_names and kernel == chosen_by_auto):
-                continue
-            module = variants.create(name, num_heads=heads, head_dim=head_dim, kernel=kernel, **options).to(device)
-            chosen.append(Contender(module.describe(), label, _call(module)))
+        chosen.extend(_variant_contenders(name, options, kernel_names, heads, (max_len, head_dim), device))
     return chosen
 
 
-def mixer_contender(name: str, options: dict, dim: int, device: torch.device) -> Contender:
+def _variant_contenders(name: str, options: dict, kernel_names: list[str] | None, heads: int,
+                        sizes: tuple[int | None, int], device: torch.device) -> list[Contender]:
+    probe = variants.create(name, num_heads=heads, head_dim=sizes[1], max_len=sizes[0], **options).to(device)
+    chosen = []
+    for kernel in probe.kernels:
+        if not KERNELS[kernel].runs_on(device):
+            continue
+        label = f"auto={kernel}" if kernel == probe.kernel else kernel
+        if kernel_names is not None and kernel not in kernel_names and not (
+                "auto" in kernel_names and kernel == probe.kernel):
+            continue
+
+        def build(max_len: int | None, head_dim: int, kernel: str = kernel) -> Attend:
+            module = variants.create(name, num_heads=heads, head_dim=head_dim, kernel=kernel, max_len=max_len,
+                                     **options).to(device)
+            return lambda q, k, v, causal: module(q, k, v, causal=causal)
+
+        chosen.append(Contender(probe.describe(), label, build, sizes, name=name, family=family(probe),
+                                supports_causal=probe.supports_causal, swept=kernel == probe.kernel))
+    return chosen
+
+
+def mixer_contender(name: str, options: dict, heads: int, head_dim: int, device: torch.device) -> Contender:
     """A baseline's token mixer (`variants.baselines`) at width dim = heads * head_dim, on the same q tensor
     read as (batch, seq, dim): forward+backward of the mixer in attention's place, at the same sizes. Its
     causal and non-causal forms are built once each (they can differ in parameters). Kernel `torch`."""
-    mixers = {causal: variants.create_baseline(name, dim=dim, causal=causal, **options).to(device)
-              for causal in (True, False)}
+    def build(max_len: int | None, head_dim: int) -> Attend:
+        mixers = {causal: variants.create_baseline(name, dim=heads * head_dim, causal=causal, **options).to(device)
+                  for causal in (True, False)}
 
-    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
-        heads = q.shape[1]
-        mixed = mixers[causal](rearrange(q, "b h t d -> b t (h d)"))
-        return rearrange(mixed, "b t (h d) -> b h t d", h=heads)
+        def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+            mixed = mixers[causal](rearrange(q, "b h t d -> b t (h d)"))
+            return rearrange(mixed, "b t (h d) -> b h t d", h=heads)
 
-    return Contender(mixers[True].describe(), "torch", attend)
+        return attend
+
+    described = variants.create_baseline(name, dim=heads * head_dim, causal=True, **options).describe()
+    return Contender(described, "torch", build, (None, head_dim), name=name, family="baseline", swept=True)
 
 
 def _available_bytes() -> float:
@@ -123,30 +189,21 @@ def _available_bytes() -> float:
 
 
 def predicted_too_costly(last: tuple[int, float, float] | None, length: int, *, budget: float,
-                         memory_at_hand: Callable[[], float], share: float, memory_name: str) -> str:
-    """A skip reason when quadratic growth from the last length measured, `last` = (length, seconds per
-    call, peak bytes), would take longer than `budget` seconds per call or more than `share` of the memory
-    at hand (`memory_at_hand()` bytes, of what `memory_name` says); "" when the next length may run.
-    bench-variants and gpu-check both decide with it."""
+                         memory_at_hand: Callable[[], float], share: float, memory_name: str,
+                         power: float = 2) -> str:
+    """A skip reason when growth as length^power (quadratic by default) from the last length measured, `last`
+    = (length, seconds per call, peak bytes), would take longer than `budget` seconds per call or more than
+    `share` of the memory at hand (`memory_at_hand()` bytes, of what `memory_name` says); "" when the next
+    length may run. bench-variants (on each sweep's variable) and gpu-check both decide with it."""
     if last is None:
         return ""
     previous_length, previous_seconds, previous_peak = last
-    growth = (length / previous_length) ** 2
+    growth = (length / previous_length) ** power
     if previous_seconds * growth > budget:
         return f"skipped: predicted {previous_seconds * growth:.1f}s per call > budget {budget:g}s"
     if previous_peak * growth > share * memory_at_hand():
         return f"skipped: predicted peak {previous_peak * growth / 2**30:.1f} GiB > {share:.0%} of {memory_name}"
     return ""
-
-
-def _step(contender: Contender, q, k, v, grad: torch.Tensor, causal: bool) -> None:
-    """One forward+backward pass."""
-    contender.attend(q, k, v, causal).backward(grad)
-    q.grad = k.grad = v.grad = None
-
-
-def _call(module: torch.nn.Module) -> Attend:
-    return lambda q, k, v, causal: module(q, k, v, causal=causal)
 
 
 # Variants whose options decide their cost are benched at settings worth comparing.
@@ -158,128 +215,138 @@ SPEC_EXPANSIONS = {
 
 
 def default_specs() -> list[str]:
-    """Every registered variant: with its defaults, or at the settings in SPEC_EXPANSIONS."""
-    return [spec for name in variants.list_variants() for spec in SPEC_EXPANSIONS.get(name, [name])]
+    """Every registered variant, with its defaults or at the settings in SPEC_EXPANSIONS, then every baseline."""
+    return [*(spec for name in variants.list_variants() for spec in SPEC_EXPANSIONS.get(name, [name])),
+            *variants.list_baselines()]
+
+
+Key = tuple[str, str, bool, str]  # (variant, kernel, causal, sweep)
+
+
+def _skip_reason(contender: Contender, tags: list[str], point: Point, last: dict[Key, tuple[int, float, float]],
+                 budget: float) -> str:
+    if point.causal and not contender.supports_causal:
+        return "skipped: bidirectional in its paper (supports_causal = False); measured non-causal only"
+    for sweep in tags:
+        reason = predicted_too_costly(last.get((contender.variant, contender.kernel, point.causal, sweep)),
+                                      axis(sweep, point), budget=budget, memory_at_hand=_available_bytes,
+                                      share=0.6, memory_name="available memory", power=GROWTH[sweep])
+        if reason:
+            return reason
+    return ""
+
+
+def _step(attend: Attend, q, k, v, grad: torch.Tensor, causal: bool) -> None:
+    """One forward+backward pass."""
+    attend(q, k, v, causal).backward(grad)
+    q.grad = k.grad = v.grad = None
+
+
+def measure_point(point: Point, entries: list[tuple[Contender, list[str]]], *, heads: int, repeats: int,
+                  budget: float, device: torch.device, last: dict[Key, tuple[int, float, float]],
+                  done: Callable[[str], None]) -> list[dict]:
+    """One row per contender at `point`: timed in turns with the others, or skipped with the reason. `last`
+    holds each (variant, kernel, causal, sweep)'s last measurement, for the skip prediction; `done` is called
+    with a label after each contender's first call."""
+    dtype, shape = torch.float32, (point.batch, heads, point.seq_len, point.head_dim)
+    generator = torch.Generator(device=device).manual_seed(point.seq_len)
+    q, k, v = (torch.randn(shape, generator=generator, device=device, dtype=dtype).requires_grad_() for _ in range(3))
+    grad = torch.randn(shape, generator=generator, device=device, dtype=dtype)
+    rows, active = [], []
+    for contender, tags in entries:
+        row = {"variant": contender.variant, "name": contender.name, "family": contender.family,
+               "kernel": contender.kernel, "sweep": "+".join(tags), "seq_len": point.seq_len, "causal": point.causal,
+               "batch": point.batch, "heads": heads, "head_dim": point.head_dim, "dim": heads * point.head_dim,
+               "dtype": str(dtype).removeprefix("torch."), "device": device.type}
+        status, attend = _skip_reason(contender, tags, point, last, budget), None
+        if not status:
+            try:
+                attend = contender.build(point.seq_len, point.head_dim)
+            except ValueError as error:  # a kernel that refuses these sizes (a head_dim it cannot fit, say)
+                status = f"skipped: {error}"
+        if status:
+            rows.append({**row, "status": status})
+            done(f"{contender.variant}/{contender.kernel}")
+            continue
+        call = functools.partial(_step, attend, q, k, v, grad, point.causal)
+        warmup = seconds(call, device)
+        peak = peak_memory_bytes(call, device)
+        active.append((contender, tags, row, call, peak, [] if warmup < budget else [warmup]))
+        done(f"{contender.variant}/{contender.kernel}")
+    for _ in range(repeats):
+        for *_, call, _, timings in active:
+            if len(timings) < repeats:
+                timings.append(seconds(call, device))
+    for contender, tags, row, _, peak, timings in active:
+        median = statistics.median(timings)
+        for sweep in tags:
+            last[(contender.variant, contender.kernel, point.causal, sweep)] = (axis(sweep, point), median, peak)
+        rows.append({**row, "status": "ok", "ms": median * 1e3, "ms_min": min(timings) * 1e3,
+                     "repeats": len(timings), "peak_mib": peak / 2**20})
+    return rows
+
+
+def _check_sizes(heads: int, dims: list[int], lengths: list[int]) -> None:
+    for dim in dims:
+        if dim < heads or dim % heads:
+            raise ValueError(f"--dims got {dim}, which {heads} heads cannot share; accepted: multiples of --heads "
+                             f"({heads}).")
+    for length in lengths:
+        if length < 1:
+            raise ValueError(f"A length of {length} tokens cannot be measured; accepted: integers >= 1.")
 
 
 def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], causal_modes: list[bool],
         batch: int, heads: int, head_dim: int, repeats: int, budget: float, device: torch.device,
-        out_dir: Path, quiet: bool) -> tuple[pd.DataFrame, Path]:
-    dtype = torch.float32
-    field = contenders(specs, kernels, heads, head_dim, device)
-    rows = []
-    last_measured: dict[tuple[str, str, bool], tuple[int, float, float]] = {}
-    plan = [(length, causal) for length in sorted(lengths) for causal in causal_modes]
-    with tqdm(total=len(plan) * len(field), disable=quiet, unit="config", desc="bench-variants") as bar:
-        for length, causal in plan:
-            generator = torch.Generator(device=device).manual_seed(length)
-            q, k, v = (torch.randn(batch, heads, length, head_dim, generator=generator, device=device, dtype=dtype)
-                       .requires_grad_() for _ in range(3))
-            grad = torch.randn(batch, heads, length, head_dim, generator=generator, device=device, dtype=dtype)
-
-            active, timings = [], {}
-            for contender in field:
-                key = (contender.variant, contender.kernel, causal)
-                row = {"variant": contender.variant, "kernel": contender.kernel, "seq_len": length,
-                       "causal": causal, "batch": batch, "heads": heads, "head_dim": head_dim,
-                       "dtype": str(dtype).removeprefix("torch."), "device": device.type}
-                status = predicted_too_costly(last_measured.get(key), length, budget=budget,
-                                              memory_at_hand=_available_bytes, share=0.6,
-                                              memory_name="available memory")
-                if status:
-                    rows.append({**row, "status": status})
-                    bar.update()
-                    continue
-                bar.set_postfix_str(f"n={length} {contender.variant}/{contender.kernel}")
-                call = functools.partial(_step, contender, q, k, v, grad, causal)
-                warmup = seconds(call, device)
-                peak = peak_memory_bytes(call, device)
-                active.append((contender, call, row, peak))
-                timings[key] = [] if warmup < budget else [warmup]
+        out_dir: Path, quiet: bool, dims: list[int] = (), dim_length: int = 1024,
+        step_lengths: list[int] = ()) -> tuple[pd.DataFrame, Path]:
+    """Measure the three sweeps (`dims` and `step_lengths` empty: the length sweep only) and write the table
+    to out_dir/variants-<time>.csv."""
+    every_length = [*lengths, *([dim_length] if dims else []), *step_lengths]
+    _check_sizes(heads, list(dims), every_length)
+    field = contenders(specs, kernels, heads, head_dim, device, max_len=max(every_length))
+    points = plan(field, lengths=lengths, causal_modes=causal_modes, batch=batch, heads=heads, head_dim=head_dim,
+                  dims=list(dims), dim_length=dim_length, step_lengths=list(step_lengths))
+    rows, last = [], {}
+    total = sum(len(measured) for measured in points.values())
+    with tqdm(total=total, disable=quiet, unit="config", desc="bench-variants") as bar:
+        for point, measured in points.items():
+            def done(label: str, point: Point = point) -> None:
+                bar.set_postfix_str(f"n={point.seq_len} head_dim={point.head_dim} batch={point.batch} {label}")
                 bar.update()
-            for _ in range(repeats):
-                for contender, call, _, _ in active:
-                    key = (contender.variant, contender.kernel, causal)
-                    if len(timings[key]) < repeats:
-                        timings[key].append(seconds(call, device))
-            for contender, _, row, peak in active:
-                key = (contender.variant, contender.kernel, causal)
-                median = statistics.median(timings[key])
-                last_measured[key] = (length, median, peak)
-                rows.append({**row, "status": "ok", "ms": median * 1e3, "ms_min": min(timings[key]) * 1e3,
-                             "repeats": len(timings[key]), "peak_mib": peak / 2**20})
+
+            rows += measure_point(point, [(field[index], tags) for index, tags in measured.items()], heads=heads,
+                                  repeats=repeats, budget=budget, device=device, last=last, done=done)
     table = pd.DataFrame(rows)
     path = out_dir / f"variants-{time.strftime('%Y%m%d-%H%M%S')}.csv"
     atomic_write_text(path, table.to_csv(index=False))
     return table, path
 
 
-def slopes(table: pd.DataFrame, low: int = 2048, high: int = 16384) -> pd.DataFrame:
-    """Log-log slope of time against length over [low, high], per variant, kernel and causality."""
-    ok = table[(table["status"] == "ok") & table["seq_len"].between(low, high)]
-    rows = []
-    for (variant, kernel, causal), group in ok.groupby(["variant", "kernel", "causal"]):
-        if group["seq_len"].nunique() >= 2:
-            slope = np.polyfit(np.log(group["seq_len"]), np.log(group["ms"]), 1)[0]
-            rows.append({"variant": variant, "kernel": kernel, "causal": causal, "slope": slope,
-                         "lengths": f"{group['seq_len'].min()}-{group['seq_len'].max()}"})
-    return pd.DataFrame(rows, columns=["variant", "kernel", "causal", "slope", "lengths"])
-
-
-def _auto(frame: pd.DataFrame, variant: str) -> pd.DataFrame:
-    return frame[(frame["variant"] == variant) & frame["kernel"].str.startswith("auto")]
-
-
-def acceptance(table: pd.DataFrame) -> list[str]:
-    """The figures the variant issues set goals for, wherever the rows they need were measured."""
-    lines = []
-    ok = table[(table["status"] == "ok") & table["causal"]]
-
-    def cell(frame: pd.DataFrame, length: int, column: str = "ms") -> float | None:
-        frame = frame[frame["seq_len"] == length]
-        return float(frame[column].iloc[0]) if len(frame) else None
-
-    direct = ok[ok["variant"] == "torch-sdpa"]
-    naive = ok[ok["variant"] == "tutorial-naive"]
-    dense = _auto(ok, "dense")
-    at = 4096
-    if None not in (cell(dense, at), cell(direct, at)):
-        lines.append(f"n={at} causal: dense (auto) / direct sdpa = {cell(dense, at) / cell(direct, at):.2f}x time"
-                     " (goal <= 1.2)")
-    if None not in (cell(dense, at), cell(naive, at)):
-        lines.append(f"n={at} causal: naive / dense (auto) = {cell(naive, at) / cell(dense, at):.1f}x time"
-                     " (goal >= 5)")
-    at = 16384
-    local = _auto(ok, "local_w256")
-    masked = ok[(ok["variant"] == "local_w256") & (ok["kernel"] == "sdpa")]
-    if None not in (cell(local, at), cell(masked, at)):
-        lines.append(f"n={at} causal: local_w256 masked emulation (sdpa) / blocked = "
-                     f"{cell(masked, at) / cell(local, at):.1f}x time (goal >= 10), "
-                     f"{cell(masked, at, 'peak_mib') / cell(local, at, 'peak_mib'):.1f}x peak memory (goal >= 3)")
-    if None not in (cell(local, at), cell(direct, at)):
-        lines.append(f"n={at} causal: dense direct sdpa / local_w256 blocked = "
-                     f"{cell(direct, at) / cell(local, at):.1f}x time (goal >= 4; 32x fewer attended pairs)")
-    fitted = slopes(table)
-    for row in fitted[fitted["kernel"].str.startswith("auto") & fitted["causal"]].itertuples():
-        if row.variant.startswith(("local", "sparse_longformer", "sparse_bigbird")):
-            lines.append(f"causal {row.variant} (auto): log-log slope of time over {row.lengths} = {row.slope:.2f}"
-                         " (goal <= 1.15)")
-    return lines
-
-
 def run_and_print(**settings) -> None:
-    """`attnlab bench-variants`: `run(**settings)`, then milliseconds per contender and length, the rows not
-    timed and why, the log-log slopes, the figures the variant issues set goals for, and the CSV's path."""
+    """`attnlab bench-variants`: `run(**settings)`, then milliseconds per contender in each sweep, the rows not
+    timed and why, the log-log slopes, the claimed complexities beside the measured ones (also written to
+    complexity-<time>.csv beside the table) with a sentence for each disagreement, the figures the variant
+    issues set goals for, and the CSVs' paths."""
     table, path = run(**settings)
-    with_times = table[table["status"] == "ok"]
-    print(with_times.pivot_table(index=["variant", "kernel", "causal"], columns="seq_len", values="ms")
-          .round(1).to_string())
+    for printed in bench_fits.sweep_tables(table):
+        print(printed)
     for row in table[table["status"] != "ok"].itertuples():
-        print(f"{row.variant}/{row.kernel} n={row.seq_len}: {row.status}")
-    fitted = slopes(table)
+        print(f"{row.variant}/{row.kernel} n={row.seq_len} head_dim={row.head_dim} causal={row.causal}: {row.status}")
+    fitted = bench_fits.slopes(table)
     if len(fitted):
         print("log-log slope of time against length:")
         print(fitted.round(2).to_string(index=False))
-    for line in acceptance(table):
+    summary = bench_fits.complexity(table)
+    if len(summary):
+        print("claimed complexity per layer / measured time ~ n^a d^b / sequential steps (time ~ n^s at fixed work):")
+        print(summary[["variant", "kernel", "causal", "claimed", "measured", "claimed_sequential", "steps_exponent"]]
+              .round(2).to_string(index=False))
+        for sentence in bench_fits.disagreements(summary):
+            print(sentence)
+        summary_path = path.with_name(path.name.replace("variants-", "complexity-", 1))
+        atomic_write_text(summary_path, summary.to_csv(index=False))
+        print(f"wrote {summary_path}")
+    for line in bench_fits.acceptance(table):
         print(line)
     print(f"wrote {path}")

@@ -106,7 +106,8 @@ def _bench_variants(args: argparse.Namespace) -> int:
         specs=args.variants or bench.default_specs(), kernels=args.kernels, lengths=args.lengths,
         causal_modes={"yes": [True], "no": [False], "both": [False, True]}[args.causal], batch=args.batch,
         heads=args.heads, head_dim=args.head_dim, repeats=args.repeats, budget=args.budget, device=device,
-        out_dir=Path(args.out), quiet=args.quiet,
+        out_dir=Path(args.out), quiet=args.quiet, dims=args.dims, dim_length=args.dim_length,
+        step_lengths=args.step_lengths,
     )
     return 0
 
@@ -233,18 +234,26 @@ def _add_bench_variants(commands) -> None:
     bench = commands.add_parser("bench-variants", help="time forward+backward and peak memory per variant and kernel")
     bench.add_argument("--variants", nargs="+", metavar="SPEC",
                        help="variant specs, name[:option=value...] (default: every variant, at settings worth "
-                            "comparing)")
+                            "comparing, and every baseline)")
     bench.add_argument("--kernels", nargs="+",
                        help="only these kernels: auto, a kernel name, naive (the tutorials' naive implementation), "
-                            "direct (torch sdpa); "
-                            "default: all")
+                            "direct (torch sdpa), masked (torch sdpa with an explicit mask), torch (the baselines' "
+                            "mixers); default: all")
     bench.add_argument("--lengths", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384],
                        help="sequence lengths; quadratic kernels stop where time or memory would run out")
+    bench.add_argument("--dims", nargs="*", type=int, default=[64, 128, 256, 512, 1024],
+                       help="widths d = heads * head_dim of the sweep against d (heads fixed), for the kernel auto "
+                            "picks and the baselines (default: 64 to 1024; the flag alone: no such sweep)")
+    bench.add_argument("--dim-length", type=int, default=1024, help="sequence length of the sweep against d")
+    bench.add_argument("--step-lengths", nargs="*", type=int, default=[256, 512, 1024, 2048],
+                       help="lengths of the sweep at fixed total work, batch * work(n) held at its value at the "
+                            "longest with --batch, whose exponent of time in n counts sequential steps (default: "
+                            "256 to 2048; the flag alone: no such sweep)")
     bench.add_argument("--causal", choices=["yes", "no", "both"], default="yes")
     bench.add_argument("--batch", type=int, default=1)
     bench.add_argument("--heads", type=int, default=4)
     bench.add_argument("--head-dim", type=int, default=64)
-    bench.add_argument("--repeats", type=int, default=3, help="timed rounds per length (median reported)")
+    bench.add_argument("--repeats", type=int, default=3, help="timed rounds per point (median reported)")
     bench.add_argument("--budget", type=float, default=30.0,
                        help="skip a contender whose next call is predicted to take longer (seconds)")
     bench.add_argument("--device", choices=["cpu", "cuda"])

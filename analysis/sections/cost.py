@@ -1,5 +1,7 @@
-"""The report's cost section: time and peak memory against sequence length from `make bench-variants`,
-with the fitted exponent of each line."""
+"""The report's cost section, from `make bench-variants`: time and peak memory against sequence length per
+variant and kernel (every family: dense, local, sparse, kernelised, low-rank, and the baselines' mixers), time
+against width d and against length at fixed total work, and the complexity table, claimed O(...) beside the
+measured n^a d^b and sequential steps, computed by `experiments.bench_fits` as the benchmark prints it."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
 from analysis.sections import shared
 from analysis.sections.registry import section
+from experiments import bench_fits
 
 
-@section("cost", "Cost: time and memory against sequence length")
+@section("cost", "Cost: time and memory against sequence length and width")
 def cost(context: Context) -> list[Block]:
     bench = context.bench
     blocks: list[Block] = [Text(
@@ -23,27 +26,47 @@ def cost(context: Context) -> list[Block]:
     if bench is None:
         blocks.append(Text(f"No benchmark table in {context.runs_dir / 'bench'}: `make bench-variants` writes one."))
         return blocks
-    measured = bench[bench["status"] == "ok"].copy()
-    exponents = []
-    kernels = sorted(measured["kernel"].astype(str).unique())
-    markers = dict(zip(kernels, "osD^v<>ph*Xd" * 3, strict=False))
+    measured = bench[bench["status"] == "ok"].assign(family=bench_fits.column_or(bench, "family", "not recorded"))
+    blocks += _length_blocks(context, bench_fits.in_sweep(measured, "length"))
+    blocks += _width_and_steps_blocks(context, measured)
+    blocks += _complexity_blocks(bench)
+    skipped = bench[bench["status"] != "ok"]
+    if len(skipped):
+        blocks.append(Table("cost-skipped", "Measurements the benchmark skipped, and why",
+                            skipped[["variant", "kernel", "seq_len", "head_dim", "causal", "device", "status"]]))
+    return blocks
+
+
+def _markers(frame: pd.DataFrame) -> dict[str, str]:
+    kernels = sorted(frame["kernel"].astype(str).unique())
+    return dict(zip(kernels, "osD^v<>ph*Xd" * 3, strict=False))
+
+
+def _draw(context: Context, ax, line: pd.DataFrame, x: str, y: str, marker: str, label: str) -> float | None:
+    """One line, log-log, labelled with its fitted exponent (also printed after its last point)."""
+    colour = context.colour(str(line["variant"].iloc[0]))
+    exponent = figures.fit_exponent(line[x], line[y])
+    shown = f"{'d' if x == 'dim' else 'n'}^{exponent:.2f}" if exponent is not None else "one point"
+    ax.plot(line[x], line[y], color=colour, marker=marker, markersize=5, label=f"{label} ({shown})")
+    ax.annotate(shown, (line[x].iloc[-1], line[y].iloc[-1]), textcoords="offset points", xytext=(4, 0), fontsize=8,
+                color=colour, va="center")
+    return exponent
+
+
+def _length_blocks(context: Context, measured: pd.DataFrame) -> list[Block]:
+    """Per causality and device, time and peak memory against length, and the table of fitted exponents."""
+    blocks, exponents, markers = [], [], _markers(measured)
     for index, ((causal, device), frame) in enumerate(measured.groupby(["causal", "device"], sort=True)):
         fig, axes = figures.figure(1, 2, width=14.0, height=5.5)
-        for (variant, kernel), line in frame.groupby(["variant", "kernel"], sort=True):
+        for (family, variant, kernel), line in frame.groupby(["family", "variant", "kernel"], sort=True):
             line = line.sort_values("seq_len")
-            colour = context.colour(str(variant))
-            time_exponent = figures.fit_exponent(line["seq_len"], line["ms"])
-            memory_exponent = figures.fit_exponent(line["seq_len"], line["peak_mib"])
-            exponents.append({"variant": variant, "kernel": kernel, "causal": causal, "device": device,
-                              "lengths": f"{line['seq_len'].min()}-{line['seq_len'].max()}",
+            label = f"{variant} / {kernel} [{family}]"
+            time_exponent = _draw(context, axes[0, 0], line, "seq_len", "ms", markers[str(kernel)], label)
+            memory_exponent = _draw(context, axes[0, 1], line, "seq_len", "peak_mib", markers[str(kernel)], label)
+            exponents.append({"variant": variant, "kernel": kernel, "family": family, "causal": causal,
+                              "device": device, "lengths": f"{line['seq_len'].min()}-{line['seq_len'].max()}",
                               "time_exponent": time_exponent, "memory_exponent": memory_exponent,
                               "ms_at_longest": line["ms"].iloc[-1], "peak_mib_at_longest": line["peak_mib"].iloc[-1]})
-            for ax, column, exponent in ((axes[0, 0], "ms", time_exponent), (axes[0, 1], "peak_mib", memory_exponent)):
-                shown = f"n^{exponent:.2f}" if exponent is not None else "one length"
-                ax.plot(line["seq_len"], line[column], color=colour, marker=markers[str(kernel)], markersize=5,
-                        label=f"{variant} / {kernel} ({shown})")
-                ax.annotate(shown, (line["seq_len"].iloc[-1], line[column].iloc[-1]), textcoords="offset points",
-                            xytext=(4, 0), fontsize=8, color=colour, va="center")
         mode = "causal" if causal else "bidirectional"
         for ax, ylabel, what in ((axes[0, 0], "time per forward+backward (ms, log scale)", "time"),
                                  (axes[0, 1], "peak memory (MiB, log scale)", "peak memory")):
@@ -51,17 +74,61 @@ def cost(context: Context) -> list[Block]:
             ax.set_xlabel("sequence length n (tokens, log scale)")
             ax.set_ylabel(ylabel)
             ax.set_title(f"{what} against length ({mode}, {device})")
-        for ax in axes[0]:
             ax.margins(x=0.15)  # room for the exponent printed after each line's last point
         axes[0, 1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
-        blocks.append(Figure(f"cost-{index:02d}-{'causal' if causal else 'bidirectional'}-{shared.slug(device)}",
-                             f"Time and peak memory against sequence length ({mode}, {device}); the fitted exponent "
-                             "is printed on each line", fig, frame))
+        blocks.append(Figure(f"cost-{index:02d}-{mode}-{shared.slug(device)}",
+                             f"Time and peak memory against sequence length ({mode}, {device}), every family; the "
+                             "fitted exponent is printed on each line", fig, frame))
     if exponents:
         blocks.append(Table("cost-exponents", "Fitted exponents (time ∝ n^k, memory ∝ n^k) per variant and kernel",
                             pd.DataFrame(exponents)))
-    skipped = bench[bench["status"] != "ok"]
-    if len(skipped):
-        blocks.append(Table("cost-skipped", "Measurements the benchmark skipped, and why",
-                            skipped[["variant", "kernel", "seq_len", "causal", "device", "status"]]))
     return blocks
+
+
+def _width_and_steps_blocks(context: Context, measured: pd.DataFrame) -> list[Block]:
+    """Per causality and device: time against width d at a fixed length, and time against length at fixed
+    total work (batch * work(n) held constant), where the sweeps were measured."""
+    against_d = bench_fits.in_sweep(measured, "dim").assign(dim=lambda frame: frame["heads"] * frame["head_dim"])
+    steps = bench_fits.in_sweep(measured, "steps")
+    both = pd.concat([against_d.assign(panel="d"), steps.assign(panel="steps")], ignore_index=True)
+    blocks, markers = [], _markers(both)
+    for index, ((causal, device), frame) in enumerate(both.groupby(["causal", "device"], sort=True)):
+        fig, axes = figures.figure(1, 2, width=14.0, height=5.5)
+        mode = "causal" if causal else "bidirectional"
+        for ax, panel, x, title in ((axes[0, 0], "d", "dim", "time against width d"),
+                                    (axes[0, 1], "steps", "seq_len", "time against n at fixed total work")):
+            drawn = frame[frame["panel"] == panel]
+            for (family, variant, kernel), line in drawn.groupby(["family", "variant", "kernel"], sort=True):
+                _draw(context, ax, line.sort_values(x), x, "ms", markers[str(kernel)],
+                      f"{variant} / {kernel} [{family}]")
+            if len(drawn):
+                figures.log_axes(ax, drawn[x])
+                ax.margins(x=0.15)
+            fixed = f"n = {', '.join(map(str, sorted(drawn['seq_len'].unique())))}" if panel == "d" else \
+                "batch * work(n) fixed"
+            ax.set_xlabel("width d = heads * head_dim (log scale)" if panel == "d" else "sequence length n (log scale)")
+            ax.set_ylabel("time per forward+backward (ms, log scale)")
+            ax.set_title(f"{title} ({fixed}; {mode}, {device})")
+        axes[0, 1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+        blocks.append(Figure(f"cost-width-{index:02d}-{mode}-{shared.slug(device)}",
+                             f"Time against width d at a fixed length, and against length at fixed total work "
+                             f"({mode}, {device}): an exponent near 1 on the right means steps taken one position "
+                             "after another", fig, frame))
+    return blocks
+
+
+def _complexity_blocks(bench: pd.DataFrame) -> list[Block]:
+    summary = bench_fits.complexity(bench)
+    if summary.empty:
+        return []
+    shown = summary.rename(columns={
+        "claimed": "claimed O(...)", "measured": "measured n^a d^b", "lengths": "n fitted", "dims": "d fitted",
+        "claimed_sequential": "claimed sequential steps", "steps_exponent": "time ∝ n^s at fixed work: s",
+        "step_lengths": "n fitted at fixed work"})
+    sentences = bench_fits.disagreements(summary)
+    return [Table("cost-complexity", "The tutorials' complexity table, measured: claimed per layer beside the fitted "
+                                     "time ∝ n^a d^b (a over the length sweep, b over the width sweep, each over its "
+                                     "top three octaves), and sequential steps as the exponent s of time against n "
+                                     "at fixed total work (about 1: one position after another; about 0: parallel)",
+                  shown.drop(columns=["a", "b"]), data=summary),
+            *([Text(" ".join(sentences))] if sentences else [])]

@@ -17,6 +17,7 @@ def test_the_budget_skip_predicts_quadratic_growth_of_time_and_memory():
     assert skip(None, 4096, budget=1.0) == ""  # nothing measured yet: try it
     assert skip(last, 2048, budget=1.0) == ""  # 0.4 s, 4 GiB
     assert skip(last, 4096, budget=1.0) == "skipped: predicted 1.6s per call > budget 1s"
+    assert skip(last, 4096, budget=1.0, power=1) == ""  # 0.4 s where time grows no faster than n
     assert skip(last, 16384, budget=1000.0) == "skipped: predicted peak 256.0 GiB > 80% of free GPU memory"
 
 

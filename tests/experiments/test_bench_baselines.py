@@ -2,7 +2,7 @@
 
 import torch
 
-from experiments import bench
+from experiments import bench, bench_fits
 
 CPU = torch.device("cpu")
 
@@ -17,12 +17,12 @@ def test_baseline_specs_are_timed_at_the_same_sizes_as_attention_and_get_a_slope
     attention = table[table["variant"] == "dense"]
     for column in ("batch", "heads", "head_dim"):
         assert set(mixers[column]) == set(attention[column])
-    fitted = bench.slopes(table, low=16, high=32)
+    fitted = bench_fits.slopes(table, low=16, high=32)
     assert {"conv_k3", "lstm", "mamba_n16"} <= set(fitted["variant"])
 
 
 def test_a_mixer_contender_reads_q_as_batch_seq_dim_and_passes_gradients_back():
-    contender = bench.mixer_contender("gru", {}, dim=8, device=CPU)
+    contender = bench.mixer_contender("gru", {}, heads=2, head_dim=4, device=CPU)
     q = torch.randn(2, 2, 5, 4, requires_grad=True)
     out = contender.attend(q, q, q, True)
     assert out.shape == q.shape and contender.kernel == "torch"
