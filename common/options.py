@@ -19,9 +19,19 @@ class OptionError(ValueError):
     """A user-supplied option is unknown or has a value the variant cannot accept."""
 
 
-def option(default: Any, help: str, *, tag: str | None = None) -> Any:
-    """A dataclass field with its documentation; `tag` marks it as part of `describe()` names."""
-    return dataclasses.field(default=default, metadata={"help": help, "tag": tag})
+def option(default: Any, help: str, *, tag: str | None = None, tag_default: bool = True) -> Any:
+    """A dataclass field with its documentation; `tag` marks it as part of `describe()` names, and
+    `tag_default=False` leaves it out of them while it holds its default (a shared option such as the
+    normaliser, so that the names of runs that never set it stay as they were)."""
+    return dataclasses.field(default=default, metadata={"help": help, "tag": tag, "tag_default": tag_default})
+
+
+def ordered_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields of an options dataclass, those it declares first, then those it inherits (options shared by
+    a family of variants): the order of `describe()` names and of listings."""
+    own = cls.__dict__.get("__annotations__", {})
+    fields = dataclasses.fields(cls)
+    return [field for field in fields if field.name in own] + [field for field in fields if field.name not in own]
 
 
 def closest(name: str, choices: typing.Iterable[str]) -> str:
@@ -99,12 +109,14 @@ def require(ok: bool, name: str, value: Any, accepted: str) -> None:
 
 def fill_choice_defaults(options: Any, selector: str, defaults: dict[str, dict[str, Any]]) -> None:
     """For options that depend on a choice (relative's `kind`, sparse's `pattern`), in `__post_init__`:
-    reject an option the chosen value does not use, and fill in the chosen value's defaults."""
+    reject an option the chosen value does not use, and fill in the chosen value's defaults. The options that
+    depend on the choice are those declared with the default None; the others (the normaliser) serve every
+    value of it."""
     chosen = getattr(options, selector)
     used = defaults[chosen]
     for field in dataclasses.fields(options):
         value = getattr(options, field.name)
-        if field.name == selector or value is None:
+        if field.name == selector or value is None or field.default is not None:
             continue
         if field.name not in used:
             readers = " or ".join(repr(choice) for choice, names in defaults.items() if field.name in names)
@@ -126,7 +138,7 @@ def describe_options(cls: type) -> list[str]:
     """One line per option: name, type, default and help, for `make list`."""
     hints = typing.get_type_hints(cls)
     lines = []
-    for field in dataclasses.fields(cls):
+    for field in ordered_fields(cls):
         kind = _accepted(hints[field.name])
         lines.append(f"{field.name}={field.default!r} ({kind}): {field.metadata['help']}")
     return lines

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from common.options import option, require
-from variants.base import Attention, Range
+from variants.base import Attention, NormaliserOptions, Range
 from variants.registry import register
 
 
@@ -34,7 +34,7 @@ class Additive(Attention):
     search_space = {"hidden_dim": Range(8, "head_dim*4", log=True)}
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         hidden_dim: int | None = option(None, "width of the tanh layer; None means head_dim", tag="h")
 
         def __post_init__(self) -> None:

@@ -2,7 +2,9 @@
 
 A variant says how a query and a key become a logit (`prepare`, `logit_scale`, `pair_bias`,
 `logit_bias`, `score_mod`, `logits`) and which keys a query may see (`allowed`, `block_layout`); the
-normaliser is the softmax unless it names another (`normaliser`, see `variants.normalisers`). Two families
+normaliser is the softmax unless it names another (`normaliser`, see `variants.normalisers`). Every variant
+that normalises a row of logits takes the normaliser as an option (its `Options` inherit `NormaliserOptions`):
+softmax, sigmoid, sparsemax, 1.5-entmax or adaptive entmax, whose alpha per head the module learns. Two families
 replace the logits: the kernelised one gives feature maps whose dot products are the similarities (`features`,
 normalised by their sum, run in O(n) by the `linear` kernel), the low-rank one gives its weights as a product
 of factors (`factors`, run right to left by the `lowrank` kernel). A kernel (see `variants.kernels`)
@@ -32,8 +34,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from common.options import tag_value
-from variants import kernels, layouts
+from common.options import option, ordered_fields, tag_value
+from variants import kernels, layouts, normalisers
 from variants.kernels.call import ScoreMod
 
 Bound = int | float | str  # a number, or "seq_len", "head_dim", "steps", optionally "*k" or "/k" (k an integer)
@@ -86,6 +88,17 @@ class Choice:
     when: tuple[str, tuple[Any, ...]] | None = None
 
 
+@dataclass(frozen=True)
+class NormaliserOptions:
+    """The option every variant that normalises a row of logits shares (dot-product variants and additive):
+    its Options inherit this class, which the kernels that run it follow (`Kernel.normalisers`)."""
+
+    normaliser: normalisers.DotProductNormaliser = option(
+        "softmax", "how a row of logits becomes weights: softmax, sigmoid(logit - log n), sparsemax, 1.5-entmax, "
+                   "or entmax with alpha learned per head (papers: variants.normalisers); fused kernels: softmax only",
+        tag="n", tag_default=False)
+
+
 class Attention(nn.Module):
     """Attention over (batch, heads, seq, head_dim) tensors; subclasses override what differs."""
 
@@ -107,7 +120,8 @@ class Attention(nn.Module):
     # One sentence when the variant approximates what its paper approximates (softmax attention, say) or
     # departs from its paper; `attnlab list` and the report print it. None: exact to its paper.
     approximation: ClassVar[str | None] = None
-    # How a row of similarities becomes weights (`variants.normalisers`); a variant may set it per instance.
+    # How a row of similarities becomes weights (`variants.normalisers`): the option of a variant whose Options
+    # inherit NormaliserOptions; a variant without it may set it per instance (the kernelised family's "sum").
     normaliser: str = "softmax"
 
     def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str, layer_index: int = 0,
@@ -125,6 +139,10 @@ class Attention(nn.Module):
         self.max_len = max_len
         # Follows the module across .to(device), so `kernel` can answer for the device it lives on.
         self.register_buffer("_device_probe", torch.empty(0), persistent=False)
+        if isinstance(options, NormaliserOptions):
+            self.normaliser = options.normaliser
+        if self.normaliser == "entmax_adaptive":  # Correia et al.: a per head, alpha = 1 + sigmoid(a), a at random
+            self.alpha_preactivation = nn.Parameter(torch.randn(num_heads))  # (heads,)
 
     @classmethod
     def class_for(cls, options: Any, layer_index: int = 0) -> type[Attention]:
@@ -179,7 +197,8 @@ class Attention(nn.Module):
     def logit_bias(self, q_pos: torch.Tensor, k_pos: torch.Tensor, causal: bool) -> torch.Tensor | None:
         """`pair_bias` expanded: (heads, ..., seq_q, seq_k) for query positions (..., seq_q) and key positions
         (..., seq_k), in float64 where it holds constants; None when there is none. Read by sdpa and blocked,
-        whose key positions may differ per head: (heads or 1, ..., seq_k) beside query positions (1, ..., seq_q)."""
+        whose key positions may differ per head: (heads or 1, ..., seq_k) beside query positions (..., seq_q),
+        the first axis of the key positions then being the result's heads."""
         bias = self.pair_bias(causal, q_pos.device, torch.float64)
         if bias is None:
             return None
@@ -230,6 +249,21 @@ class Attention(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} has no factors.")
 
     # ----------------------------------------------------------------------------------------------
+    # The normaliser: how a row of logits becomes weights.
+
+    @property
+    def entmax_alpha(self) -> torch.Tensor:
+        """Adaptive entmax's alpha per head, (heads,), in [1.01, 2] (only with normaliser entmax_adaptive)."""
+        return normalisers.adaptive_alpha(self.alpha_preactivation)
+
+    def normalise(self, similarities: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        """Weights from (batch, heads, ..., seq_k) similarities over the keys `allowed` (broadcasting to them;
+        None: all): the module's normaliser, with what it learns (adaptive entmax's alpha per head)."""
+        if self.normaliser == "entmax_adaptive":
+            return normalisers.entmax_adaptive(similarities, allowed, self.entmax_alpha)
+        return normalisers.NORMALISERS[self.normaliser](similarities, allowed)
+
+    # ----------------------------------------------------------------------------------------------
     # The layout: which keys each query may see.
 
     def allowed(
@@ -268,11 +302,14 @@ class Attention(nn.Module):
     # ----------------------------------------------------------------------------------------------
 
     def describe(self) -> str:
-        """Short self-describing name, e.g. `temperature_t0.5`: the name plus its tagged options."""
+        """Short self-describing name, e.g. `temperature_t0.5` or `dense_nentmax15`: the name plus its tagged
+        options, its own first, then the shared ones (the normaliser, named unless it is the softmax)."""
         parts = [self.name]
-        for field, value in vars(self.options).items():
-            tag = type(self.options).__dataclass_fields__[field].metadata.get("tag")
+        for field in ordered_fields(type(self.options)):
+            value, tag = getattr(self.options, field.name), field.metadata.get("tag")
             if tag is None or value is None or value is False:
+                continue
+            if not field.metadata.get("tag_default", True) and value == field.default:
                 continue
             parts.append(tag if value is True else f"{tag}{tag_value(value)}")
         return "_".join(parts)
@@ -297,7 +334,8 @@ class Attention(nn.Module):
         return kernels.Call(q, k, v, q_pos, k_pos, causal, key_padding_mask, name=self.name,
                             scale=self.logit_scale(), layout=self.block_layout, logits=self.logits,
                             allowed=self.allowed, logit_bias=self.logit_bias, score_mod=self.score_mod,
-                            pair_width=self.pair_width, parameters=self.parameters, normaliser=self.normaliser,
+                            pair_width=self.pair_width, parameters=self.parameters, normalise=self.normalise,
+                            normaliser=self.normaliser,
                             features=self.features if "features" in self.overridden_hooks() else None,
                             factors=self.factors if "factors" in self.overridden_hooks() else None)
 

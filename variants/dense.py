@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from variants.base import Attention
+from variants.base import Attention, NormaliserOptions
 from variants.registry import register
 
 
@@ -20,5 +20,5 @@ class Dense(Attention):
     """Scaled dot-product attention, softmax(q k^T / sqrt(d)) v, as in the tutorials."""
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         pass

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from common.options import option, require
 from variants import layouts
-from variants.base import LAYOUT_KERNELS_FIRST, Attention, Range
+from variants.base import LAYOUT_KERNELS_FIRST, Attention, NormaliserOptions, Range
 from variants.registry import register
 
 
@@ -32,7 +32,7 @@ class Local(Attention):
     search_space = {"window": Range(8, "seq_len*2", log=True)}
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         window: int = option(32, "Longformer's w: window // 2 keys on each side, |i - j| <= window // 2 "
                                  "(causal: 0 <= i - j <= window // 2)", tag="w")
 

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from common.options import option
-from variants.base import Attention, Choice
+from variants.base import Attention, Choice, NormaliserOptions
 from variants.registry import register
 
 EPS = 1e-5  # LayerNorm's default
@@ -37,7 +37,7 @@ class QKNorm(Attention):
     search_space = {"norm": Choice(("layer", "rms"))}
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         norm: Literal["layer", "rms"] = option(
             "layer", "how q and k are normalised over head_dim: LayerNorm with a query bias, or RMSNorm", tag=""
         )

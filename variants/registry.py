@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from typing import Any, Literal
 
-from common.options import build_options, describe_options
+from common.options import build_options, describe_options, ordered_fields
 from common.registry import Registry
 from variants import kernels
-from variants.base import HONOURED_BY, Attention
+from variants.base import HONOURED_BY, Attention, NormaliserOptions
 
 
 def _check_kernels(name: str, cls: type) -> None:
@@ -68,7 +69,8 @@ def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", la
     resolved = build_options(cls.Options, f"Variant {name!r}", options)
     module = cls.class_for(resolved, layer_index)(resolved, num_heads=num_heads, head_dim=head_dim, kernel=kernel,
                                                   layer_index=layer_index, run_seed=run_seed, max_len=max_len)
-    kernels.check_kernel(module.describe(), module.kernels, kernel)  # a variant's kernels may depend on its options
+    # a variant's kernels may depend on its options (its normaliser, say)
+    kernels.check_kernel(module.describe(), module.kernels, kernel, module.normaliser)
     return module
 
 
@@ -77,29 +79,40 @@ LISTED_LAYERS = 8
 
 
 def _kernel_lines(name: str) -> list[str]:
-    """'kernels: ...', or one line per value of each choice option that changes them, or, for a variant whose
-    blocks differ in class (`Attention.class_for`), one line per class: at the first layer_index that has it."""
+    """'kernels: ...', or for each choice option of the variant's own that changes them one line per set of
+    kernels, naming the values that run on it ('kernels (kind=t5|alibi): ...'), or, for a variant whose blocks
+    differ in class (`Attention.class_for`), one line per class at the first layer_index that has it; then one
+    line per set of kernels of the normalisers other than the softmax (on which a kernel runs whatever the other
+    options)."""
     def kernels_with(layer_index: int = 0, **options: Any) -> str:
         module = create(name, num_heads=2, head_dim=8, max_len=64, layer_index=layer_index, **options)
         return ", ".join(module.kernels)
 
     cls = variant_class(name)
-    lines = []
-    for option, hint in typing.get_type_hints(cls.Options).items():
-        if typing.get_origin(hint) is not Literal:
+    hints, shared = typing.get_type_hints(cls.Options), {field.name for field in dataclasses.fields(NormaliserOptions)}
+    own_lines, shared_lines = [], []
+    for field in ordered_fields(cls.Options):
+        if typing.get_origin(hints[field.name]) is not Literal:
             continue
-        by_value = {value: kernels_with(**{option: value}) for value in typing.get_args(hint)}
-        if len(set(by_value.values())) > 1:
-            lines += [f"kernels ({option}={value}): {names}" for value, names in by_value.items()]
-    if lines:
-        return lines
-    defaults = build_options(cls.Options, f"Variant {name!r}", {})
-    first_layer: dict[type, int] = {}
-    for layer in range(LISTED_LAYERS):
-        first_layer.setdefault(cls.class_for(defaults, layer), layer)
-    if len(first_layer) > 1:
-        return [f"kernels (layer_index={layer}): {kernels_with(layer)}" for layer in first_layer.values()]
-    return [f"kernels: {kernels_with()}"]
+        by_kernels: dict[str, list[str]] = {}
+        for value in typing.get_args(hints[field.name]):
+            by_kernels.setdefault(kernels_with(**{field.name: value}), []).append(value)
+        if len(by_kernels) == 1:
+            continue
+        for names, values in by_kernels.items():
+            line = f"kernels ({field.name}={'|'.join(values)}): {names}"
+            if field.name not in shared:
+                own_lines.append(line)
+            elif field.default not in values:  # the default's kernels are those of the lines above
+                shared_lines.append(line)
+    if not own_lines:
+        defaults = build_options(cls.Options, f"Variant {name!r}", {})
+        first_layer: dict[type, int] = {}
+        for layer in range(LISTED_LAYERS):
+            first_layer.setdefault(cls.class_for(defaults, layer), layer)
+        if len(first_layer) > 1:
+            own_lines = [f"kernels (layer_index={layer}): {kernels_with(layer)}" for layer in first_layer.values()]
+    return (own_lines or [f"kernels: {kernels_with()}"]) + shared_lines
 
 
 def describe_variants() -> str:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from common.options import fill_choice_defaults, option, require
-from variants.base import Attention, Choice, PairBias, Range, ScoreMod
+from variants.base import Attention, Choice, NormaliserOptions, PairBias, Range, ScoreMod
 from variants.registry import register
 
 # The options each kind reads, with their defaults; an option given for a kind that ignores it is an error.
@@ -88,7 +88,7 @@ class Relative(Attention):
     }
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         kind: Literal["shaw", "t5", "alibi", "rope"] = option(
             "alibi", "which relative position scheme (each kind runs on the kernels `list` shows for it)", tag=""
         )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
-from variants.base import Attention, Range, ScoreMod
+from variants.base import Attention, NormaliserOptions, Range, ScoreMod
 from variants.registry import register
 
 
@@ -28,7 +28,7 @@ class SoftCap(Attention):
     search_space = {"cap": Range(1.0, 100.0, log=True)}
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         cap: float = option(50.0, "bound on the magnitude of every logit (Gemma 2: 50)", tag="c")
 
         def __post_init__(self) -> None:

@@ -30,7 +30,7 @@ from typing import Literal
 
 from common.options import fill_choice_defaults, option, require
 from variants import layouts
-from variants.base import LAYOUT_KERNELS_FIRST, Attention, Choice, Range
+from variants.base import LAYOUT_KERNELS_FIRST, Attention, Choice, NormaliserOptions, Range
 from variants.registry import register
 
 # The options each pattern reads, with their defaults; an option given for a pattern that ignores it is an error.
@@ -61,7 +61,7 @@ class Sparse(Attention):
     }
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         pattern: Literal["strided", "fixed", "longformer", "bigbird"] = option(
             "longformer", "which sparsity pattern", tag=""
         )

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from common.options import option, require
-from variants.base import Attention, Choice, Range, ScoreMod
+from variants.base import Attention, Choice, NormaliserOptions, Range, ScoreMod
 from variants.registry import register
 
 
@@ -37,7 +37,7 @@ class ScalableSoftmax(Attention):
     search_space = {"length_scale": Range(0.1, 2.0, log=True), "fixed": Choice((False, True))}
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         length_scale: float = option(0.43, "s, the factor on log(n); its initial value when learned", tag="s")
         fixed: bool = option(False, "keep s at length_scale instead of learning one s per head", tag="fixed")
 

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from common.options import option, require
-from variants.base import Attention, Choice, Range
+from variants.base import Attention, Choice, NormaliserOptions, Range
 from variants.registry import register
 
 
@@ -29,7 +29,7 @@ class Temperature(Attention):
     search_space = {"temperature": Range(0.1, 10.0, log=True), "learnable": Choice((False, True))}
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         temperature: float = option(1.0, "divides q.k/sqrt(d); the initial value when learnable", tag="t")
         learnable: bool = option(False, "learn one temperature per head, in log space", tag="learned")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from variants.base import Attention
+from variants.base import Attention, NormaliserOptions
 from variants.registry import register
 
 
@@ -20,7 +20,7 @@ class Unscaled(Attention):
     """Dot-product attention without scaling, softmax(q k^T) v: the saturation ablation."""
 
     @dataclass(frozen=True)
-    class Options:
+    class Options(NormaliserOptions):
         pass
 
     def logit_scale(self) -> float:

@@ -41,6 +41,17 @@ def test_run_prints_the_results_table_and_saves_the_runs(tmp_path):
         assert summary["run_id"] in result.stdout
 
 
+def test_run_sets_the_normaliser_of_dense_local_and_sparse_and_names_their_runs_by_it(tmp_path):
+    attnlab("run", "--variant", "dense,local,sparse", *TINY, "--set", "train.steps=5",
+            "--set", "variant.normaliser=entmax15", "--runs-dir", str(tmp_path), "--quiet", check=True)
+    runs = {json.loads((path / "summary.json").read_text())["variant_name"]: path for path in tmp_path.iterdir()}
+    assert sorted(runs) == ["dense_nentmax15", "local_w32_nentmax15", "sparse_longformer_w64_g1_nentmax15"]
+    for name, path in runs.items():
+        assert json.loads((path / "summary.json").read_text())["status"] == "completed"
+        assert json.loads((path / "config.json").read_text())["variant_options"]["normaliser"] == "entmax15"
+        assert f"-{name}-passkey-" in path.name  # run folders differ by normaliser
+
+
 def test_sample_prints_readable_lines_and_json(tmp_path):
     text = attnlab("sample", "passkey", "--count", "3", "--seed", "1", check=True).stdout.splitlines()
     assert len(text) == 3 and all(line.endswith(tuple(f"-> K{key}" for key in range(16))) or "->" in line

@@ -6,20 +6,29 @@ import torch
 import variants
 from variants.kernels import KERNELS
 
+# The normalisers other than the softmax (`variants.normalisers`), each tested with dense scores, a local window
+# and two sparse layouts (BigBird's differs per head), and some with a learned scale, a position bias, a per-pair
+# score and additive scoring.
+NORMALISERS = ("sigmoid", "sparsemax", "entmax15", "entmax_adaptive")
+BIGBIRD = {"pattern": "bigbird", "block_size": 3, "num_global_blocks": 1, "num_random_blocks": 2, "seed": 7}
+LONGFORMER = {"pattern": "longformer", "window": 5, "num_global": 2}
+
 # Non-default options worth testing on their own; every registered variant is also tested as created
 # with no options, so a new variant is covered the moment it is registered.
 EXTRA_OPTIONS = {
-    "temperature": [{"temperature": 0.5}, {"temperature": 2.0, "learnable": True}],
+    "dense": [{"normaliser": normaliser} for normaliser in NORMALISERS],
+    "temperature": [{"temperature": 0.5}, {"temperature": 2.0, "learnable": True},
+                    {"temperature": 2.0, "learnable": True, "normaliser": "entmax_adaptive"}],
     "relative": [{"kind": "shaw", "max_distance": 3}, {"kind": "t5", "num_buckets": 8, "max_distance": 12},
-                 {"kind": "rope"}],
-    "additive": [{"hidden_dim": 5}],
-    "local": [{"window": 1}, {"window": 20}],
-    "sparse": [{"pattern": "strided", "stride": 6}, {"pattern": "fixed", "stride": 8, "summary": 3},
-               {"pattern": "longformer", "window": 5, "num_global": 2},
-               {"pattern": "bigbird", "block_size": 3, "num_global_blocks": 1, "num_random_blocks": 2, "seed": 7}],
+                 {"kind": "rope"}, {"kind": "t5", "num_buckets": 8, "max_distance": 12, "normaliser": "sigmoid"}],
+    "additive": [{"hidden_dim": 5}, {"hidden_dim": 5, "normaliser": "sparsemax"}],
+    "local": [{"window": 1}, {"window": 20}, *({"window": 5, "normaliser": normaliser} for normaliser in NORMALISERS)],
+    "sparse": [{"pattern": "strided", "stride": 6}, {"pattern": "fixed", "stride": 8, "summary": 3}, LONGFORMER,
+               BIGBIRD, *({**BIGBIRD, "normaliser": normaliser} for normaliser in NORMALISERS),
+               {**LONGFORMER, "normaliser": "entmax15"}],
     "qknorm": [{"norm": "rms"}],
     "softcap": [{"cap": 2.0}],
-    "ssmax": [{"length_scale": 1.5, "fixed": True}],
+    "ssmax": [{"length_scale": 1.5, "fixed": True}, {"normaliser": "entmax15"}],
     "linformer": [{"rank": 5}, {"rank": 3, "share": "kv"}],
     "nystromformer": [{"num_landmarks": 4}, {"num_landmarks": 5, "pinv_iterations": 3}],
     "linear": [{"feature_map": "relu"}, {"feature_map": "identity"}],

@@ -11,6 +11,7 @@ import torch
 from cases import (
     HEAD_DIM,
     HEADS,
+    NORMALISERS,
     assert_close_relative,
     build_pair,
     case_id,
@@ -88,15 +89,18 @@ def test_a_kernel_the_variant_does_not_list_would_be_wrong_or_refuses(case, caus
 
 
 def _listed_kernels(listing: str) -> dict[str, dict[str, str]]:
-    """variant -> {"": kernels} when listed once, {"option=value": kernels} per value that changes them, or
-    {"layer_index=N": kernels} per class of block (at the first block of that class)."""
+    """variant -> {"": kernels} when listed once, {"option=value": kernels} per value of each option that
+    changes them (a line names the values that share its kernels: `option=a|b`), or {"layer_index=N": kernels}
+    per class of block (at the first block of that class)."""
     listed, variant = {}, None
     for line in listing.splitlines():
         if not line.startswith(" "):
             variant = line.split(":")[0]
             listed[variant] = {}
-        elif match := re.fullmatch(r" +kernels(?: \((\w+=\w+)\))?: (.*)", line):
-            listed[variant][match.group(1) or ""] = match.group(2)
+        elif match := re.fullmatch(r" +kernels(?: \((\w+)=([\w|]+)\))?: (.*)", line):
+            option, values, kernels = match.groups()
+            for value in values.split("|") if values else [""]:
+                listed[variant][f"{option}={value}" if option else ""] = kernels
     return listed
 
 
@@ -111,18 +115,29 @@ def test_list_shows_the_kernels_each_variant_runs_on_per_option_value_that_chang
     listed = _listed_kernels(variants.describe_variants())
     assert listed["relative"]["kind=shaw"] == "flex, chunked, reference"  # no sdpa: its term depends on q
     assert listed["relative"]["kind=rope"] == "sdpa, flex, xformers, chunked, reference"
-    assert listed["sparse"] == {"": "flex, blocked, sdpa, reference"}  # the same for every pattern
+    # the same for every pattern; fused kernels for the softmax only, blocked for every normaliser
+    assert listed["sparse"] == {"": "flex, blocked, sdpa, reference",
+                                **{f"normaliser={name}": "blocked, reference" for name in NORMALISERS}}
+    assert listed["relative"]["normaliser=sigmoid"] == "chunked, reference"
+    assert listed["additive"] == {"": "chunked, reference"}  # its normalisers all run where its score does
     assert listed["based"] == {"layer_index=0": "linear, reference",  # window_every 2: every other block a window
                                "layer_index=1": "flex, blocked, xformers, sdpa, reference"}
     for name, options in variant_cases():
         module = create_case(name, options, heads=2, head_dim=8)
         by_value = listed[name]
-        if "" not in by_value:
-            (option,) = {key.split("=")[0] for key in by_value}
+        # the line of the variant's own option value or block class (or its one line), then that of a normaliser
+        # other than the softmax, which keeps the kernels that compute it
+        own = [key for key in by_value if not key.startswith("normaliser=")]
+        if own != [""]:
+            (option,) = {key.split("=")[0] for key in own}
             value = (_layer_of_class(name, type(module)) if option == "layer_index"
                      else getattr(module.options, option))
-            by_value = {"": by_value[f"{option}={value}"]}
-        assert by_value[""] == ", ".join(module.kernels), (name, options)
+            own = [f"{option}={value}"]
+        kernels = by_value[own[0]].split(", ")
+        normaliser = by_value.get(f"normaliser={module.normaliser}")
+        if normaliser is not None:
+            kernels = [kernel for kernel in kernels if kernel in normaliser.split(", ")]
+        assert kernels == list(module.kernels), (name, options)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "variants" / "kernels").glob("*.py")), ids=lambda p: p.name)

@@ -46,7 +46,10 @@ def test_unknown_variant_names_the_closest_match_and_the_list():
         ("relative", {"kind": "t5", "num_buckets": 32, "max_distance": 10}, ["'max_distance'", "10", "16"]),
         ("additive", {"hidden_dim": 0}, ["'hidden_dim'", "0", ">= 1"]),
         ("additive", {"hidden_dim": 2.5}, ["'hidden_dim'", "2.5", "integer"]),
-        ("dense", {"window": 3}, ["'window'", "no option", "none"]),
+        ("dense", {"window": 3}, ["'window'", "no option", "normaliser"]),
+        ("dense", {"normaliser": "entmax"}, ["'normaliser'", "'entmax'", "'entmax15'", "'entmax_adaptive'"]),
+        ("sparse", {"pattern": "strided", "normaliser": "sum"}, ["'normaliser'", "'sum'", "'softmax'", "'sigmoid'"]),
+        ("linear", {"normaliser": "sigmoid"}, ["'normaliser'", "no option", "feature_map"]),
         ("qknorm", {"norm": "batch"}, ["'norm'", "'batch'", "'layer'", "'rms'"]),
         ("softcap", {"cap": 0}, ["'cap'", "0", "> 0"]),
         ("softcap", {"cap": "hot"}, ["'cap'", "'hot'", "a number"]),
@@ -84,6 +87,22 @@ def test_kernels_are_checked_by_name_and_capability():
     for name, described in (("softcap", "softcap_c50"), ("ssmax", "ssmax_s0.43")):  # not scale * q.k + bias
         with pytest.raises(ValueError, match=f"Kernel 'sdpa' cannot run variant '{described}'.*'flex', 'chunked'"):
             variants.create(name, num_heads=2, head_dim=4, kernel="sdpa")
+
+
+@pytest.mark.parametrize("name, options, kernel, accepted", [
+    ("dense", {"normaliser": "sigmoid"}, "sdpa", "'auto', 'chunked', 'reference'"),
+    ("dense", {"normaliser": "entmax15"}, "flex", "'auto', 'chunked', 'reference'"),
+    ("local", {"normaliser": "sparsemax"}, "xformers", "'auto', 'blocked', 'reference'"),
+    ("sparse", {"normaliser": "entmax_adaptive"}, "flex", "'auto', 'blocked', 'reference'"),
+])
+def test_a_kernel_that_computes_softmax_only_is_refused_naming_the_normaliser_and_the_kernels_that_would_do(
+        name, options, kernel, accepted):
+    with pytest.raises(ValueError) as error:
+        variants.create(name, num_heads=2, head_dim=4, kernel=kernel, **options)
+    message = str(error.value)
+    assert message.count("\n") == 0 and message.endswith(f"it runs on: {accepted}.")
+    assert f"Kernel {kernel!r} cannot run variant" in message
+    assert f"with normaliser {options['normaliser']!r} (it computes softmax only)" in message
 
 
 def test_inputs_that_do_not_fit_the_module_are_named():
@@ -128,6 +147,11 @@ def test_registering_a_name_twice_raises():
         ("softcap", {"cap": 2}, "softcap_c2"),
         ("ssmax", {}, "ssmax_s0.43"),
         ("ssmax", {"length_scale": 1.5, "fixed": True}, "ssmax_s1.5_fixed"),
+        ("dense", {"normaliser": "softmax"}, "dense"),
+        ("dense", {"normaliser": "entmax15"}, "dense_nentmax15"),
+        ("temperature", {"temperature": 0.5, "normaliser": "sigmoid"}, "temperature_t0.5_nsigmoid"),
+        ("local", {"window": 8, "normaliser": "sparsemax"}, "local_w8_nsparsemax"),
+        ("sparse", {"pattern": "strided", "normaliser": "entmax_adaptive"}, "sparse_strided_s16_nentmax_adaptive"),
     ],
 )
 def test_describe_gives_self_describing_names(name, options, expected):
@@ -137,7 +161,7 @@ def test_describe_gives_self_describing_names(name, options, expected):
 def test_resolved_options_are_saved_on_the_module():
     attn = variants.create("relative", num_heads=2, head_dim=4, kind="t5")
     assert dataclasses.asdict(attn.options) == {"kind": "t5", "max_distance": 128, "num_buckets": 32,
-                                                "rope_base": None}
+                                                "rope_base": None, "normaliser": "softmax"}
 
 
 def test_make_list_prints_every_variant_with_its_options():

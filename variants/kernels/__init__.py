@@ -22,6 +22,7 @@ from common.options import closest
 from variants import layouts
 from variants.kernels import blocked, chunked, flex, linear, lowrank, reference, sdpa, xformers
 from variants.kernels.call import Call
+from variants.normalisers import DOT_PRODUCT_NORMALISERS
 
 Run = Callable[[Call], torch.Tensor]  # a prepared call -> output (B, H, seq_q, dim_v)
 
@@ -87,8 +88,9 @@ KERNELS: dict[str, Kernel] = {
                                          "(optional gpu extra, CUDA)",
                devices=frozenset({"cuda"}), available=xformers.available, requirement=xformers.REQUIREMENT,
                layout_types=(type(None), layouts.Local)),
-        Kernel("blocked", blocked.run, "block-sparse: gathers only the key blocks a layout allows, O(n) for local",
-               layout_types=(layouts.Layout,)),
+        Kernel("blocked", blocked.run, "block-sparse: gathers only the key blocks a layout allows, O(n) for local; "
+                                       "fused sdpa on them for softmax, the normaliser on their scores otherwise",
+               layout_types=(layouts.Layout,), normalisers=frozenset(DOT_PRODUCT_NORMALISERS)),
         Kernel("linear", linear.run, "kernelised attention from feature maps in O(n): one sum, or chunks with a "
                                      "running state when causal (flash-linear-attention's chunk form, pure PyTorch)",
                normalisers=frozenset({"sum", "none"}), requires=frozenset({"features"})),
@@ -104,8 +106,8 @@ KERNELS: dict[str, Kernel] = {
 attend_with_weights = reference.attend
 
 
-def check_kernel(variant_name: str, supported: tuple[str, ...], kernel: str) -> None:
-    """Reject a kernel name that does not exist or cannot run the variant, at creation time."""
+def check_kernel(variant_name: str, supported: tuple[str, ...], kernel: str, normaliser: str = "softmax") -> None:
+    """Reject a kernel name that does not exist or cannot run the variant (with `normaliser`), at creation time."""
     if kernel == "auto":
         return
     if kernel not in KERNELS:
@@ -114,8 +116,11 @@ def check_kernel(variant_name: str, supported: tuple[str, ...], kernel: str) -> 
             f"{', '.join(repr(name) for name in KERNELS)}."
         )
     if kernel not in supported:
+        computed = KERNELS[kernel].normalisers
+        why = "" if KERNELS[kernel].runs_normaliser(normaliser) else (
+            f" with normaliser {normaliser!r} (it computes {', '.join(sorted(computed))} only)")
         raise ValueError(
-            f"Kernel {kernel!r} cannot run variant {variant_name!r}; it runs on: "
+            f"Kernel {kernel!r} cannot run variant {variant_name!r}{why}; it runs on: "
             f"'auto', {', '.join(repr(name) for name in supported)}."
         )
 

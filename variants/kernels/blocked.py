@@ -5,8 +5,13 @@ rejected). For each query block the kernel gathers the key and value blocks of i
 map and runs the fused `scaled_dot_product_attention` on them, with the layout's element rule,
 causality and padding as the mask: the reference formula on the gathered blocks. It runs variants
 whose logits are scale * q'.k' + bias(positions) (those that also list `sdpa`); `logit_bias` then
-receives (1, rows, block) query and (heads or 1, rows, keys) key positions. A layout whose block map
+receives (rows, block) query and (heads or 1, rows, keys) key positions. A layout whose block map
 differs per head (BigBird's random blocks) gathers each head's own key blocks.
+
+With a normaliser other than the softmax (sigmoid, sparsemax, entmax; `variants.normalisers`) no fused
+kernel applies: the kernel forms those logits on the gathered blocks, normalises them over the gathered
+keys the mask allows (every key a query may see is among them, so a sigmoid's count of keys is the
+row's), and multiplies by the gathered values. Its chunks keep the same bound, never n x n.
 
 Query blocks are processed in chunks of at most `CHUNK_ELEMENTS` gathered (query, key) pairs (see
 `plan`), which bounds the transient memory of the masks; plans are cached per layout, lengths,
@@ -105,19 +110,14 @@ def _attend_blocks(
     chunk: Chunk,
     real_keys: torch.Tensor | None,
 ) -> torch.Tensor:
-    """The chunk's query blocks against their gathered key blocks, through the fused sdpa kernel.
-
-    Every (batch, head, query block) becomes one sdpa batch entry with a single head, so that the
-    block's own mask (rule, causality, padding) rides along: (B * H * rows, 1, block, width * block).
-    """
-    batch, heads, _, block, _ = q_blocks.shape
-    rows = chunk.query_blocks.shape[0]
+    """The chunk's query blocks against their gathered key blocks: (B, H, rows, block, dim_v)."""
+    block, heads = q_blocks.shape[3], q_blocks.shape[1]
     offsets = torch.arange(block, device=q_blocks.device)
     each_head = torch.arange(heads, device=q_blocks.device)[:, None, None]  # pairs with key_blocks' heads
     q = q_blocks[:, :, chunk.query_blocks]  # (B, H, rows, block, d)
-    k = k_blocks[:, each_head, chunk.key_blocks].to(q.dtype)  # (B, H, rows, width, block, d)
-    v = v_blocks[:, each_head, chunk.key_blocks].to(q.dtype)  # (B, H, rows, width, block, dim_v)
-    q_pos = (chunk.query_blocks[:, None] * block + offsets)[None]  # (1, rows, block)
+    k = k_blocks[:, each_head, chunk.key_blocks].to(q.dtype).flatten(3, 4)  # (B, H, rows, width * block, d)
+    v = v_blocks[:, each_head, chunk.key_blocks].to(q.dtype).flatten(3, 4)  # (B, H, rows, width * block, dim_v)
+    q_pos = chunk.query_blocks[:, None] * block + offsets  # (rows, block)
     k_pos = (chunk.key_blocks[..., None] * block + offsets).flatten(-2)  # (heads or 1, rows, width * block)
     scale = call.scale
     if isinstance(scale, torch.Tensor):
@@ -125,15 +125,29 @@ def _attend_blocks(
     allowed = chunk.allowed[None]  # (1, heads or 1, rows, block, width * block)
     if real_keys is not None:  # (B, heads or 1, rows, width * block) -> one row of keys per query block
         allowed = allowed & real_keys[:, chunk.key_blocks].flatten(-2)[:, :, :, None, :]
+    bias = call.logit_bias(q_pos, k_pos, call.causal)  # (H, rows, block, width * block) or None
+    if call.normaliser == "softmax":
+        return _fused_softmax(q, k, v, scale, allowed, bias)
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, rows, block, width * block)
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
+    return torch.matmul(call.normalise(scores, allowed), v)
+
+
+def _fused_softmax(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, allowed: torch.Tensor,
+                   bias: torch.Tensor | None) -> torch.Tensor:
+    """Softmax attention of gathered blocks through the fused sdpa kernel: every (batch, head, query block)
+    becomes one sdpa batch entry with a single head, so that the block's own mask (rule, causality, padding)
+    rides along: (B * H * rows, 1, block, width * block)."""
+    batch, heads, rows = q.shape[:3]
     has_key = allowed.any(dim=-1, keepdim=True)  # rows without keys get every key, then a zero output (as sdpa.py)
     mask = (allowed | ~has_key).expand(batch, heads, -1, -1, -1)
-    bias = call.logit_bias(q_pos, k_pos, call.causal)  # (H, rows, block, width * block) or None
     if bias is not None:
         mask = bias.to(q.dtype).masked_fill(~mask, float("-inf"))
     out = F.scaled_dot_product_attention(
         rearrange(q, "b h r s d -> (b h r) 1 s d"),
-        rearrange(k, "b h r w s d -> (b h r) 1 (w s) d"),
-        rearrange(v, "b h r w s d -> (b h r) 1 (w s) d"),
+        rearrange(k, "b h r k d -> (b h r) 1 k d"),
+        rearrange(v, "b h r k d -> (b h r) 1 k d"),
         attn_mask=rearrange(mask, "b h r s k -> (b h r) 1 s k"),
         scale=scale,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from variants.layouts import Layout
+from variants.normalisers import Normalise
 
 # (score, batch, head, query position, key position) -> logit: FlexAttention's score_mod signature.
 ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -50,7 +51,10 @@ class Call:
     score_mod: ScoreModFor  # flex (xformers refuses a call that has one)
     pair_width: int  # floats materialised per (query, key) pair while scoring: sizes the chunked kernel's chunks
     parameters: Callable[[], Iterable[torch.Tensor]]  # the variant's learned tensors (flex on CPU: no gradient)
-    normaliser: str = "softmax"  # how a row of similarities becomes weights (`variants.normalisers`)
+    # The variant's normaliser bound to what it learns (adaptive entmax's alpha per head): (B, H, ..., seq_k)
+    # similarities, head axis 1, and the keys allowed -> weights. Reference, chunked, blocked.
+    normalise: Normalise
+    normaliser: str = "softmax"  # its name (`variants.normalisers`): what kernels that compute one form check
     features: Features | None = None  # the kernelised family's feature maps, of whole q and k: reference, linear
     factors: Factors | None = None  # the low-rank family's factors of the weights: reference, lowrank
 

@@ -3,7 +3,7 @@
     weights = normalise(similarities)    similarities: the variant's logits (scaled q.k through its score),
                                          or phi(q_i) . phi(k_j) for a variant with feature maps; normalise:
                                          the variant's normaliser (softmax, the reference formula of the
-                                         tutorials, unless it says otherwise)
+                                         tutorials, unless it names another: `variants.normalisers`)
     weights = F_1 F_2 ... F_r            for a variant that gives its weights as factors (Linformer, Nystromformer)
     output  = weights v
 
@@ -18,7 +18,6 @@ import functools
 import torch
 
 from variants.kernels.call import Call
-from variants.normalisers import NORMALISERS
 
 
 def similarities(call: Call) -> torch.Tensor:
@@ -35,7 +34,7 @@ def attend(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
         weights = functools.reduce(torch.matmul, call.factors(call.q, call.k, call.key_padding_mask))
     else:
         allowed = call.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask)
-        weights = NORMALISERS[call.normaliser](similarities(call), allowed)
+        weights = call.normalise(similarities(call), allowed)
     return torch.matmul(weights, call.v), weights
 
 
