@@ -123,6 +123,9 @@ class Attention(nn.Module):
     # How a row of similarities becomes weights (`variants.normalisers`): the option of a variant whose Options
     # inherit NormaliserOptions; a variant without it may set it per instance (the kernelised family's "sum").
     normaliser: str = "softmax"
+    # The `sum` normaliser's floor on a row's denominator: the reference code of linear attention's 1e-6, or 0
+    # (none) for a variant whose paper divides by the sum as it is.
+    denominator_floor: ClassVar[float] = normalisers.EPSILON
 
     def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str, layer_index: int = 0,
                  run_seed: int = 0, max_len: int | None = None) -> None:
@@ -236,11 +239,12 @@ class Attention(nn.Module):
         heads = torch.arange(q.shape[1], device=q.device)[None, :, None, None]
         return score_mod(scores, batch, heads, q_pos[:, None], k_pos[None, :])
 
-    def features(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
-                 causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor, causal: bool,
+                 key_padding_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """The kernelised family's feature maps: non-negative phi(q) (B, H, seq_q, m) and phi(k) (B, H, seq_k, m)
-        of the whole prepared q and k (at positions q_pos, k_pos), whose dot products are the similarities
-        (normalised by their sum: set `normaliser = "sum"`). Overridden by that family only."""
+        of the whole prepared q and k (at positions q_pos, k_pos; padded keys where `key_padding_mask` is False,
+        which the kernels then zero), whose dot products are the similarities (normalised by their sum: set
+        `normaliser = "sum"`). Overridden by that family only."""
         raise NotImplementedError(f"{type(self).__name__} has no feature maps.")
 
     def factors(self, q: torch.Tensor, k: torch.Tensor, key_padding_mask: torch.Tensor | None) -> list[torch.Tensor]:
@@ -261,6 +265,8 @@ class Attention(nn.Module):
         None: all): the module's normaliser, with what it learns (adaptive entmax's alpha per head)."""
         if self.normaliser == "entmax_adaptive":
             return normalisers.entmax_adaptive(similarities, allowed, self.entmax_alpha)
+        if self.normaliser == "sum":
+            return normalisers.normalised_sum(similarities, allowed, self.denominator_floor)
         return normalisers.NORMALISERS[self.normaliser](similarities, allowed)
 
     # ----------------------------------------------------------------------------------------------
@@ -337,7 +343,8 @@ class Attention(nn.Module):
                             pair_width=self.pair_width, parameters=self.parameters, normalise=self.normalise,
                             normaliser=self.normaliser,
                             features=self.features if "features" in self.overridden_hooks() else None,
-                            factors=self.factors if "factors" in self.overridden_hooks() else None)
+                            factors=self.factors if "factors" in self.overridden_hooks() else None,
+                            denominator_floor=self.denominator_floor)
 
     def forward(
         self,

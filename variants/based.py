@@ -88,7 +88,7 @@ class BasedLinear(Based):
         return (torch.einsum("bhnd,hde->bhne", q, self.query_projection.to(q.dtype)),
                 torch.einsum("bhnd,hde->bhne", k, self.key_projection.to(k.dtype)))
 
-    def features(self, q, k, q_pos, k_pos, causal) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(self, q, k, q_pos, k_pos, causal, key_padding_mask) -> tuple[torch.Tensor, torch.Tensor]:
         return taylor_features(q), taylor_features(k)
 
 

@@ -45,6 +45,6 @@ class CosFormer(Attention):
         super().__init__(options, **kwargs)
         self.normaliser = "sum"
 
-    def features(self, q, k, q_pos, k_pos, causal) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(self, q, k, q_pos, k_pos, causal, key_padding_mask) -> tuple[torch.Tensor, torch.Tensor]:
         horizon = max(len(q_pos), len(k_pos))  # M
         return cos_reweighted(q, q_pos, horizon), cos_reweighted(k, k_pos, horizon)

@@ -46,7 +46,7 @@ class LinearAttention(Attention):
         super().__init__(options, **kwargs)
         self.normaliser = "none" if options.feature_map == "identity" else "sum"
 
-    def features(self, q, k, q_pos, k_pos, causal) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(self, q, k, q_pos, k_pos, causal, key_padding_mask) -> tuple[torch.Tensor, torch.Tensor]:
         if self.options.feature_map == "elu":
             return F.elu(q) + 1, F.elu(k) + 1
         if self.options.feature_map == "relu":

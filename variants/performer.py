@@ -13,10 +13,11 @@ features: O(n m d) time on the `linear` kernel instead of O(n^2 d).
 
 Stabilisers keep exp finite, as in the paper's code: a maximum of the exponent is subtracted, a factor that
 cancels exactly in the normalisation. For the queries the maximum of each row over its features; for the keys
-the maximum over all the keys and features of a batch element and head, when not causal. A causal call has no
-key stabiliser, since that maximum would read the future: the key exponent w.x' - |x'|^2/2 is then bounded by
-|w|^2/2, about d/2 plus a few standard deviations over the rows (near 50 at head_dim 64, far below float32's
-limit of 88; near that limit at head_dim 128).
+the maximum over all the real (unpadded) keys and features of a batch element and head, when not causal. A
+causal call has no key stabiliser, since that maximum would read the future: the key exponent w.x' - |x'|^2/2
+is then bounded by |w|^2/2, about d/2 plus a few standard deviations over the rows (near 50 at head_dim 64, far
+below float32's limit of 88; near that limit at head_dim 128). The row sum is divided by as it is, with no
+floor (`denominator_floor = 0`), as in the paper's code.
 
 The random matrix W is drawn from a torch.Generator seeded from (run seed, layer index, number of draws so
 far), redrawn every `redraw` forward calls in training mode (never in eval), and kept in
@@ -55,16 +56,23 @@ def random_features(num_features: int, dim: int, seed: int, orthogonal: bool) ->
     return rows * norms[:, None]
 
 
-def positive_features(x: torch.Tensor, projection: torch.Tensor, stabilise_over: tuple[int, ...]) -> torch.Tensor:
+def positive_features(x: torch.Tensor, projection: torch.Tensor, stabilise_over: tuple[int, ...],
+                      real: torch.Tensor | None = None) -> torch.Tensor:
     """phi(x) (B, H, seq, m) for x (B, H, seq, d), with the maximum of the exponent over the dimensions
-    `stabilise_over` subtracted (a factor common to what it spans; none when empty). The exponent is
-    computed in float32 at least, also under bf16 autocast: its rounding would multiply the features."""
+    `stabilise_over` subtracted (a factor common to what it spans; none when empty), taken over the positions
+    that are `real` (B, seq) where given, so that a padded key never sets the scale of the real ones. The
+    exponent is computed in float32 at least, also under bf16 autocast: its rounding would multiply the
+    features."""
     dtype = torch.promote_types(x.dtype, torch.float32)
     with torch.autocast(x.device.type, enabled=False):
         scaled = x.to(dtype) * x.shape[-1] ** -0.25  # x' = x / d^(1/4)
         exponent = scaled @ projection.to(dtype).T - scaled.square().sum(dim=-1, keepdim=True) / 2
         if stabilise_over:
-            exponent = exponent - exponent.detach().amax(dim=stabilise_over, keepdim=True)
+            seen = exponent.detach()
+            if real is not None:
+                seen = seen.masked_fill(~real[:, None, :, None], float("-inf"))
+            largest = seen.amax(dim=stabilise_over, keepdim=True)
+            exponent = exponent - largest.masked_fill(largest == float("-inf"), 0.0)  # no real key: no stabiliser
         features = torch.exp(exponent) / math.sqrt(projection.shape[0])
     return features.to(x.dtype)
 
@@ -87,6 +95,10 @@ class Performer(Attention):
         def __post_init__(self) -> None:
             require(self.num_features >= 1, "num_features", self.num_features, "an integer >= 1")
             require(self.redraw >= 0, "redraw", self.redraw, "an integer >= 0 (0: never redraw)")
+
+    # The paper's code divides by the estimated row sum as it is: positive features never make it vanish, and a
+    # floor would bias the rows that the stabilisers leave small.
+    denominator_floor = 0.0
 
     def __init__(self, options: Options, **kwargs) -> None:
         super().__init__(options, **kwargs)
@@ -115,9 +127,9 @@ class Performer(Attention):
     def set_extra_state(self, state: dict[str, int]) -> None:
         self.draws, self.calls_since_draw = int(state["draws"]), int(state["calls_since_draw"])
 
-    def features(self, q, k, q_pos, k_pos, causal) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(self, q, k, q_pos, k_pos, causal, key_padding_mask) -> tuple[torch.Tensor, torch.Tensor]:
         phi_q = positive_features(q, self.projection, (-1,))
-        phi_k = positive_features(k, self.projection, () if causal else (-2, -1))
+        phi_k = positive_features(k, self.projection, () if causal else (-2, -1), key_padding_mask)
         return phi_q, phi_k
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: Any):

@@ -4,8 +4,6 @@ import pytest
 import torch
 from cases import HEADS, case_id, create_case, random_inputs, skip_if_bidirectional, trains_on_cpu, variant_cases
 
-from variants.normalisers import EPSILON
-
 CASES = variant_cases()
 
 
@@ -67,7 +65,7 @@ def feature_similarities(module, q, k, v, mask):
     """phi(q_i) . phi(k_j) (B, H, seq_q, seq_k) of a kernelised module, from its feature maps of the prepared q
     and k, for a causal call."""
     call = module.kernel_call(q, k, v, True, mask)
-    phi_q, phi_k = call.features(call.q, call.k, call.q_pos, call.k_pos, True)
+    phi_q, phi_k = call.features(call.q, call.k, call.q_pos, call.k_pos, True, mask)
     return phi_q @ phi_k.transpose(-2, -1)
 
 
@@ -75,8 +73,8 @@ def feature_similarities(module, q, k, v, mask):
 def test_returned_weights_are_a_distribution_over_allowed_keys_or_sigmoids(case):
     """Softmax, sparsemax and entmax weights sum to 1 over the allowed keys; sigmoid's are each sigmoid(logit -
     log n). The `sum` normaliser's are non-negative and sum to 1 too, unless the row's similarities sum to less
-    than EPSILON (a ReLU row of zeros): then to that sum over EPSILON. The `none` normaliser's weights are the
-    similarities themselves."""
+    than the variant's floor (EPSILON by default; a ReLU row of zeros): then to that sum over the floor. The
+    `none` normaliser's weights are the similarities themselves."""
     name, options = case
     skip_if_bidirectional(name, causal=True)
     module = create_case(name, options).double()
@@ -102,7 +100,8 @@ def test_returned_weights_are_a_distribution_over_allowed_keys_or_sigmoids(case)
     elif module.normaliser == "sum":
         assert (weights >= 0).all()
         totals = feature_similarities(module, q, k, v, mask).masked_fill(~allowed, 0.0).sum(-1)
-        expected = torch.where(totals >= EPSILON, 1.0, totals / EPSILON)
+        floor = module.denominator_floor  # EPSILON, or 0: a row sums to 1 whenever its similarities do not vanish
+        expected = torch.where(totals >= floor, 1.0, totals / floor) if floor else (totals > 0).double()
         assert torch.allclose(sums[has_key], expected[has_key])
     else:
         assert module.normaliser == "none", f"no rule for the weights of normaliser {module.normaliser!r}"

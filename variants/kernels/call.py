@@ -25,9 +25,10 @@ Allowed = Callable[[torch.Tensor, torch.Tensor, bool, torch.Tensor | None], torc
 LogitBias = Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor | None]
 # (q, k, q_pos, causal) -> the ScoreMod of these prepared q (first row at q_pos[0]) and k; or None.
 ScoreModFor = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], ScoreMod | None]
-# (q, k, q_pos, k_pos, causal) -> non-negative features phi(q) (B, H, seq_q, m) and phi(k) (B, H, seq_k, m), whose
-# dot product phi(q_i) . phi(k_j) is the similarity of a pair (the kernelised family).
-Features = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool], tuple[torch.Tensor, torch.Tensor]]
+# (q, k, q_pos, k_pos, causal, key_padding_mask) -> non-negative features phi(q) (B, H, seq_q, m) and phi(k)
+# (B, H, seq_k, m), whose dot product phi(q_i) . phi(k_j) is the similarity of a pair (the kernelised family).
+Features = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool, torch.Tensor | None],
+                    tuple[torch.Tensor, torch.Tensor]]
 # (q, k, key_padding_mask) -> matrices whose product, left to right, is the (B, H, seq_q, seq_k) weights (the
 # low-rank family: Linformer, Nystromformer); bidirectional, so no causal flag.
 Factors = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], list[torch.Tensor]]
@@ -57,6 +58,7 @@ class Call:
     normaliser: str = "softmax"  # its name (`variants.normalisers`): what kernels that compute one form check
     features: Features | None = None  # the kernelised family's feature maps, of whole q and k: reference, linear
     factors: Factors | None = None  # the low-rank family's factors of the weights: reference, lowrank
+    denominator_floor: float = 1e-6  # the `sum` normaliser's floor on a row's denominator (0: none)
 
 
 def untraced(function: Callable) -> Callable:

@@ -23,7 +23,7 @@ from variants.kernels.call import Call
 def similarities(call: Call) -> torch.Tensor:
     """(B, H, seq_q, seq_k): the variant's logits, or its features' dot products."""
     if call.features is not None:
-        phi_q, phi_k = call.features(call.q, call.k, call.q_pos, call.k_pos, call.causal)
+        phi_q, phi_k = call.features(call.q, call.k, call.q_pos, call.k_pos, call.causal, call.key_padding_mask)
         return torch.matmul(phi_q, phi_k.transpose(-2, -1))
     return call.logits(call.q, call.k, call.q_pos, call.k_pos, call.causal)
 
