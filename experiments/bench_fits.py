@@ -1,12 +1,13 @@
 """What a `make bench-variants` table says: log-log slopes against length, the fitted exponents of
 time ~ n^a d^b beside the complexity each row claims, the exponent of time against n at fixed total work, and
-the figures the variant issues set goals for. Pandas and numpy only: the report's cost section computes its
-tables with these same functions.
+the figures the variant issues set goals for. The report's cost section computes its tables with these same
+functions.
 
-The claims are the tutorials' complexity table, per layer, in the sequence length n and the width d (Vaswani
-et al. 2017, Table 1: self-attention O(n^2 d), recurrent O(n d^2), convolutional O(k n d^2), restricted
-self-attention of window w O(n w d)), with linear attention (Katharopoulos et al. 2020, O(n d^2)) and Mamba
-(Gu & Dao 2023, O(n d N), N the state size) from their papers. Its third column, sequential operations, is
+The claims are each variant's and baseline's `complexity`, declared beside its code: the tutorials' table, per
+layer, in the sequence length n and the width d (Vaswani et al. 2017, Table 1: self-attention O(n^2 d),
+recurrent O(n d^2), convolutional O(k n d^2), restricted self-attention of window w O(n w d)), and the
+kernelised, low-rank and state-space rows from their papers (linear attention O(n d^2), Performer O(n m d),
+Linformer O(n r d), Mamba O(n d N), N the state size). Its third column, sequential operations, is
 read as a measurement: with batch * work(n) held fixed, a layer that must step through time one position
 after another takes time ~ n^1, a parallel one ~ n^0. The bench times attention without its q/k/v and output
 projections (the table's self-attention row) and a baseline mixer whole, its projections included.
@@ -18,50 +19,32 @@ agrees with its claim when it rounds to the claimed exponent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
+
+import variants
+from variants.base import Complexity
 
 SWEEPS = ("length", "dim", "steps")  # the sweeps of bench-variants, in the order a row's `sweep` names them
 TOP_OCTAVES = 3
 
 
-@dataclass(frozen=True)
-class Claim:
-    """A complexity per layer as the literature writes it, its exponents of n and d, and its sequential
-    operations, "O(1)" or "O(n)" (Vaswani et al. 2017, Table 1)."""
-
-    text: str
-    n: int
-    d: int
-    sequential: str
-
-    @property
-    def step_exponent(self) -> int:
-        """The exponent of time against n at fixed total work that the sequential operations predict."""
-        return 1 if self.sequential == "O(n)" else 0
-
-
-RECURRENT = Claim("O(n d^2)", 1, 2, "O(n)")
-# Keyed by registered name (a variant's or a baseline's). d = heads * head_dim, swept at fixed heads.
-CLAIMS: dict[str, Claim] = {
-    "dense": Claim("O(n^2 d)", 2, 1, "O(1)"),
-    "local": Claim("O(n w d)", 1, 1, "O(1)"),
-    "linear": Claim("O(n d^2)", 1, 2, "O(1)"),  # per head n head_dim^2: n d^2 / heads
-    "lstm": RECURRENT,
-    "gru": RECURRENT,
-    "conv": Claim("O(k n d^2)", 1, 2, "O(1)"),
-    "mamba": Claim("O(n d N)", 1, 1, "O(n)"),  # the scan; the chunked one on CUDA takes n / chunk_size steps
-}
+def claim(name: str) -> Complexity | None:
+    """The complexity a registered variant or baseline declares (its class's `complexity`); None for a name
+    that declares none or is not registered (the tutorials' naive implementation, torch's sdpa called directly)."""
+    try:
+        return variants.variant_class(name).complexity
+    except ValueError:
+        return None
 
 
 def work_exponent(name: str, family: str) -> int:
     """p in work(n) ~ n^p, what the sweep at fixed total work holds batch * n^p constant by: the claim's
     exponent of n where the row has one, else 2 for dense attention (n x n pairs) and 1 for every other
     family (a window, a block pattern, feature maps, a low rank, a mixer)."""
-    if name in CLAIMS:
-        return CLAIMS[name].n
+    declared = claim(name)
+    if declared is not None:
+        return declared.n
     return 2 if family == "dense" else 1
 
 
@@ -136,16 +119,16 @@ def complexity(table: pd.DataFrame) -> pd.DataFrame:
         rows_of = ok[(ok["variant"] == variant) & (ok["kernel"] == kernel) & (ok["causal"] == causal)
                      & (ok["device"] == device)]
         name, family = rows_of["name"].iloc[0], rows_of["family"].iloc[0]
-        claim = CLAIMS.get(name)
+        claimed = claim(name)
         lengths, dims, steps = (in_sweep(rows_of, sweep) for sweep in SWEEPS)
         a, length_range = fit(lengths["seq_len"], lengths["ms"])
         b, dim_range = fit(dims["heads"] * dims["head_dim"], dims["ms"])
         work = steps["batch"] * steps["seq_len"].astype(float) ** work_exponent(name, family)
         s, step_range = fit(steps["seq_len"], steps["ms"] / work * work.max())
         rows.append({"variant": variant, "name": name, "kernel": kernel, "causal": causal, "device": device,
-                     "family": family, "claimed": claim.text if claim else "not declared",
+                     "family": family, "claimed": claimed.text if claimed else "not declared",
                      "measured": _power_text(a, b), "a": a, "lengths": length_range, "b": b, "dims": dim_range,
-                     "claimed_sequential": claim.sequential if claim else "not declared",
+                     "claimed_sequential": claimed.sequential if claimed else "not declared",
                      "steps_exponent": s, "step_lengths": step_range})
     return pd.DataFrame(rows, columns=COMPLEXITY_COLUMNS)
 
@@ -160,23 +143,24 @@ def disagreements(summary: pd.DataFrame) -> list[str]:
     out), or one sentence saying that every one does."""
     sentences, checked = [], 0
     for row in summary.itertuples():
-        claim = CLAIMS.get(row.name)
-        if claim is None:
+        declared = claim(row.name)
+        if declared is None:
             continue
         who = f"{row.variant} ({row.kernel}, {'causal' if row.causal else 'bidirectional'}, {row.device})"
-        for symbol, measured, claimed, span in (("n", row.a, claim.n, row.lengths), ("d", row.b, claim.d, row.dims)):
+        for symbol, measured, claimed, span in (("n", row.a, declared.n, row.lengths),
+                                                ("d", row.b, declared.d, row.dims)):
             if measured is None or pd.isna(measured):
                 continue
             checked += 1
-            if round(measured) != claimed:
+            if round(measured) != round(claimed):
                 sentences.append(f"{who}: time grows as {symbol}^{measured:.2f} over {symbol} = {span}, not "
-                                 f"{symbol}^{claimed} as {claim.text} claims.")
+                                 f"{symbol}^{claimed:g} as {declared.text} claims.")
         if row.steps_exponent is not None and not pd.isna(row.steps_exponent):
             checked += 1
-            if round(row.steps_exponent) != claim.step_exponent:
+            if round(row.steps_exponent) != declared.step_exponent:
                 sentences.append(f"{who}: at fixed total work time grows as n^{row.steps_exponent:.2f} over n = "
-                                 f"{row.step_lengths}, where {claim.sequential} sequential steps predict "
-                                 f"n^{claim.step_exponent}.")
+                                 f"{row.step_lengths}, where {declared.sequential} sequential steps predict "
+                                 f"n^{declared.step_exponent}.")
     if checked and not sentences:
         sentences.append(f"Every one of the {checked} measured exponents rounds to its claim.")
     return sentences

@@ -89,6 +89,23 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class Complexity:
+    """Time per layer as the literature writes it (the tutorials' table, Vaswani et al. 2017, Table 1, or the
+    variant's paper), its exponents of the length n and the width d, and its sequential operations, "O(1)" or
+    "O(n)": what `make bench-variants` measures each row against."""
+
+    text: str
+    n: float
+    d: float
+    sequential: str = "O(1)"
+
+    @property
+    def step_exponent(self) -> int:
+        """The exponent of time against n at fixed total work that the sequential operations predict."""
+        return 1 if self.sequential == "O(n)" else 0
+
+
+@dataclass(frozen=True)
 class NormaliserOptions:
     """The option every variant that normalises a row of logits shares (dot-product variants and additive):
     its Options inherit this class, which the kernels that run it follow (`Kernel.normalisers`)."""
@@ -117,6 +134,8 @@ class Attention(nn.Module):
     # Whether the variant has a causal form. Those bidirectional in their papers (Linformer, Nystromformer)
     # refuse causal=True, and a config on a task that allows it runs them with model.causal false.
     supports_causal: ClassVar[bool] = True
+    # Its time per layer as the literature states it (None: not declared, e.g. when it depends on an option).
+    complexity: ClassVar[Complexity | None] = Complexity("O(n^2 d)", 2, 1)
     # One sentence when the variant approximates what its paper approximates (softmax attention, say) or
     # departs from its paper; `attnlab list` and the report print it. None: exact to its paper.
     approximation: ClassVar[str | None] = None

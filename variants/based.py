@@ -33,7 +33,7 @@ from torch import nn
 
 from common.options import option, require
 from variants import layouts
-from variants.base import LAYOUT_KERNELS_FIRST, Attention, Range
+from variants.base import LAYOUT_KERNELS_FIRST, Attention, Complexity, Range
 from variants.registry import register
 
 
@@ -73,6 +73,8 @@ class Based(Attention):
 
 class BasedLinear(Based):
     """A linear layer: q and k projected to feature_dim, then the Taylor feature map."""
+
+    complexity = Complexity("O(n d'^2 d)", 1, 1)  # d' the projected feature dim
 
     def __init__(self, options: Based.Options, **kwargs) -> None:
         super().__init__(options, **kwargs)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from variants.base import Attention
+from variants.base import Attention, Complexity
 from variants.registry import register
 
 
@@ -36,6 +36,8 @@ def cos_reweighted(x: torch.Tensor, positions: torch.Tensor, horizon: int) -> to
 @register("cosformer")
 class CosFormer(Attention):
     """ReLU features re-weighted by cos(pi/2 (i - j) / M), split into cos and sin halves; O(n d^2)."""
+
+    complexity = Complexity("O(n d^2)", 1, 2)
 
     @dataclass(frozen=True)
     class Options:

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from common.options import option, require
-from variants.base import Attention, Choice
+from variants.base import Attention, Choice, Complexity
 from variants.registry import register
 
 FEATURE_MAPS = ("elu", "relu", "identity")
@@ -30,6 +30,8 @@ FEATURE_MAPS = ("elu", "relu", "identity")
 @register("linear")
 class LinearAttention(Attention):
     """Linear attention: phi(q) (sum_j phi(k_j) v_j^T) / (phi(q) . sum_j phi(k_j)), phi = elu + 1; O(n)."""
+
+    complexity = Complexity("O(n d^2)", 1, 2)
 
     search_space = {"feature_map": Choice(("elu", "relu"))}
 

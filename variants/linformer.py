@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from common.options import option, require
-from variants.base import Attention, Choice, Range
+from variants.base import Attention, Choice, Complexity, Range
 from variants.registry import register
 
 SHARING = ("none", "kv")
@@ -41,6 +41,8 @@ SHARING = ("none", "kv")
 @register("linformer")
 class Linformer(Attention):
     """Keys and values projected along the sequence to `rank` rows: softmax(q (E k)^T / sqrt(d)) F v; O(n r d)."""
+
+    complexity = Complexity("O(n r d)", 1, 1)  # r the rank
 
     supports_causal = False
     approximation = ("A low-rank approximation of softmax attention: keys and values are projected along the "

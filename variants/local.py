@@ -19,13 +19,15 @@ from dataclasses import dataclass
 
 from common.options import option, require
 from variants import layouts
-from variants.base import LAYOUT_KERNELS_FIRST, Attention, NormaliserOptions, Range
+from variants.base import LAYOUT_KERNELS_FIRST, Attention, Complexity, NormaliserOptions, Range
 from variants.registry import register
 
 
 @register("local")
 class Local(Attention):
     """Sliding-window attention, |i - j| <= window // 2, on a block-sparse kernel: O(n * window)."""
+
+    complexity = Complexity("O(n w d)", 1, 1)  # w the window
 
     kernel_preference = LAYOUT_KERNELS_FIRST
     # A window of 2 * (seq_len - 1) or more is dense attention.

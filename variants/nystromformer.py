@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
-from variants.base import Attention, Range
+from variants.base import Attention, Complexity, Range
 from variants.normalisers import softmax
 from variants.registry import register
 
@@ -41,6 +41,8 @@ from variants.registry import register
 @register("nystromformer")
 class Nystromformer(Attention):
     """Segment-mean landmarks and an iterative pseudo-inverse: three softmaxes of n x m, m x m, m x n; O(n m d)."""
+
+    complexity = Complexity("O(n m d)", 1, 1)  # m landmarks
 
     supports_causal = False
     approximation = ("A Nystrom approximation of softmax attention through segment-mean landmarks and an "

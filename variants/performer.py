@@ -35,7 +35,7 @@ import torch
 from einops import rearrange
 
 from common.options import option, require
-from variants.base import Attention, Range
+from variants.base import Attention, Complexity, Range
 from variants.kernels.call import untraced
 from variants.layouts import derived_seed
 from variants.registry import register
@@ -80,6 +80,8 @@ def positive_features(x: torch.Tensor, projection: torch.Tensor, stabilise_over:
 @register("performer")
 class Performer(Attention):
     """FAVOR+: positive (orthogonal) random features whose dot products estimate exp(q.k / sqrt(d)); O(n m d)."""
+
+    complexity = Complexity("O(n m d)", 1, 1)  # m random features
 
     approximation = ("Approximates softmax attention with num_features positive random features: unbiased in "
                      "expectation, with an error that falls as num_features grows.")

@@ -46,6 +46,8 @@ PATTERN_DEFAULTS = {
 class Sparse(Attention):
     """Block-sparse patterns: strided, fixed, longformer or bigbird, on a block-sparse kernel."""
 
+    complexity = None  # the pattern decides: O(n sqrt(n) d) strided, O(n w d) longformer and bigbird
+
     kernel_preference = LAYOUT_KERNELS_FIRST
     # Each pattern's own options, searched only when it is chosen. Strides start at 4 so that `fixed`'s
     # summary (1 to 4) never exceeds its stride.

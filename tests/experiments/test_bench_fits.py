@@ -43,13 +43,13 @@ def test_the_complexity_table_recovers_the_exponents_of_time_in_n_d_and_sequenti
 def test_a_measured_exponent_that_does_not_round_to_its_claim_is_said_in_a_sentence():
     table = pd.DataFrame(sweeps("lstm", "lstm", "baseline", "torch", a=1.1, b=1.2, s=0.9)
                          + sweeps("conv_k4", "conv", "baseline", "torch", a=1.0, b=2.0, s=0.8)
-                         + sweeps("relative_t5", "relative", "dense", "auto=sdpa", a=2.0, b=3.0, s=2.0))
+                         + sweeps("sparse_strided", "sparse", "sparse", "auto=blocked", a=2.0, b=3.0, s=2.0))
     sentences = bench_fits.disagreements(bench_fits.complexity(table))
     assert sentences == [
         "conv_k4 (torch, causal, cpu): at fixed total work time grows as n^0.80 over n = 300-2048, where O(1) "
         "sequential steps predict n^0.",
         "lstm (torch, causal, cpu): time grows as d^1.20 over d = 128-1024, not d^2 as O(n d^2) claims.",
-    ]  # relative has no claim: measured, never judged
+    ]  # sparse declares no claim (its pattern decides): measured, never judged
     agreeing = pd.DataFrame(sweeps("lstm", "lstm", "baseline", "torch", a=1.1, b=1.8, s=0.9))
     assert bench_fits.disagreements(bench_fits.complexity(agreeing)) == [
         "Every one of the 3 measured exponents rounds to its claim."]
@@ -57,7 +57,9 @@ def test_a_measured_exponent_that_does_not_round_to_its_claim_is_said_in_a_sente
 
 def test_work_held_fixed_is_n_squared_for_dense_attention_and_n_for_the_rest():
     assert bench_fits.work_exponent("dense", "dense") == 2
-    assert bench_fits.work_exponent("relative", "dense") == 2  # no claim: its family decides
+    assert bench_fits.work_exponent("relative", "dense") == 2  # declared beside its code: O(n^2 d), as dense
+    assert bench_fits.work_exponent("sparse", "sparse") == 1  # no claim: its family decides
+    assert bench_fits.work_exponent("tutorial-naive", "dense") == 2  # not registered: its family decides
     assert [bench_fits.work_exponent(name, family) for name, family in
             (("linear", "kernelised"), ("lstm", "baseline"), ("mamba", "baseline"), ("performer", "kernelised"),
              ("linformer", "low-rank"), ("sparse", "sparse"))] == [1] * 6

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from common.options import OptionError, build_options
-from variants.base import Attention, Choice, Range
+from variants.base import Attention, Choice, Complexity, Range
 from variants.registry import list_baselines, variant_class
 
 
@@ -24,6 +24,7 @@ class Baseline(nn.Module):
     name: ClassVar[str]  # set by variants.register
     Options: ClassVar[type]  # a frozen dataclass of the baseline's options
     kernels: ClassVar[tuple[str, ...]] = ()  # no attention kernel runs a baseline
+    complexity: ClassVar[Complexity | None] = None  # its time per layer as the literature states it
     # Where a sweep searches each option (an option not named keeps its default), as for attention variants.
     search_space: ClassVar[dict[str, Range | Choice]] = {}
     # The model around a baseline is the attention variants' own, absolute positions included, so that only

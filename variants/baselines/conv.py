@@ -22,7 +22,7 @@ from einops import rearrange
 from torch import nn
 
 from common.options import option, require
-from variants.base import Choice, Range
+from variants.base import Choice, Complexity, Range
 from variants.baselines.base import Baseline
 from variants.registry import register
 
@@ -30,6 +30,8 @@ from variants.registry import register
 @register("conv")
 class Conv(Baseline):
     """Depthwise-separable 1-D convolution in place of attention: O(k n d + n d^2), a reach of k - 1 per layer."""
+
+    complexity = Complexity("O(k n d^2)", 1, 2)  # the tutorials' row; depthwise-separable: O(k n d + n d^2)
 
     search_space = {"kernel_size": Range(2, 16, log=True), "dilation_growth": Choice((None, 2))}
 

@@ -30,7 +30,7 @@ from einops import rearrange
 from torch import nn
 
 from common.options import option, require
-from variants.base import Choice
+from variants.base import Choice, Complexity
 from variants.baselines.base import Baseline
 from variants.baselines.scan import chunked_scan, sequential_scan
 from variants.registry import register
@@ -81,6 +81,8 @@ def resolved_scan(scan: str, device: torch.device) -> str:
 @register("mamba")
 class Mamba(Baseline):
     """Mamba's selective state space block (S6) in place of attention: O(n d N) time, a parallel chunked scan."""
+
+    complexity = Complexity("O(n d N)", 1, 1, "O(n)")  # N the state size; the scan steps through time
 
     search_space = {"state_size": Choice((8, 16, 32))}
 

@@ -19,12 +19,15 @@ import torch
 from torch import nn
 
 from common.options import OptionError
+from variants.base import Complexity
 from variants.baselines.base import Baseline
 from variants.registry import register
 
 
 class Recurrent(Baseline):
     """A torch recurrent layer of width dim, one way when causal, both ways (dim / 2 each) when not."""
+
+    complexity = Complexity("O(n d^2)", 1, 2, "O(n)")
 
     rnn_class: ClassVar[type[nn.RNNBase]]
 
