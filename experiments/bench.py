@@ -71,9 +71,10 @@ def parse_spec(spec: str) -> tuple[str, dict]:
 
 
 def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, head_dim: int,
-               device: torch.device) -> list[Contender]:
+               device: torch.device, max_len: int | None = None) -> list[Contender]:
     """The baselines (kernels `naive` and `direct`), then every spec on every kernel it lists, or only the
-    kernels asked for. The kernel `auto` picks is timed once, labelled `auto=<kernel>`."""
+    kernels asked for, built for sequences of at most `max_len` (what the variants sized by it need). The kernel
+    `auto` picks is timed once, labelled `auto=<kernel>`."""
     baselines = [Contender("tutorial-naive", "naive", tutorial_naive), Contender("torch-sdpa", "direct", torch_sdpa)]
     chosen = [baseline for baseline in baselines if kernel_names is None or baseline.kernel in kernel_names]
     for spec in specs:
@@ -82,7 +83,7 @@ def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, hea
             if kernel_names is None or {"auto", "torch"} & set(kernel_names):
                 chosen.append(mixer_contender(name, options, heads * head_dim, device))
             continue
-        probe = variants.create(name, num_heads=heads, head_dim=head_dim, **options).to(device)
+        probe = variants.create(name, num_heads=heads, head_dim=head_dim, max_len=max_len, **options).to(device)
         chosen_by_auto = probe.kernel
         for kernel in probe.kernels:
             if not KERNELS[kernel].runs_on(device):
@@ -91,7 +92,8 @@ def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, hea
             if kernel_names is not None and kernel not in kernel_names and not (
                     "auto" in kernel_names and kernel == chosen_by_auto):
                 continue
-            module = variants.create(name, num_heads=heads, head_dim=head_dim, kernel=kernel, **options).to(device)
+            module = variants.create(name, num_heads=heads, head_dim=head_dim, kernel=kernel, max_len=max_len,
+                                     **options).to(device)
             chosen.append(Contender(module.describe(), label, _call(module)))
     return chosen
 
@@ -166,7 +168,7 @@ def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], caus
         batch: int, heads: int, head_dim: int, repeats: int, budget: float, device: torch.device,
         out_dir: Path, quiet: bool) -> tuple[pd.DataFrame, Path]:
     dtype = torch.float32
-    field = contenders(specs, kernels, heads, head_dim, device)
+    field = contenders(specs, kernels, heads, head_dim, device, max_len=max(lengths))
     rows = []
     last_measured: dict[tuple[str, str, bool], tuple[int, float, float]] = {}
     plan = [(length, causal) for length in sorted(lengths) for causal in causal_modes]

@@ -114,7 +114,8 @@ def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
         ax.set_axis_off()
     for ax, entry in zip(axes.flat, entries, strict=False):
         attention = variants.create(entry["variant"], num_heads=entry["heads"], head_dim=entry["head_dim"],
-                                    run_seed=entry["seed"], **json.loads(entry["options"]))  # layer 0 as it ran
+                                    run_seed=entry["seed"], max_len=entry["seq_len"],
+                                    **json.loads(entry["options"]))  # layer 0 as it ran
         drawn = min(entry["seq_len"], MAX_LAYOUT_DRAWN)
         allowed = attention.layout(entry["seq_len"], entry["seq_len"], causal=entry["causal"])[:drawn, :drawn]
         step = max(1, math.ceil(drawn / 16))
@@ -157,7 +158,7 @@ def attention(context: Context) -> list[Block]:
     for entry in shared.layout_variants(context.ordinary):
         try:
             has_pattern = variants.create(entry["variant"], num_heads=entry["heads"],
-                                          head_dim=entry["head_dim"],
+                                          head_dim=entry["head_dim"], max_len=entry["seq_len"],
                                           **json.loads(entry["options"])).block_layout is not None
         except ValueError as error:
             problems.append({"run": entry["variant_name"], "reason": f"layout not drawn ({error})"})

@@ -8,6 +8,7 @@ import variants
 from experiments import config as configs
 from experiments.model import Transformer
 from experiments.train import build_optimizer
+from variants.per_head import PerHeadLinear
 
 MODEL = configs.ModelConfig(dim=32, depth=2, heads=2)
 # Every registered variant with its defaults, and the options that add parameters of their own.
@@ -21,18 +22,23 @@ def model_of(variant, options):
     return Transformer(MODEL, vocab_size=8, num_classes=4, max_len=16, variant=variant, variant_options=options)
 
 
+# Linear maps a variant has of its own, per block: additive's projections and score vector, the dense
+# Synthesizer's two-layer MLP, the Sinkhorn sorting network's two layers (each a PerHeadLinear).
+OWN_MATRICES = {"additive": 3, "synthesizer": 2, "sinkhorn": 2}
+
+
 @pytest.mark.parametrize(("variant", "options"), CASES)
 def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(variant, options):
     model = model_of(variant, options)
     optimizer, decayed = build_optimizer(model, configs.TrainConfig(weight_decay=0.1))
     expected = [f"{prefix}.{name}".lstrip(".") for prefix, module in model.named_modules()
                 for name, parameter in module.named_parameters(recurse=False)
-                if (isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d)) and name == "weight")
+                if (isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d, PerHeadLinear)) and name == "weight")
                 or (isinstance(module, nn.RNNBase) and name.startswith(("weight_ih", "weight_hh")))
                 or (variant == "additive" and name in ("query_proj", "key_proj", "score_vector"))]
     assert sorted(decayed) == sorted(expected)
-    if not variants.is_baseline(variant):  # embedding, head, per block qkv, out and two MLP layers (and additive's 3)
-        assert len(decayed) == 2 + (4 + 3 * (variant == "additive")) * MODEL.depth
+    if not variants.is_baseline(variant):  # embedding, head, per block qkv, out and two MLP layers, and its own
+        assert len(decayed) == 2 + (4 + OWN_MATRICES.get(variant, 0)) * MODEL.depth
     parameters = dict(model.named_parameters())
     decaying, sparing = optimizer.param_groups
     assert (decaying["weight_decay"], sparing["weight_decay"]) == (0.1, 0.0)
@@ -48,6 +54,9 @@ def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(
     ("dense", {}, "positions"), ("dense", {}, "blocks.0.attn_norm.weight"), ("dense", {}, "blocks.0.qkv.bias"),
     ("lstm", {}, "blocks.0.mixer.rnn.bias_ih_l0"), ("mamba", {}, "blocks.0.mixer.directions.0.A_log"),
     ("mamba", {}, "blocks.0.mixer.directions.0.D"), ("conv", {}, "blocks.0.mixer.depthwise.bias"),
+    ("synthesizer", {"kind": "random"}, "blocks.0.attn.table"),  # logits per position pair: a position table
+    ("synthesizer", {"kind": "factorized_random"}, "blocks.0.attn.left"),
+    ("synthesizer", {}, "blocks.0.attn.hidden.bias"), ("sinkhorn", {}, "blocks.0.attn.sort_scores.bias"),
 ])
 def test_gains_biases_position_tables_and_temperatures_are_not_decayed(variant, options, spared):
     model = model_of(variant, options)

@@ -19,7 +19,26 @@ EXTRA_OPTIONS = {
     "qknorm": [{"norm": "rms"}],
     "softcap": [{"cap": 2.0}],
     "ssmax": [{"length_scale": 1.5, "fixed": True}],
+    "reformer": [{"num_hashes": 3, "num_buckets": 4, "chunk_size": 3},
+                 {"num_hashes": 1, "num_buckets": 2, "chunk_size": 5}],
+    "sinkhorn": [{"block_size": 3, "sinkhorn_iters": 2, "temperature": 0.5}, {"block_size": 4, "sinkhorn_iters": 0}],
+    "synthesizer": [{"kind": "random"}, {"kind": "random", "fixed": True}, {"kind": "factorized_dense", "factor": 3},
+                    {"kind": "factorized_random", "rank": 4}],
 }
+# Variants that size their parameters by the longest sequence (`variants.create`'s max_len) are built for MAX_LEN
+# positions, the longest the tests here give them (no more: the gradient check perturbs every entry of the
+# random Synthesizer's MAX_LEN x MAX_LEN tables): `variant_cases` passes max_len with their options.
+MAX_LEN = 41
+SIZED_BY_MAX_LEN = ("sinkhorn", "synthesizer")
+# Self-attention only (the keys sit at the queries' positions): tested on as many keys as queries, and checked to
+# refuse other lengths (tests/variants/test_lra_variants.py).
+EQUAL_LENGTHS_ONLY = ("reformer", "sinkhorn")
+# A query sees its own key only when it has no other (Reformer's rule): the change of the last position alone
+# does not reach any output.
+OWN_KEY_ONLY_ALONE = ("reformer",)
+# Queries the gradient test gives a variant whose parameters take part only beyond some length (6 for the others):
+# the Sinkhorn sorting network sorts blocks, of 16 positions by default, so it needs more than one.
+GRADIENT_TEST_QUERIES = {"sinkhorn": 40}
 
 HEADS, HEAD_DIM = 3, 8
 QUERIES_PER_CHUNK = 3  # divides none of the test lengths but 9: every chunked call crosses chunk boundaries
@@ -38,9 +57,25 @@ def force_small_chunks(monkeypatch) -> None:
 def variant_cases() -> list[tuple[str, dict]]:
     cases = []
     for name in variants.list_variants():
-        cases.append((name, {}))
-        cases.extend((name, options) for options in EXTRA_OPTIONS.get(name, []))
+        sized = {"max_len": MAX_LEN} if name in SIZED_BY_MAX_LEN else {}
+        cases.append((name, sized))
+        cases.extend((name, {**sized, **options}) for options in EXTRA_OPTIONS.get(name, []))
     return cases
+
+
+def key_length(name: str, seq_q: int, seq_k: int) -> int:
+    """The number of keys a test gives the variant: seq_k, or seq_q for a variant that takes equal lengths only."""
+    return seq_q if name in EQUAL_LENGTHS_ONLY else seq_k
+
+
+def unread_inputs(name: str, options: dict) -> set[str]:
+    """Of q and k, those the variant's weights are not computed from (they get no gradient): Reformer's keys are
+    its normalised queries, the dense Synthesizers read the queries alone and the random ones neither."""
+    if name == "reformer":
+        return {"k"}
+    if name == "synthesizer":
+        return {"k"} if options.get("kind", "dense").endswith("dense") else {"q", "k"}
+    return set()
 
 
 def case_id(case: tuple[str, dict]) -> str:

@@ -44,6 +44,8 @@ BF16_CASES = {"dense", "relative-kind=t5-num_buckets=8-max_distance=12", "local-
 def gpu_cases() -> list[tuple[str, dict, str]]:
     cases = []
     for name, options in variant_cases():
+        if "max_len" in options:  # built for the CPU tests' lengths: here for SEQ
+            options = {**options, "max_len": SEQ}
         module = variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options)
         cases.extend((name, options, kernel) for kernel in module.kernels
                      if kernel != "reference" and KERNELS[kernel].runs_on(CUDA))
