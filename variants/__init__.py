@@ -27,8 +27,8 @@ from variants.registry import (
 
 # Importing a variant module registers it.
 from variants import (  # noqa: E402,F401  isort: skip
-    additive, based, cosformer, dense, linear, linformer, local, nystromformer, performer, qknorm, relative, softcap,
-    sparse, ssmax, temperature, unscaled,
+    additive, based, cosformer, dense, linear, linformer, local, nystromformer, performer, qknorm, reformer, relative,
+    sinkhorn, softcap, sparse, ssmax, synthesizer, temperature, unscaled,
 )
 from variants.baselines import Baseline, create_baseline  # noqa: E402  isort: skip
 

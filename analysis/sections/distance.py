@@ -50,7 +50,7 @@ def _reach(variant: str, options_json: str, heads: int, head_dim: int, depth: in
     for layer in reversed(range(depth)):  # the last layer's queries first, back towards the input
         try:
             attention = variants.create(variant, num_heads=heads, head_dim=head_dim, layer_index=layer,
-                                        run_seed=run_seed, **json.loads(options_json))
+                                        run_seed=run_seed, max_len=seq_len, **json.loads(options_json))
         except ValueError:
             return None
         if attention.block_layout is None:

@@ -8,6 +8,7 @@ import variants
 from experiments import config as configs
 from experiments.model import Transformer
 from experiments.train import build_optimizer
+from variants.per_head import PerHeadLinear
 
 MODEL = configs.ModelConfig(dim=32, depth=2, heads=2)
 # Every registered variant with its defaults, and the options that add parameters of their own.
@@ -22,12 +23,16 @@ LINEAR_WEIGHTS = {"additive": ("query_proj", "key_proj", "score_vector"),
                   "based": ("query_projection", "key_projection"),
                   "linformer": ("key_projection", "value_projection")}
 # How many such matrices the model has: additive's 3 in each block, Based's 2 in its linear blocks (block 0 of 2;
-# block 1 is a sliding-window softmax layer), Linformer's E and F in each block.
-EXTRA_DECAYED = {"additive": 3 * MODEL.depth, "based": 2, "linformer": 2 * MODEL.depth}
+# block 1 is a sliding-window softmax layer), Linformer's E and F in each block, and in each block the dense
+# Synthesizer's two-layer MLP and the Sinkhorn sorting network's two layers (each a PerHeadLinear, a linear map).
+EXTRA_DECAYED = {"additive": 3 * MODEL.depth, "based": 2, "linformer": 2 * MODEL.depth,
+                 "synthesizer": 2 * MODEL.depth, "sinkhorn": 2 * MODEL.depth}
 
 
 def model_of(variant, options):
     return Transformer(MODEL, vocab_size=8, num_classes=4, max_len=16, variant=variant, variant_options=options)
+
+
 
 
 @pytest.mark.parametrize(("variant", "options"), CASES)
@@ -36,7 +41,7 @@ def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(
     optimizer, decayed = build_optimizer(model, configs.TrainConfig(weight_decay=0.1))
     expected = [f"{prefix}.{name}".lstrip(".") for prefix, module in model.named_modules()
                 for name, parameter in module.named_parameters(recurse=False)
-                if (isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d)) and name == "weight")
+                if (isinstance(module, (nn.Linear, nn.Embedding, nn.Conv1d, PerHeadLinear)) and name == "weight")
                 or (isinstance(module, nn.RNNBase) and name.startswith(("weight_ih", "weight_hh")))
                 or name in LINEAR_WEIGHTS.get(variant, ())]
     assert sorted(decayed) == sorted(expected)
@@ -57,6 +62,9 @@ def test_only_linear_and_embedding_weights_are_decayed_and_every_one_of_them_is(
     ("dense", {}, "positions"), ("dense", {}, "blocks.0.attn_norm.weight"), ("dense", {}, "blocks.0.qkv.bias"),
     ("lstm", {}, "blocks.0.mixer.rnn.bias_ih_l0"), ("mamba", {}, "blocks.0.mixer.directions.0.A_log"),
     ("mamba", {}, "blocks.0.mixer.directions.0.D"), ("conv", {}, "blocks.0.mixer.depthwise.bias"),
+    ("synthesizer", {"kind": "random"}, "blocks.0.attn.table"),  # logits per position pair: a position table
+    ("synthesizer", {"kind": "factorized_random"}, "blocks.0.attn.left"),
+    ("synthesizer", {}, "blocks.0.attn.hidden.bias"), ("sinkhorn", {}, "blocks.0.attn.sort_scores.bias"),
 ])
 def test_gains_biases_position_tables_and_temperatures_are_not_decayed(variant, options, spared):
     model = model_of(variant, options)

@@ -34,12 +34,27 @@ EXTRA_OPTIONS = {
     "linear": [{"feature_map": "relu"}, {"feature_map": "identity"}],
     "performer": [{"num_features": 32, "orthogonal": False}, {"num_features": 12, "redraw": 0}],
     "based": [{"window_every": 0, "feature_dim": 3}, {"window_every": 1, "window": 5}],  # 1: every block a window
+    "reformer": [{"num_hashes": 3, "num_buckets": 4, "chunk_size": 3},
+                 {"num_hashes": 1, "num_buckets": 2, "chunk_size": 5}],
+    "sinkhorn": [{"block_size": 3, "sinkhorn_iters": 2, "temperature": 0.5}, {"block_size": 4, "sinkhorn_iters": 0}],
+    "synthesizer": [{"kind": "random"}, {"kind": "random", "fixed": True}, {"kind": "factorized_dense", "factor": 3},
+                    {"kind": "factorized_random", "rank": 4}],
 }
 
 HEADS, HEAD_DIM = 3, 8
-# The longest sequence every module is created for (Linformer sizes its projections by it): the generic tests'
-# sequences (at most 41) are shorter, so they also run the shorter-than-max_len path.
-MAX_LEN = 64
+# The longest sequence every module is created for (Linformer, Sinkhorn and Synthesizer size parameters by it): the
+# longest the generic tests give (41), so shorter calls run the shorter-than-max_len path, and no more (the gradient
+# check perturbs every entry of the random Synthesizer's MAX_LEN x MAX_LEN tables).
+MAX_LEN = 41
+# Self-attention only (the keys sit at the queries' positions): tested on as many keys as queries, and checked to
+# refuse other lengths (tests/variants/test_lra_variants.py).
+EQUAL_LENGTHS_ONLY = ("reformer", "sinkhorn")
+# A query sees its own key only when it has no other (Reformer's rule): the change of the last position alone
+# does not reach any output.
+OWN_KEY_ONLY_ALONE = ("reformer",)
+# Queries the gradient test gives a variant whose parameters take part only beyond some length (6 for the others):
+# the Sinkhorn sorting network sorts blocks, of 16 positions by default, so it needs more than one.
+GRADIENT_TEST_QUERIES = {"sinkhorn": 40}
 QUERIES_PER_CHUNK = 3  # divides none of the test lengths but 9: every chunked call crosses chunk boundaries
 
 
@@ -75,6 +90,21 @@ def variant_cases() -> list[tuple[str, dict]]:
 def case_id(case: tuple[str, dict]) -> str:
     name, options = case
     return "-".join([name] + [f"{key}={value}" for key, value in options.items()])
+
+
+def key_length(name: str, seq_q: int, seq_k: int) -> int:
+    """The number of keys a test gives the variant: seq_k, or seq_q for a variant that takes equal lengths only."""
+    return seq_q if name in EQUAL_LENGTHS_ONLY else seq_k
+
+
+def unread_inputs(name: str, options: dict) -> set[str]:
+    """Of q and k, those the variant's weights are not computed from (they get no gradient): Reformer's keys are
+    its normalised queries, the dense Synthesizers read the queries alone and the random ones neither."""
+    if name == "reformer":
+        return {"k"}
+    if name == "synthesizer":
+        return {"k"} if options.get("kind", "dense").endswith("dense") else {"q", "k"}
+    return set()
 
 
 def trains_on_cpu(kernel: str) -> bool:

@@ -14,6 +14,7 @@ from cases import (
     case_id,
     force_small_chunks,
     kernel_cases,
+    key_length,
     output_and_grads,
     random_inputs,
     skip_if_bidirectional,
@@ -58,6 +59,7 @@ def test_kernel_matches_reference_in_float64(case, causal, shape, small_chunks):
     name, options, kernel = case
     skip_if_bidirectional(name, causal)
     batch, seq_q, seq_k, padding = shape
+    seq_k = key_length(name, seq_q, seq_k)
     module, reference = build_pair(name, options, kernel)
     assert module.kernel == kernel
     q, k, v, mask = random_inputs(batch, seq_q, seq_k, seed=seq_q * 31 + seq_k, padding=padding)
@@ -79,7 +81,7 @@ def test_kernel_in_float32_matches_float64_reference(case, causal, small_chunks)
 def test_gradcheck_on_tiny_inputs(case, small_chunks):
     name, options, kernel = case
     module, _ = build_pair(name, options, kernel, heads=2, head_dim=4)
-    q, k, v, mask = random_inputs(2, 4, 5, seed=3, heads=2, head_dim=4, padding=True)
+    q, k, v, mask = random_inputs(2, 4, key_length(name, 4, 5), seed=3, heads=2, head_dim=4, padding=True)
     mask[0] = True  # gradcheck needs every input to matter somewhere
     params = dict(module.named_parameters())
     causal = module.supports_causal  # a variant without a causal form is checked bidirectional
