@@ -75,8 +75,11 @@ class Reformer(Attention):
         "num_buckets": Choice((2, 4, 8, 16, 32, 64)),
         "chunk_size": Range(4, "seq_len", log=True),
     }
-    approximation = ("The random rotations are drawn once per layer and head from the run's seed and kept, where "
-                     "the paper's code draws new ones at every forward pass.")
+    approximation = ("Approximates softmax attention by the keys that share a query's LSH bucket; the random "
+                     "rotations are drawn once per layer and head from the run's seed and kept, where the paper's "
+                     "code draws new ones at every forward pass; causal, as in the paper, where the sorted chunks "
+                     "are cut depends on the buckets of later queries, so a later token can change which earlier "
+                     "keys an earlier query sees.")
 
     @dataclass(frozen=True)
     class Options:
