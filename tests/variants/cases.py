@@ -59,13 +59,15 @@ QUERIES_PER_CHUNK = 3  # divides none of the test lengths but 9: every chunked c
 
 
 def force_small_chunks(monkeypatch) -> None:
-    """The chunked kernel in chunks of QUERIES_PER_CHUNK queries and the blocked kernel one query block per
-    chunk, whatever the sizes: a bug that shows only across chunks (forward, or the recomputed backward)
-    then shows at test sizes, which would otherwise fit in one chunk."""
-    from variants.kernels import blocked, chunked
+    """The chunked kernel in chunks of QUERIES_PER_CHUNK queries, the blocked kernel one query block per chunk
+    and the linear kernel's causal chunks of QUERIES_PER_CHUNK positions, whatever the sizes: a bug that shows
+    only across chunks (forward, or the recomputed backward; the running state of linear attention) then
+    shows at test sizes, which would otherwise fit in one chunk."""
+    from variants.kernels import blocked, chunked, linear
 
     monkeypatch.setattr(chunked, "queries_per_chunk", lambda call: QUERIES_PER_CHUNK)
     monkeypatch.setattr(blocked, "CHUNK_ELEMENTS", 1)
+    monkeypatch.setattr(linear, "CHUNK", QUERIES_PER_CHUNK)
 
 
 def create_case(name: str, options: dict, kernel: str = "auto", *, heads=HEADS, head_dim=HEAD_DIM, max_len=MAX_LEN):
