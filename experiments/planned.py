@@ -10,7 +10,6 @@ name is an error: its runs would not be what the plan says.
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import multiprocessing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,15 @@ class PlannedRun:
     tags: dict[str, Any] = field(default_factory=dict)  # written into the summary, e.g. {"saturation": "B"}
 
 
+def _same_settings(stored: dict[str, Any], config: configs.RunConfig) -> bool:
+    """Whether a run folder's config is `config`, read as today's version resolves it: an option added since the
+    folder was written counts at its default (the normaliser, say), so an upgrade does not orphan finished runs."""
+    try:
+        return configs.to_json(configs.from_dict(stored)) == configs.to_json(config)
+    except ValueError:  # a field or value this version no longer accepts: other settings
+        return False
+
+
 def open_record(runs_dir: Path, planned: PlannedRun) -> RunRecord | None:
     """The run's record, created or reopened; None when it already completed."""
     path = runs_dir / planned.name
@@ -38,7 +46,7 @@ def open_record(runs_dir: Path, planned: PlannedRun) -> RunRecord | None:
         record.write_config(planned.config.to_dict())
         return record
     record = RunRecord.open(runs_dir, planned.name)
-    if record.read_config() != json.loads(configs.to_json(planned.config)):
+    if not _same_settings(record.read_config(), planned.config):
         raise RecordError(f"Run {planned.name!r} in {runs_dir} was made with other settings; accepted: the folder "
                           "as this version of attnlab writes it for this plan (remove the run to redo it).")
     if (path / "summary.json").exists() and record.read_summary()["status"] == "completed":

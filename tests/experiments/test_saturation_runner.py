@@ -83,6 +83,16 @@ def test_a_run_folder_of_other_settings_is_refused_in_one_sentence(tmp_path):
     assert planned.name in str(error.value) and "\n" not in str(error.value)
 
 
+def test_a_run_folder_written_before_an_option_existed_is_the_same_run(tmp_path):
+    planned = next(run for run in saturation.plan(TINY) if run.config.variant == "dense")
+    assert train_all([planned], tmp_path, workers=1, quiet=True) == []
+    record = RunRecord.open(tmp_path, planned.name)
+    older = planned.config.to_dict()
+    del older["variant_options"]["normaliser"]  # as a version before the normaliser option wrote it
+    record.write_config(older)
+    assert open_record(tmp_path, planned) is None  # completed: kept, not refused and not trained again
+
+
 def test_an_unknown_setting_is_one_sentence_without_a_traceback(tmp_path):
     result = subprocess.run([sys.executable, "-m", "experiments", "saturation", "--setting", "huge",
                              "--runs-dir", str(tmp_path)], capture_output=True, text=True)
