@@ -1,8 +1,8 @@
 """The benchmark's page, `reports/benchmark-<name>/`: the leaderboard (variant x task, mean and 95% interval
 of the test accuracy over the confirmation seeds, the average over tasks, the rank), which differences the
-seeds' spread can tell apart, every cell with its tuning and its cost, the cost per variant, the cells and
-jobs that were skipped, diverged or failed with their reasons, and the protocol with the exact command and
-the versions it ran with.
+seeds' spread can tell apart, accuracy against length and the speed of learning (`analysis.benchmark_axes`),
+every cell with its tuning and its cost, the cost per variant, the cells and jobs that were skipped, diverged
+or failed with their reasons, and the protocol with the exact command and the versions it ran with.
 
 Everything is read from the benchmark's storage (`experiments.benchmark.Ledger`), not from run folders, so
 any machine that reaches the storage writes the same page. The page goes through `analysis.render`, which
@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.benchmark_axes import axes
 from analysis.render import Block, Section, Table, Text
 from analysis.report import write_page
 from analysis.sections.provenance import environment
@@ -233,6 +234,7 @@ def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
                   "over the tasks and the tasks where its model is more than 10% larger than dense's (the Long Range "
                   "Arena's rule for a fair comparison)", shown, data=board),
             *(Text(line) for line in separation(cells))]),
+        Section("axes", "Length and speed of learning", axes(ledger, cells)),
         Section("cells", "Cells", [Table("cells", "Every cell: tuning (validation accuracy per learning rate), the "
                                          "chosen learning rate, test accuracy over seeds, size and cost",
                                          shown_cells, data=cells)]),

@@ -41,16 +41,20 @@ class JobInterrupted(Exception):
     """SIGINT or SIGTERM stopped the job's run at a checkpoint; the job is queued again."""
 
 
-def job_result(summary: dict[str, Any], config: configs.RunConfig) -> dict[str, Any]:
-    """The figures of a job's run that the storage keeps, so that the result needs no run folder."""
+def job_result(summary: dict[str, Any], config: configs.RunConfig, metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of a job's run that the storage keeps, so that the result needs no run folder: its
+    accuracies, size and cost, its test accuracy at each evaluation (`curve`: step, wall seconds, accuracy)
+    and at each evaluation length of its task (`accuracy_by_length`)."""
     seq_len = tasks.create_task(config.task, profile=config.profile, **config.task_options).seq_len
     steps = summary.get("steps") or 0
+    curve = [[line["step"], line["wall_seconds"], line["eval_accuracy"]] for line in metrics if line["kind"] == "eval"]
     return {"status": summary["status"], "error": summary.get("error"), "run_id": summary.get("run_id"),
             "variant_name": summary.get("variant_name"), "val_accuracy": validation_accuracy(summary),
             "test_accuracy": summary.get("eval_accuracy"), "chance": summary.get("chance_accuracy"),
             "parameters": summary.get("parameters"), "steps": steps,
             "tokens": steps * config.train.batch_size * seq_len, "wall_seconds": summary.get("wall_seconds"),
-            "device": summary.get("device"), "device_name": summary.get("device_name")}
+            "device": summary.get("device"), "device_name": summary.get("device_name"), "curve": curve,
+            "accuracy_by_length": summary.get("accuracy_by_length") or []}
 
 
 def failed_summary(record: RunRecord, error: Exception) -> dict[str, Any]:
@@ -96,7 +100,7 @@ class Objective:
             summary = failed_summary(record, error)
         if summary["status"] == "interrupted":
             raise JobInterrupted(f"trial {trial.number} interrupted")
-        result = job_result(summary, config)
+        result = job_result(summary, config, record.read_metrics())
         trial.set_user_attr(RESULT, result)
         if summary["status"] != "completed":
             self._end(trial, DIVERGED if summary["status"] == "diverged" else FAILED, str(summary.get("error")))

@@ -31,7 +31,12 @@ def add(study, job, value, parameters):
     """A trial holding `job` with the figures a worker writes; a value of None: its run failed."""
     result = {"status": "completed", "val_accuracy": value, "test_accuracy": value, "chance": 0.25,
               "parameters": parameters, "steps": 20, "tokens": 3840, "wall_seconds": 1.5,
-              "run_id": f"run-{len(study.trials)}", "error": None, "device": "cpu", "device_name": ""}
+              "run_id": f"run-{len(study.trials)}", "error": None, "device": "cpu", "device_name": "",
+              # evaluations at steps 10 and 20 (95% of the final accuracy, then all of it); flip-flop is also
+              # evaluated at twice its training length
+              "curve": [[10, 0.5, 0.95 * (value or 0)], [20, 1.0, value]],
+              "accuracy_by_length": ([{"length": 64, "accuracy": value}, {"length": 128, "accuracy": (value or 0) / 2}]
+                                     if job.task == "flipflop" else [])}
     if value is None:
         result.update(status="failed", error=EVIL_ERROR)
         study.add_trial(create_trial(state=TrialState.FAIL, user_attrs={"job": job.to_attr(), RESULT: result,
@@ -101,3 +106,21 @@ def test_the_page_says_which_differences_the_seeds_tell_apart_and_states_the_pro
            "overlap it, so they are not told apart." in text
     assert "Command: attnlab benchmark --variant dense,local,linformer --task passkey,flipflop" in text
     assert "3 fresh seeds (1, 2, 3)" in text and "validation accuracy is chosen" in text
+
+
+def test_accuracy_against_length_and_the_speed_of_learning_come_from_the_confirmation_runs(ledger, tmp_path):
+    tables = page.write(ledger, tmp_path)[0].parent / "tables"
+    lengths = pd.read_csv(tables / "length.csv").set_index(["variant", "length"])
+    assert lengths.loc[("dense", 128), "test accuracy"] == pytest.approx(0.4)  # flip-flop at twice its length
+    assert lengths.loc[("dense", 128), "x training length"] == 2
+    assert lengths.loc[("local", 64), "seeds"] == 2 and lengths.loc[("local", 64), "test accuracy"] == 0.6
+    speed = pd.read_csv(tables / "speed.csv").set_index(["variant", "task"])
+    # passkey's best is dense's mean 0.70, so the threshold is 0.63: every dense seed reaches it at step 10
+    # (95% of 0.68 and more), one linformer seed (0.8) at step 10, no local seed.
+    assert speed.loc[("dense", "passkey"), "threshold"] == pytest.approx(0.63)
+    assert speed.loc[("dense", "passkey"), "seeds reaching"] == "3 of 3"
+    assert speed.loc[("dense", "passkey"), "steps to threshold"] == 10
+    assert speed.loc[("dense", "passkey"), "wall seconds to threshold"] == 0.5
+    assert speed.loc[("linformer", "passkey"), "seeds reaching"] == "1 of 3"
+    assert speed.loc[("local", "passkey"), "seeds reaching"] == "0 of 3"
+    assert math.isnan(speed.loc[("local", "passkey"), "steps to threshold"])

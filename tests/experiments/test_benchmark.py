@@ -151,6 +151,8 @@ def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run
     cell = ledger.cells[0]
     assert cell.best_lr in (0.001, 0.003) and [job.job.seed for job in cell.confirmation] == [1, 2]
     assert {runs[job.result["run_id"]]["tags"]["stage"] for job in cell.confirmation} == {"confirm"}
+    (resumed,) = [state for state in ledger.states.values() if state.result["run_id"] == stopped["run_id"]]
+    assert [step for step, seconds, accuracy in resumed.result["curve"]] == [10, 20]  # its evaluations, each once
     assert Counter(trial.state for trial in study.get_trials())[TrialState.COMPLETE] == 4
 
 
