@@ -21,8 +21,9 @@ OUT ?= reports
 FILTER ?=
 NAME ?=
 SETTING ?= quick
+SEEDS ?=
 
-.PHONY: setup test lint list experiment sweep report saturation calibration bench-variants bench-train gpu-check
+.PHONY: setup test lint list experiment sweep benchmark report saturation calibration bench-variants bench-train gpu-check
 
 setup: $(STAMP)
 
@@ -53,6 +54,13 @@ sweep: setup
 		--trials $(TRIALS) $(if $(STUDY),--study $(STUDY)) $(if $(WORKERS),--workers $(WORKERS)) \
 		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(CONFIRM),--confirm-seeds $(CONFIRM)) \
 		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
+
+# Every variant and baseline on the suite unless VARIANT or TASK is given on the command line.
+benchmark: setup
+	$(BIN)/attnlab benchmark $(if $(filter command line,$(origin VARIANT)),--variant $(VARIANT)) \
+		$(if $(TASK),--task $(TASK)) $(if $(SEEDS),--seeds $(SEEDS)) --profile $(PROFILE) \
+		$(if $(WORKERS),--workers $(WORKERS)) $(if $(STORAGE),--storage '$(STORAGE)') $(if $(NAME),--name $(NAME)) \
+		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) --out $(OUT) $(ARGS)
 
 report: setup
 	$(BIN)/attnlab report --runs-dir $(RUNS_DIR) --out $(OUT) $(if $(STUDY),--study $(STUDY)) \

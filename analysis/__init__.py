@@ -14,6 +14,9 @@ the study folder by `analysis.saturation_readback`):
 
     >>> study = analysis.saturation_study.load("runs/saturation/quick")   # tables
     >>> analysis.saturation_readback.write("runs/saturation/quick")       # tables, figures, findings.md
+
+`make benchmark`'s page (`reports/benchmark-<name>/`) is written by `analysis.benchmark.write` from the
+benchmark's storage.
 """
 
 from analysis import saturation_readback, saturation_study

@@ -91,23 +91,28 @@ def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study
                       skipped=[*runs.attrs["skipped"], *unreadable_journals, *unreadable_bench],
                       studies=select_studies(studies, parsed), bench=bench, bench_files=bench_files, filters=parsed)
 
+    sections = []
+    with figures.style():
+        for builder in registry.SECTIONS:
+            sections.append(Section(builder.key, builder.title, builder.build(context)))
+        filter_text = ", ".join(f"{column}={' or '.join(values)}" for column, values in parsed.items()) or "none"
+        meta = [f"Built {time.strftime('%Y-%m-%d %H:%M:%S')} from {runs_dir}: {len(selected)} of {len(runs)} runs "
+                f"selected; unreadable records skipped: {len(context.skipped)}; filters: {filter_text}; "
+                f"study: {study or 'all'}."]
+        return write_page(out_dir, name, f"attnlab report: {name}", meta, sections)
+
+
+def write_page(out_dir: Path, name: str, title: str, meta: list[str], sections: list[Section]) -> Path:
+    """Write `sections` as `out_dir/name/` (index.html, report.md, figures/, tables/), built aside and swapped
+    in whole, and return its index.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{name}.building-", dir=out_dir))
     try:
         (building / "figures").mkdir()
         (building / "tables").mkdir()
-        sections = []
-        with figures.style():
-            for builder in registry.SECTIONS:
-                blocks = builder.build(context)
-                for block in blocks:
-                    _write_block(block, building)
-                sections.append(Section(builder.key, builder.title, blocks))
-        filter_text = ", ".join(f"{column}={' or '.join(values)}" for column, values in parsed.items()) or "none"
-        meta = [f"Built {time.strftime('%Y-%m-%d %H:%M:%S')} from {runs_dir}: {len(selected)} of {len(runs)} runs "
-                f"selected; unreadable records skipped: {len(context.skipped)}; filters: {filter_text}; "
-                f"study: {study or 'all'}."]
-        title = f"attnlab report: {name}"
+        for section in sections:
+            for block in section.blocks:
+                _write_block(block, building)
         (building / "index.html").write_text(to_html(title, meta, sections), encoding="utf-8")
         (building / "report.md").write_text(to_markdown(title, meta, sections), encoding="utf-8")
         os.chmod(building, 0o755)  # mkdtemp makes it private; a report is for sharing

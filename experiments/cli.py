@@ -7,6 +7,7 @@
     attnlab list
     attnlab report --filter task=passkey
     attnlab calibration --variant dense,local --profile quick
+    attnlab benchmark --variant dense,local,linear --task mqar,listops --seeds 3 --workers 2
     attnlab bench-variants --variants local:window=256 --lengths 2048 16384
 """
 
@@ -44,6 +45,22 @@ def _sweep(args: argparse.Namespace) -> int:
         heartbeat_seconds=args.heartbeat_seconds, confirm_seeds=args.confirm_seeds,
     )
     return sweep.run(plan, workers=args.workers, worker_index=args.worker_index, quiet=args.quiet)
+
+
+def _benchmark(args: argparse.Namespace) -> int:
+    from analysis import benchmark as page
+    from experiments import benchmark
+
+    plan = benchmark.prepare(
+        variant_names=args.variant, task_names=args.task, profile=args.profile, seed=args.seed, seeds=args.seeds,
+        lr_multiples=args.lr_multiples, device=launch.checked_device(args.device), kernel=args.kernel,
+        sets=args.set or [], name=args.name, storage=args.storage, runs_dir=Path(args.runs_dir),
+        heartbeat_seconds=args.heartbeat_seconds)
+    exit_code, state = benchmark.run(plan, workers=args.workers, worker_index=args.worker_index, quiet=args.quiet)
+    if state is not None:  # the process that started the benchmark (not one of its workers) writes the page
+        index, board = page.write(state, Path(args.out))
+        print(board.to_string(index=False), f"wrote {index}", sep="\n")
+    return exit_code
 
 
 def _sample(args: argparse.Namespace) -> int:
@@ -230,6 +247,35 @@ def _add_sweep(commands) -> None:
     sweep.set_defaults(func=_sweep)
 
 
+def _add_benchmark(commands) -> None:
+    bench = commands.add_parser(
+        "benchmark", help="every variant on every task, tuned and confirmed by one protocol; resumable, any workers",
+        description="Tunes each (variant, task) cell over a shared learning-rate grid on the validation set, trains "
+                    "the best with fresh seeds, and writes the leaderboard (test accuracy, mean and 95% interval) "
+                    "to OUT/benchmark-NAME/ (docs/benchmark.md). Every run is a job in one Optuna storage: the same "
+                    "command continues it, and on other machines with the same --storage joins it.")
+    bench.add_argument("--variant", help="comma-separated (default: every variant and baseline)")
+    bench.add_argument("--task", help="comma-separated (default: the default suite)")
+    bench.add_argument("--seeds", type=int, default=3, help="fresh seeds of the confirmation (default: 3)")
+    bench.add_argument("--profile", default="quick", help=PROFILE_HELP)
+    bench.add_argument("--seed", type=int, default=0, help="the tuning runs' seed (default: 0)")
+    bench.add_argument("--lr-multiples", default="0.3,1,3", help="the grid: multiples of each task's lr (%(default)s)")
+    bench.add_argument("--name", help="the benchmark's name (default: the profile)")
+    bench.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL (postgresql://...) shared by "
+                       "machines (default: the journal RUNS_DIR/benchmark/NAME/jobs.journal)")
+    bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else 1)")
+    bench.add_argument("--heartbeat-seconds", type=int, default=60, help="a job silent twice as long is retried")
+    bench.add_argument("--set", **SETS)
+    bench.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
+    bench.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
+    bench.add_argument("--out", default="reports", help="the folder of the page (default: reports)")
+    _runs_dir(bench)
+    bench.add_argument("--quiet", **QUIET)
+    bench.add_argument("--worker-index", type=int, metavar="I", help="run as worker I of a benchmark started with "
+                       "--workers: no page at the end")
+    bench.set_defaults(func=_benchmark)
+
+
 def _add_bench_variants(commands) -> None:
     bench = commands.add_parser("bench-variants", help="time forward+backward and peak memory per variant and kernel")
     bench.add_argument("--variants", nargs="+", metavar="SPEC",
@@ -338,8 +384,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnlab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_list, _add_bench_variants, _add_report,
-                _add_saturation, _add_calibration, _add_bench_train, _add_gpu_check):
+    for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_benchmark, _add_list, _add_bench_variants,
+                _add_report, _add_saturation, _add_calibration, _add_bench_train, _add_gpu_check):
         add(commands)
     return parser
 

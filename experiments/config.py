@@ -132,18 +132,31 @@ def parse_sets(assignments: list[str]) -> dict[str, dict[str, Any]]:
     return overrides
 
 
+def _for_listed(overrides: dict[str, dict[str, Any]], section: str, name: str,
+                fields: dict[str, set[str]]) -> dict[str, dict[str, Any]]:
+    """The overrides for `name` of a list whose option names are `fields`: `section.X` goes to the listed
+    names that have option X, and is an error when none of them has it."""
+    known = set().union(*fields.values())
+    for key in overrides[section]:
+        if key not in known:
+            raise OptionError(f"--set {section}.{key} matches no option of {', '.join(map(repr, fields))}"
+                              f"{closest(key, known)}; their options are: {', '.join(sorted(known)) or 'none'}.")
+    mine = {key: value for key, value in overrides[section].items() if key in fields[name]}
+    return {**overrides, section: mine}
+
+
 def for_variant(overrides: dict[str, dict[str, Any]], name: str, names: list[str]) -> dict[str, dict[str, Any]]:
     """The overrides for variant `name` of a list: `variant.X` goes to the listed variants that have option X,
     and is an error when none of them has it."""
-    fields = {listed: {item.name for item in dataclasses.fields(variants.variant_class(listed).Options)}
-              for listed in names}
-    known = set().union(*fields.values())
-    for key in overrides["variant"]:
-        if key not in known:
-            raise OptionError(f"--set variant.{key} matches no option of {', '.join(map(repr, names))}"
-                              f"{closest(key, known)}; their options are: {', '.join(sorted(known)) or 'none'}.")
-    mine = {key: value for key, value in overrides["variant"].items() if key in fields[name]}
-    return {**overrides, "variant": mine}
+    return _for_listed(overrides, "variant", name, {
+        listed: {item.name for item in dataclasses.fields(variants.variant_class(listed).Options)} for listed in names})
+
+
+def for_task(overrides: dict[str, dict[str, Any]], name: str, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The overrides for task `name` of a list: `task.X` goes to the listed tasks that have option X, and is an
+    error when none of them has it."""
+    return _for_listed(overrides, "task", name, {
+        listed: {item.name for item in dataclasses.fields(tasks.task_class(listed).Options)} for listed in names})
 
 
 class Incompatible(OptionError):

@@ -27,13 +27,17 @@ def _version(package: str) -> str:
         return "not installed"
 
 
+def environment() -> pd.DataFrame:
+    """Where a report is built: the time, the commit, Python, the platform and the packages' versions."""
+    rows = [("built", time.strftime("%Y-%m-%d %H:%M:%S %z")), ("attnlab git commit", git_commit() or "unknown"),
+            ("python", platform.python_version()), ("platform", platform.platform()),
+            *((package, _version(package)) for package in PACKAGES)]
+    return pd.DataFrame(rows, columns=["item", "value"])
+
+
 @section("provenance", "Provenance")
 def provenance(context: Context) -> list[Block]:
-    environment = [("built", time.strftime("%Y-%m-%d %H:%M:%S %z")), ("attnlab git commit", git_commit() or "unknown"),
-                   ("python", platform.python_version()), ("platform", platform.platform()),
-                   *((package, _version(package)) for package in PACKAGES)]
-    blocks: list[Block] = [Table("environment", "The environment this report was built in",
-                                 pd.DataFrame(environment, columns=["item", "value"]))]
+    blocks: list[Block] = [Table("environment", "The environment this report was built in", environment())]
     rows = []
     for run in context.runs.sort_values(["task", "variant_name", "seed", "run_id"]).itertuples(index=False):
         try:

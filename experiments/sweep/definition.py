@@ -16,7 +16,7 @@ from experiments import config as configs
 from experiments import space as spaces
 from experiments import tasks
 from experiments.records import RUN_ID
-from experiments.sweep.storage import open_storage, shown
+from experiments.sweep.storage import create_or_join, open_storage, shown
 
 PRUNERS = ("median", "none")
 
@@ -131,15 +131,7 @@ def open_study(sweep: Sweep) -> optuna.Study:
     """Create the sweep's study, or join it after checking that it was created for the same sweep."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # each trial is announced by the sweep itself
     storage = open_storage(sweep.storage_url, sweep.journal, sweep.heartbeat_seconds)
-    study = optuna.create_study(storage=storage, study_name=sweep.study_name, direction="maximize",
-                                load_if_exists=True, pruner=sweep.make_pruner())
-    mine, theirs = sweep.definition(), study.user_attrs.get("definition")
-    if theirs is None:
-        study.set_user_attr("definition", mine)
-    elif theirs != mine:
-        differing = ", ".join(key for key in mine if mine[key] != theirs.get(key))
-        raise OptionError(f"Study {sweep.study_name!r} in {sweep.storage_shown} was created for another sweep (its "
-                          f"{differing} differ); accepted: the variant, task, profile, seed, --set and --space it was "
-                          "created with, or another study name.")
-    return study
-
+    return create_or_join(storage, sweep.study_name, sweep.definition(), kind="sweep", shown=sweep.storage_shown,
+                          pruner=sweep.make_pruner(),
+                          accepted="the variant, task, profile, seed, --set and --space it was created with, or "
+                                   "another study name")

@@ -9,6 +9,7 @@ import os
 import warnings
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
 import optuna
 from optuna.exceptions import ExperimentalWarning
@@ -43,6 +44,20 @@ def trial_seed(seed: int, number: int) -> int:
     return zlib.crc32(f"{seed}/{number}".encode())
 
 
+def inherited_record(runs_dir: Path, trial: optuna.Trial, config: configs.RunConfig) -> RunRecord:
+    """The run of `trial`: a retried trial continues the run of the trial it retries (its `run_id` user
+    attribute, inherited) when that run is in `runs_dir` with the same config; otherwise a new run."""
+    inherited = trial.user_attrs.get("run_id")
+    if inherited is not None:
+        try:
+            record = RunRecord.open(runs_dir, inherited)
+            if configs.from_dict(record.read_config()) == config:
+                return record
+        except ValueError:  # not in this runs folder (another machine's), never written, or no longer valid
+            pass
+    return start_record(runs_dir, config)
+
+
 class Objective:
     """One trial: its values, its run (new, or the run of the trial it retries), train, and the verdict."""
 
@@ -50,17 +65,6 @@ class Objective:
         self.sweep = sweep
         self.quiet = quiet
         self.should_stop = should_stop
-
-    def record(self, trial: optuna.Trial, config: configs.RunConfig) -> RunRecord:
-        inherited = trial.user_attrs.get("run_id")  # a retried trial continues the run of the trial it retries
-        if inherited is not None:
-            try:
-                record = RunRecord.open(self.sweep.runs_dir, inherited)
-                if configs.from_dict(record.read_config()) == config:
-                    return record
-            except ValueError:  # not in this runs folder (another machine's), never written, or no longer valid
-                pass
-        return start_record(self.sweep.runs_dir, config)
 
     def __call__(self, trial: optuna.Trial) -> float:
         trial.set_user_attr("worker", {"machine": machine(), "pid": os.getpid()})
@@ -76,7 +80,7 @@ class Objective:
             warnings.simplefilter("ignore", ExperimentalWarning)
             trial.study.sampler = optuna.samplers.TPESampler(seed=trial_seed(self.sweep.seed, trial.number))
         config = self.sweep.config(self.sweep.space.suggest(trial))
-        record = self.record(trial, config)
+        record = inherited_record(self.sweep.runs_dir, trial, config)
         trial.set_user_attr("run_id", record.run_id)
 
         def should_prune(step: int, val_accuracy: float) -> bool:

@@ -88,10 +88,10 @@ def work(sweep: Sweep, study: optuna.Study, *, worker: int | None = None, quiet:
     return 130
 
 
-def run_workers(sweep: Sweep, study: optuna.Study, command: list[str], workers: int) -> int:
-    """`workers` processes running `command --worker-index I`; on CUDA each sees one GPU (round robin),
-    on CPU each gets its share of the cores. SIGINT or SIGTERM here is passed on to each; they die with
-    this process. 0 when the study reached its target; else 130 after a signal, 1 otherwise."""
+def spawn_workers(command: list[str], workers: int, *, device: str, label: str) -> list[int]:
+    """Run `workers` processes of `command --worker-index I` and wait for them; their exit codes. On CUDA each
+    sees one GPU (round robin), on CPU each gets its share of the cores. SIGINT or SIGTERM here is passed on
+    to each; they die with this process. A worker that did not end with 0 is named, with `label` first."""
     import torch
 
     def die_with_parent() -> None:  # Linux: a worker whose parent is killed gets SIGTERM, and checkpoints
@@ -100,7 +100,7 @@ def run_workers(sweep: Sweep, study: optuna.Study, command: list[str], workers: 
 
             ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
-    gpus = torch.cuda.device_count() if sweep.device == "cuda" else 0
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
     threads = max(1, (os.cpu_count() or 1) // workers)
     processes = []
     for index in range(workers):
@@ -124,10 +124,16 @@ def run_workers(sweep: Sweep, study: optuna.Study, command: list[str], workers: 
     for index, code in enumerate(codes):
         if code != 0:
             ended = f"was killed by signal {-code}" if code < 0 else f"ended with exit code {code}"
-            print(f"sweep {sweep.study_name}: worker {index} {ended}", file=sys.stderr)
+            print(f"{label}: worker {index} {ended}", file=sys.stderr)
+    return codes
+
+
+def run_workers(sweep: Sweep, study: optuna.Study, command: list[str], workers: int) -> int:
+    """`workers` processes running `command` (`spawn_workers`): 0 when the study reached its target; else 130
+    after a signal, 1 otherwise."""
+    codes = spawn_workers(command, workers, device=sweep.device, label=f"sweep {sweep.study_name}")
     complete = sum(trial.state == TrialState.COMPLETE for trial in study.get_trials(deepcopy=False))
     return 0 if complete >= sweep.trials else 130 if 130 in codes else 1
-
 
 
 def worker_command(sweep: Sweep, quiet: bool) -> list[str]:

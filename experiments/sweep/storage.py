@@ -19,6 +19,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
@@ -27,6 +28,7 @@ from optuna.storages._heartbeat import BaseHeartbeat  # the interface Optuna's h
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
+from common.options import OptionError
 from experiments.sweep.liveness import this_worker, worker_alive
 
 MAX_RETRIES = 3  # a trial whose worker dies this many times is left failed
@@ -119,3 +121,20 @@ def open_storage(url: str | None, journal: Path, heartbeat_seconds: int) -> optu
                              "database such as postgresql://user@host:5432/name, or no storage for the embedded "
                              "store.") from None
 
+
+
+def create_or_join(storage: optuna.storages.BaseStorage, name: str, definition: dict[str, Any], *, kind: str,
+                   shown: str, accepted: str, pruner: optuna.pruners.BasePruner | None = None) -> optuna.Study:
+    """Create the study `name`, or join it after checking that it was created with the same `definition`
+    (what makes its trials comparable; stored as the study's user attribute `definition`): a study made
+    for another `kind` of job (a sweep, a benchmark) with other settings is a one-sentence error."""
+    study = optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
+                                pruner=pruner)
+    theirs = study.user_attrs.get("definition")
+    if theirs is None:
+        study.set_user_attr("definition", definition)
+    elif theirs != definition:
+        differing = ", ".join(key for key in definition if definition[key] != theirs.get(key))
+        raise OptionError(f"Study {name!r} in {shown} was created for another {kind} (its {differing} differ); "
+                          f"accepted: {accepted}.")
+    return study

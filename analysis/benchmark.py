@@ -1,0 +1,251 @@
+"""The benchmark's page, `reports/benchmark-<name>/`: the leaderboard (variant x task, mean and 95% interval
+of the test accuracy over the confirmation seeds, the average over tasks, the rank), which differences the
+seeds' spread can tell apart, accuracy against length and the speed of learning (`analysis.benchmark_axes`),
+every cell with its tuning and its cost, the cost per variant, the cells and jobs that were skipped, diverged
+or failed with their reasons, and the protocol with the exact command and the versions it ran with.
+
+Everything is read from the benchmark's storage (`experiments.benchmark.Ledger`), not from run folders, so
+any machine that reaches the storage writes the same page. The page goes through `analysis.render`, which
+escapes every string (run errors included).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis.benchmark_axes import axes
+from analysis.render import Block, Section, Table, Text
+from analysis.report import write_page
+from analysis.sections.provenance import environment
+from analysis.sections.results import PARAMETER_TOLERANCE
+from analysis.sections.shared import fmt
+from experiments.benchmark import CellState, Ledger
+from experiments.benchmark.ledger import COMPLETED, SETTLED
+from experiments.sweep.confirm import mean_interval
+
+REFERENCE = "dense"  # the row every other row's size is compared with (the Long Range Arena's rule)
+
+
+CELL_COLUMNS = ("variant", "task", "status", "validation accuracy per learning rate", "best lr", "test accuracy",
+                "seeds", "parameters", "parameters / dense", "over 10% larger than dense", "runs", "steps", "tokens",
+                "wall seconds", "reason")
+
+
+def _count(value: float) -> str:
+    return "–" if math.isnan(value) else f"{int(value):,}"
+
+
+def _parameters(state: CellState) -> float:
+    counts = [job.result["parameters"] for job in state.jobs if job.result and job.result.get("parameters")]
+    return float(statistics.median(counts)) if counts else math.nan
+
+
+def _status(state: CellState) -> tuple[str, str]:
+    """A cell's status and, where it has no result, why."""
+    if state.cell.skipped is not None:
+        return "skipped", state.cell.skipped
+    if not state.tuned:
+        return "pending", "tuning has not settled"
+    if state.best_lr is None:
+        return "no result", "no learning rate of the grid trained to the end (see the problems below)"
+    if not all(job is not None and job.state in SETTLED for job in state.confirmation):
+        return "pending", "confirmation has not settled"
+    return "done", ""
+
+
+def _tuning_text(state: CellState) -> str:
+    """'0.0003: 0.250; 0.001: 0.312; 0.003: diverged' (validation accuracy per learning rate)."""
+    parts = []
+    for lr, job in zip(state.learning_rates, state.tuning, strict=True):
+        outcome = ("not queued" if job is None else fmt(job.result["val_accuracy"]) if job.state == COMPLETED
+                   else job.state)
+        parts.append(f"{lr:g}: {outcome}")
+    return "; ".join(parts)
+
+
+def _test_figures(state: CellState) -> dict[str, Any]:
+    done = [job for job in state.confirmation if job is not None and job.state == COMPLETED]
+    accuracies = [job.result["test_accuracy"] for job in done]
+    mean = statistics.fmean(accuracies) if accuracies else math.nan
+    std, half = mean_interval(accuracies)[1:] if len(accuracies) > 1 else (math.nan, math.nan)
+    return {"seeds asked": len(state.confirmation), "seeds completed": len(done),
+            "seeds": ",".join(str(job.job.seed) for job in done), "test mean": mean, "test std": std,
+            "interval half-width": half, "interval low": mean - half, "interval high": mean + half}
+
+
+def cell_rows(ledger: Ledger) -> pd.DataFrame:
+    """One row per cell: status, tuning, the chosen learning rate, the test accuracy over seeds with its 95%
+    interval (Student's t), parameters against the reference's on the same task, and the cost of its runs."""
+    reference = {state.cell.task: _parameters(state) for state in ledger.cells if state.cell.variant == REFERENCE}
+    rows = []
+    for state in ledger.cells:
+        status, reason = _status(state)
+        results = [job.result for job in state.jobs if job.result]
+        best = next((job for job in state.tuning if job is not None and job.job.lr == state.best_lr), None)
+        parameters, dense = _parameters(state), reference.get(state.cell.task, math.nan)
+        rows.append({
+            "variant": state.cell.variant, "task": state.cell.task, "status": status, "reason": reason,
+            "validation accuracy per learning rate": _tuning_text(state) if state.tuning else "",
+            "best lr": state.best_lr if state.best_lr is not None else math.nan,
+            "best validation accuracy": best.result["val_accuracy"] if best is not None else math.nan,
+            **_test_figures(state),
+            "chance": next((result["chance"] for result in results), math.nan),
+            "parameters": parameters, "parameters / dense": parameters / dense,
+            "over 10% larger than dense": bool(parameters > PARAMETER_TOLERANCE * dense),
+            "runs": len(results), "steps": sum(result["steps"] for result in results),
+            "tokens": sum(result["tokens"] for result in results),
+            "wall seconds": sum(result["wall_seconds"] or 0.0 for result in results),
+        })
+    return pd.DataFrame(rows)
+
+
+def interval_text(row: pd.Series) -> str:
+    """'0.578 ± 0.123 (n=3)': the mean and the half-width of its 95% interval over n seeds."""
+    if row["seeds completed"] == 0:
+        return "–"
+    spread = f" ± {row['interval half-width']:.3f}" if row["seeds completed"] > 1 else ""
+    return f"{row['test mean']:.3f}{spread} (n={row['seeds completed']})"
+
+
+def leaderboard(cells: pd.DataFrame, ledger: Ledger) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Variant x task test accuracy (shown: mean ± 95% half-width (n); data: the means), the average over the
+    tasks each row has, how many, and the rank by average among the rows that have every task."""
+    means = cells.pivot(index="variant", columns="task", values="test mean").reindex(
+        index=list(ledger.benchmark.variants), columns=list(ledger.benchmark.tasks))
+    data = means.copy()
+    data["average"] = means.mean(axis=1, skipna=True)
+    data["tasks averaged"] = means.notna().sum(axis=1)
+    full = data["tasks averaged"] == data["tasks averaged"].max()
+    data["rank"] = data["average"].where(full & (data["tasks averaged"] > 0)).rank(ascending=False, method="min")
+    data = data.rename_axis("variant").reset_index()
+    shown = data.copy()
+    indexed = cells.set_index(["variant", "task"])
+    for task in ledger.benchmark.tasks:
+        shown[task] = [interval_text(indexed.loc[(variant, task)]) if indexed.loc[(variant, task), "status"] !=
+                       "skipped" else "skipped" for variant in data["variant"]]
+    shown["average"] = data["average"].map(fmt)
+    shown["rank"] = data["rank"].map(lambda rank: "–" if pd.isna(rank) else str(int(rank)))
+    order = data["rank"].fillna(math.inf).sort_values(kind="stable").index
+    return shown.loc[order].reset_index(drop=True), data.loc[order].reset_index(drop=True)
+
+
+def separation(cells: pd.DataFrame) -> list[str]:
+    """Per task: which rows' 95% intervals lie wholly below the best row's (told apart by the seeds), and which
+    overlap it (not told apart at this profile)."""
+    lines = []
+    for task, rows in cells[cells["seeds completed"] > 1].groupby("task", sort=False):
+        best = rows.loc[rows["test mean"].idxmax()]
+        below = rows[rows["interval high"] < best["interval low"]]["variant"].tolist()
+        overlapping = [variant for variant in rows["variant"] if variant not in below and variant != best["variant"]]
+        if not below:
+            lines.append(f"{task}: the seeds' spread tells no two variants apart at this profile "
+                         f"({len(rows)} rows with 2 seeds or more; {best['variant']} has the highest mean).")
+            continue
+        lines.append(f"{task}: {best['variant']} is highest; the 95% intervals of {', '.join(below)} lie wholly "
+                     f"below its own" + (f"; those of {', '.join(overlapping)} overlap it, so they are not told "
+                                         "apart" if overlapping else "") + ".")
+    return lines
+
+
+def cost(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per variant: its parameters over the tasks, the tasks where it is over 10% larger than dense, and the
+    runs, steps, tokens and wall time of all its jobs (tuning and confirmation)."""
+    rows = []
+    for variant, group in cells.groupby("variant", sort=False):
+        parameters = group["parameters"].dropna()
+        rows.append({"variant": variant,
+                     "parameters (min..max over tasks)": (f"{int(parameters.min()):,}..{int(parameters.max()):,}"
+                                                          if len(parameters) else "–"),
+                     "over 10% larger than dense on": ", ".join(group[group["over 10% larger than dense"]]["task"]),
+                     "runs": int(group["runs"].sum()), "steps": int(group["steps"].sum()),
+                     "tokens": int(group["tokens"].sum()),
+                     "wall seconds": round(float(group["wall seconds"].sum()), 1)})
+    return pd.DataFrame(rows)
+
+
+def problems(ledger: Ledger) -> pd.DataFrame:
+    """Every skipped cell and every job that diverged, failed or has not settled, with its reason."""
+    rows = [{"variant": state.cell.variant, "task": state.cell.task, "stage": "cell", "lr": "", "seed": "",
+             "state": "skipped", "reason": state.cell.skipped, "attempts": 0}
+            for state in ledger.cells if state.cell.skipped is not None]
+    for state in ledger.cells:
+        for job in state.jobs:
+            if job.state == COMPLETED:
+                continue
+            rows.append({"variant": job.job.variant, "task": job.job.task, "stage": job.job.stage,
+                         "lr": f"{job.job.lr:g}", "seed": str(job.job.seed), "state": job.state,
+                         "reason": job.reason or "not settled yet", "attempts": job.attempts})
+    return pd.DataFrame(rows, columns=["variant", "task", "stage", "lr", "seed", "state", "reason", "attempts"])
+
+
+def protocol(ledger: Ledger) -> list[Block]:
+    benchmark = ledger.benchmark
+    grid = pd.DataFrame([{"task": task, "learning rates": ", ".join(
+        f"{lr:g}" for lr in next((benchmark.learning_rates(cell) for cell in benchmark.cells
+                                  if cell.task == task and cell.skipped is None), []))} for task in benchmark.tasks])
+    devices = sorted({str(job.result.get("device_name") or job.result.get("device")) for state in ledger.cells
+                      for job in state.jobs if job.result})
+    return [
+        Text(f"Command: {benchmark.command()}"),
+        Text(f"Cells: {len(benchmark.variants)} variants x {len(benchmark.tasks)} tasks at the {benchmark.profile} "
+             "profile; a variant that cannot run a task by construction is listed as skipped with its reason."),
+        Text(f"Tuning: each cell trains once per learning rate of the grid, the multiples "
+             f"{', '.join(map(repr, benchmark.lr_multiples))} of the task profile's learning rate (the same for "
+             f"every variant), with seed {benchmark.seed}; the learning rate of highest validation accuracy is "
+             "chosen (the first of the grid among equals). The test set plays no part in the choice."),
+        Text(f"Confirmation: the chosen learning rate trains again with {benchmark.seeds} fresh seeds "
+             f"({', '.join(map(str, benchmark.confirmation_seeds))}); the leaderboard shows the mean test accuracy "
+             "and the half-width of its 95% interval (Student's t, n - 1 degrees of freedom), n the seeds that "
+             "completed."),
+        Text(f"Accounting: parameters per cell against {REFERENCE}'s on the same task, flagged above "
+             f"{PARAMETER_TOLERANCE:.2f}x (the Long Range Arena's rule); steps, tokens (steps x batch x length) and "
+             "wall time of every run, evaluations included. Devices: " + (", ".join(devices) or "none yet") + "."),
+        Table("learning-rates", "The learning-rate grid of each task", grid),
+        Table("environment", "The environment this page was built in", environment()),
+    ]
+
+
+def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
+    """Write reports/benchmark-<name>/ under `out_dir`; its index.html and the leaderboard as shown."""
+    cells = cell_rows(ledger)
+    shown, board = leaderboard(cells, ledger)
+    costs = cost(cells).set_index("variant")
+    for column in ("parameters (min..max over tasks)", "over 10% larger than dense on"):
+        shown[column] = shown["variant"].map(costs[column])
+    counts = ", ".join(f"{number} {stage} jobs {state}" for (stage, state), number in sorted(ledger.counts().items()))
+    shown_cells = cells.assign(**{
+        "test accuracy": cells.apply(interval_text, axis=1), "parameters": cells["parameters"].map(_count),
+        "parameters / dense": cells["parameters / dense"].map(lambda ratio: fmt(ratio, 2)),
+        "over 10% larger than dense": cells["over 10% larger than dense"].map({True: "yes", False: ""}),
+        "wall seconds": cells["wall seconds"].map(lambda seconds: fmt(seconds, 1))})[list(CELL_COLUMNS)]
+    sections = [
+        Section("leaderboard", "Leaderboard", [
+            Text("Test accuracy of each variant on each task at its chosen learning rate: mean ± half-width of the "
+                 "95% interval over the confirmation seeds (n = seeds completed). The average is over the tasks a "
+                 "row has; rows are ranked by it among the rows that have every task (a row with fewer tasks, "
+                 "skipped by construction, averages other tasks and is not ranked)."),
+            Table("leaderboard", "Leaderboard: test accuracy per task, average and rank; each row's parameters "
+                  "over the tasks and the tasks where its model is more than 10% larger than dense's (the Long Range "
+                  "Arena's rule for a fair comparison)", shown, data=board),
+            *(Text(line) for line in separation(cells))]),
+        Section("axes", "Length and speed of learning", axes(ledger, cells)),
+        Section("cells", "Cells", [Table("cells", "Every cell: tuning (validation accuracy per learning rate), the "
+                                         "chosen learning rate, test accuracy over seeds, size and cost",
+                                         shown_cells, data=cells)]),
+        Section("cost", "Cost per variant", [Table("cost", "Cost per variant, tuning and confirmation together",
+                                                   costs.reset_index())]),
+        Section("problems", "Skipped, diverged and failed", [
+            Table("problems", "Cells skipped and jobs that diverged, failed or have not settled, with the reason",
+                  problems(ledger))]),
+        Section("protocol", "Protocol", protocol(ledger)),
+    ]
+    meta = [f"Built {time.strftime('%Y-%m-%d %H:%M:%S')} from {ledger.benchmark.storage_shown}: {counts or 'no jobs'}"
+            f"; {'every job has settled' if ledger.complete else 'not every job has settled yet'}."]
+    name = f"benchmark-{ledger.benchmark.name}"
+    return write_page(out_dir, name, f"attnlab {name}", meta, sections), shown

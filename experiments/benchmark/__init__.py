@@ -1,0 +1,35 @@
+"""`make benchmark`: every variant on every task, compared by one protocol, on one machine or many.
+
+    attnlab benchmark                                             # every variant and baseline x the suite
+    attnlab benchmark --variant dense,local --task mqar,listops --seeds 3 --profile standard
+    attnlab benchmark --workers 4                                 # four processes on this machine
+    attnlab benchmark --storage postgresql://user@host/db         # the same command on every machine
+
+The protocol (docs/benchmark.md):
+
+1. Cells: each variant on each task. A variant that cannot run a task by construction (a bidirectional-only
+   variant on a task that needs causality) is listed as skipped with the reason, never dropped.
+2. Tuning, one budget for every variant: each cell trains once per learning rate of a shared grid (the
+   multiples `--lr-multiples`, default 0.3, 1 and 3, of the task profile's learning rate), with the tuning
+   seed, and the learning rate of highest validation accuracy is chosen; the test set plays no part.
+3. Confirmation: the chosen learning rate trains again with `--seeds` fresh seeds (the seeds after the
+   tuning seed); the test accuracy is reported as mean and 95% interval over those seeds.
+4. Accounting: parameters, steps, tokens and wall time of every run; failures and divergences with
+   their reasons.
+
+Every run is a job in one Optuna storage, the sweeps' own (`experiments.sweep.storage`): the journal file
+RUNS_DIR/benchmark/NAME/jobs.journal on one machine, a database across machines. Running the same command
+again continues where it stopped. The modules, by job:
+
+    definition  the benchmark validated and its cells resolved before anything runs; its jobs
+    ledger      each job's and each cell's state, read from the storage
+    worker      plan, take a job, train it, write its figures; until every job has settled
+    command     `attnlab benchmark` from start to end
+"""
+
+from experiments.benchmark.command import open_study, run
+from experiments.benchmark.definition import Benchmark, Cell, Job, prepare
+from experiments.benchmark.ledger import CellState, JobState, Ledger
+from experiments.benchmark.worker import work
+
+__all__ = ["Benchmark", "Cell", "CellState", "Job", "JobState", "Ledger", "open_study", "prepare", "run", "work"]

@@ -1,0 +1,160 @@
+"""A worker of a benchmark: it plans (queues the jobs the protocol calls for that no trial holds yet), takes
+the next queued job, trains its run and writes the run's figures into the storage, until every job has
+settled. Any number of workers, here (`--workers N`) or on other machines (the same command and storage),
+share one storage: each job is trained once, by whichever worker takes it.
+
+A worker that dies leaves its trial running; another worker finds it stale (its process is gone, or its
+heartbeat is older than twice the interval), fails it and queues a retry that keeps the run id, so the
+run resumes from its checkpoint (`experiments.sweep.storage`). SIGINT or SIGTERM checkpoint the run and
+queue its job again at once; the same command continues.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+from optuna.exceptions import ExperimentalWarning
+from optuna.trial import FrozenTrial, TrialState
+
+from experiments import config as configs
+from experiments import tasks
+from experiments.benchmark.definition import Benchmark, Job
+from experiments.benchmark.ledger import DIVERGED, DUPLICATE, FAILED, IDLE, OUTCOME, RESULT, Ledger, owns_its_job
+from experiments.records import RecordError, RunRecord
+from experiments.sweep.liveness import machine
+from experiments.sweep.objective import inherited_record
+from experiments.sweep.storage import retry_callback
+from experiments.train import train, validation_accuracy
+
+
+class JobEnded(Exception):
+    """The trial ends without a value: its run diverged or failed, or the trial held no job of its own."""
+
+
+class JobInterrupted(Exception):
+    """SIGINT or SIGTERM stopped the job's run at a checkpoint; the job is queued again."""
+
+
+def job_result(summary: dict[str, Any], config: configs.RunConfig, metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of a job's run that the storage keeps, so that the result needs no run folder: its
+    accuracies, size and cost, its test accuracy at each evaluation (`curve`: step, wall seconds, accuracy)
+    and at each evaluation length of its task (`accuracy_by_length`)."""
+    seq_len = tasks.create_task(config.task, profile=config.profile, **config.task_options).seq_len
+    steps = summary.get("steps") or 0
+    curve = [[line["step"], line["wall_seconds"], line["eval_accuracy"]] for line in metrics if line["kind"] == "eval"]
+    return {"status": summary["status"], "error": summary.get("error"), "run_id": summary.get("run_id"),
+            "variant_name": summary.get("variant_name"), "val_accuracy": validation_accuracy(summary),
+            "test_accuracy": summary.get("eval_accuracy"), "chance": summary.get("chance_accuracy"),
+            "parameters": summary.get("parameters"), "steps": steps,
+            "tokens": steps * config.train.batch_size * seq_len, "wall_seconds": summary.get("wall_seconds"),
+            "device": summary.get("device"), "device_name": summary.get("device_name"), "curve": curve,
+            "accuracy_by_length": summary.get("accuracy_by_length") or []}
+
+
+def failed_summary(record: RunRecord, error: Exception) -> dict[str, Any]:
+    """The summary of a run that raised `error`: what the run wrote (train writes the steps it reached), as
+    failed with the error."""
+    try:
+        written = record.read_summary()
+    except RecordError:  # it failed before writing one
+        written = {}
+    return {**written, "run_id": record.run_id, "status": "failed", "error": f"{type(error).__name__}: {error}"}
+
+
+class Objective:
+    """One trial: its job, its run (new, or the run of the trial it retries), training, and the figures."""
+
+    def __init__(self, benchmark: Benchmark, *, quiet: bool, should_stop: Callable[[int], bool]) -> None:
+        self.benchmark = benchmark
+        self.quiet = quiet
+        self.should_stop = should_stop
+        self.current: int | None = None  # the number of the trial it runs or ran last
+
+    @staticmethod
+    def _end(trial: optuna.Trial, outcome: str, why: str) -> None:
+        trial.set_user_attr(OUTCOME, outcome)
+        raise JobEnded(why)
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        self.current = trial.number
+        trial.set_user_attr("worker", {"machine": machine(), "pid": os.getpid()})
+        job = Job.from_attr(trial.user_attrs.get("job"))
+        if job is None:  # no job was queued when this worker asked for one: another took the last
+            self._end(trial, IDLE, "no job was waiting")
+        trials = trial.study.get_trials(deepcopy=False)
+        if not owns_its_job(trials[trial.number], trials):
+            self._end(trial, DUPLICATE, f"job {job.key} was queued twice; an earlier trial holds it")
+        config = self.benchmark.config(job)
+        record = inherited_record(self.benchmark.folder, trial, config)
+        trial.set_user_attr("run_id", record.run_id)
+        tags = {"benchmark": self.benchmark.name, "stage": job.stage, "job": job.key}
+        try:
+            summary = train(config, record, quiet=self.quiet, should_stop=self.should_stop, tags=tags)
+        except Exception as error:  # the benchmark lists the error with the job and goes on
+            summary = failed_summary(record, error)
+        if summary["status"] == "interrupted":
+            raise JobInterrupted(f"trial {trial.number} interrupted")
+        result = job_result(summary, config, record.read_metrics())
+        trial.set_user_attr(RESULT, result)
+        if summary["status"] != "completed":
+            self._end(trial, DIVERGED if summary["status"] == "diverged" else FAILED, str(summary.get("error")))
+        return result["val_accuracy"]
+
+
+def describe(job: Job) -> str:
+    return f"{job.stage} {job.variant} on {job.task}, lr {job.lr:g}, seed {job.seed}"
+
+
+def announce(prefix: str) -> Callable[[optuna.Study, FrozenTrial], None]:
+    def callback(study: optuna.Study, trial: FrozenTrial) -> None:
+        job = Job.from_attr(trial.user_attrs.get("job"))
+        result = trial.user_attrs.get(RESULT) or {}
+        if trial.state == TrialState.COMPLETE:
+            outcome = (f"validation accuracy {result['val_accuracy']:.3f}, test accuracy "
+                       f"{result['test_accuracy']:.3f}; run {result['run_id']}")
+        elif trial.user_attrs.get(OUTCOME) in (DIVERGED, FAILED):
+            outcome = f"{trial.user_attrs[OUTCOME]}: {result.get('error')}; run {result.get('run_id')}"
+        else:
+            return  # a trial that held no job of its own: nothing ran
+        print(f"{prefix}{describe(job)}: {outcome}", flush=True)
+
+    return callback
+
+
+def work(benchmark: Benchmark, study: optuna.Study, *, worker: int | None = None, quiet: bool = False,
+         should_stop: Callable[[int], bool] = lambda step: False) -> int:
+    """Plan and take jobs until every job has settled: 0; stopped by a signal: 130."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        objective = Objective(benchmark, quiet=quiet, should_stop=should_stop)
+        callbacks = [announce("" if worker is None else f"[worker {worker}] ")]
+        poll = max(0.5, min(5.0, benchmark.heartbeat_seconds / 2))
+        while not should_stop(0):
+            optuna.storages.fail_stale_trials(study)
+            ledger = Ledger(benchmark, study.get_trials(deepcopy=False))
+            if ledger.complete:
+                return 0
+            for job in ledger.missing():
+                study.enqueue_trial({}, user_attrs={"job": job.to_attr()})
+            if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+                time.sleep(poll)  # the last jobs are in flight: wait, and take over any whose worker dies
+                continue
+            try:
+                study.optimize(objective, n_trials=1, catch=(JobEnded,), callbacks=callbacks)
+            except (JobInterrupted, KeyboardInterrupt) as interrupted:
+                # Queued again with its run id, so the next invocation resumes the run from its checkpoint.
+                trial = study.get_trials(deepcopy=False)[objective.current]
+                if trial.state == TrialState.FAIL and OUTCOME not in trial.user_attrs:
+                    retry_callback()(study, trial)
+                if isinstance(interrupted, KeyboardInterrupt):  # a second signal: stop now
+                    raise
+                print(f"benchmark {benchmark.name}: a run was interrupted; run the same command to continue",
+                      file=sys.stderr)
+                return 130
+    return 130

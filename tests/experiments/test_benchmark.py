@@ -1,0 +1,289 @@
+"""The benchmark: cells (skipped with their reason where a variant cannot run a task), one learning-rate grid
+for every variant, the choice on the validation set, confirmation with fresh seeds, jobs queued twice or
+retried, resuming where it stopped, workers on a real PostgreSQL server of which one is killed, and
+one-sentence errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState, create_trial
+from postgres import postgres_server
+
+from experiments import benchmark
+from experiments.benchmark import Job, worker
+from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
+from experiments.cli import main
+from experiments.model import Transformer
+from experiments.sweep.storage import MAX_RETRIES
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4",
+             "task.eval_size=32", "model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5",
+             "train.eval_every=10", "train.checkpoint_every=10", "train.warmup_steps=2", "train.steps=20"]
+TINY = [word for assignment in TINY_SETS for word in ("--set", assignment)]
+
+
+def plan(tmp_path, variants="dense,linformer", task="passkey,flipflop", seeds=2, sets=(), **extra):
+    return benchmark.prepare(variant_names=variants, task_names=task, profile="quick", seed=0, seeds=seeds,
+                             lr_multiples="0.3,1,3", device="cpu", kernel="auto", sets=[*TINY_SETS, *sets],
+                             name="tiny", storage=None, runs_dir=tmp_path, heartbeat_seconds=1, **extra)
+
+
+def test_cells_are_every_variant_on_every_task_and_one_that_cannot_run_is_kept_as_skipped_with_its_reason(tmp_path):
+    bench = plan(tmp_path)
+    cells = {(cell.variant, cell.task): cell for cell in bench.cells}
+    assert list(cells) == [("dense", "passkey"), ("linformer", "passkey"), ("dense", "flipflop"),
+                           ("linformer", "flipflop")]
+    reason = cells["linformer", "flipflop"].skipped
+    assert "'linformer' is bidirectional" in reason and "'flipflop' needs causal attention" in reason
+    assert all(cell.skipped is None for key, cell in cells.items() if key != ("linformer", "flipflop"))
+    # One grid per task, the same for every variant: multiples of the task profile's learning rate.
+    assert bench.learning_rates(cells["dense", "passkey"]) == bench.learning_rates(cells["linformer", "passkey"]) \
+        == [0.0003, 0.001, 0.003]
+    assert bench.learning_rates(cells["dense", "flipflop"]) == [0.0009, 0.003, 0.009]
+    missing = Ledger(bench, []).missing()
+    assert len(missing) == 9 and {job.stage for job in missing} == {"tune"}  # 3 cells x 3 learning rates
+    assert {job.seed for job in missing} == {0}
+    assert not any(tmp_path.iterdir())  # preparing touches nothing
+
+
+def add(study, job, state, *, val=None, test=None, parameters=1000, outcome=None, **system_attrs):
+    """A trial holding `job`, in `state`, with the figures a worker writes when it completes, or the outcome
+    it writes when its run diverges or fails."""
+    user_attrs = {"job": job.to_attr(), **({OUTCOME: outcome} if outcome else {})}
+    if state == TrialState.COMPLETE:
+        user_attrs[RESULT] = {"status": "completed", "val_accuracy": val, "test_accuracy": test, "chance": 0.25,
+                              "parameters": parameters, "steps": 20, "tokens": 3840, "wall_seconds": 1.0,
+                              "run_id": f"run-{job.key}", "error": None}
+    study.add_trial(create_trial(state=state, value=val if state == TrialState.COMPLETE else None,
+                                 user_attrs=user_attrs, system_attrs=system_attrs))
+
+
+def test_tuning_chooses_on_the_validation_set_and_only_then_queues_confirmation_with_fresh_seeds(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", seeds=3)
+    study = optuna.create_study()
+    low, middle, high = Ledger(bench, []).missing()
+    add(study, low, TrialState.COMPLETE, val=0.5, test=0.9)  # the best test accuracy must not choose
+    add(study, middle, TrialState.COMPLETE, val=0.8, test=0.2)
+    ledger = Ledger(bench, study.get_trials())
+    assert ledger.missing() == [high] and ledger.cells[0].best_lr is None  # tuning has not settled
+    add(study, high, TrialState.FAIL, outcome="diverged")
+    ledger = Ledger(bench, study.get_trials())
+    assert ledger.cells[0].best_lr == middle.lr
+    confirmation = ledger.missing()
+    assert [(job.stage, job.lr, job.seed) for job in confirmation] == [("confirm", middle.lr, 1),
+                                                                      ("confirm", middle.lr, 2),
+                                                                      ("confirm", middle.lr, 3)]
+    assert not ledger.complete
+    for job in confirmation:
+        add(study, job, TrialState.COMPLETE, val=0.7, test=0.6)
+    ledger = Ledger(bench, study.get_trials())
+    assert ledger.complete and ledger.missing() == []
+
+
+def test_a_job_queued_twice_belongs_to_its_first_trial_and_a_retry_continues_it(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense")
+    study = optuna.create_study()
+    job = Ledger(bench, []).missing()[0]
+    add(study, job, TrialState.FAIL)  # trial 0: its worker died
+    add(study, job, TrialState.WAITING)  # trial 1: queued again by a worker planning at the same instant
+    add(study, job, TrialState.COMPLETE, val=0.5, test=0.5, failed_trial=0, retry_history=[0])  # trial 2: the retry
+    trials = study.get_trials()
+    assert owns_its_job(trials[2], trials) and not owns_its_job(trials[1], trials)
+    (state,) = [state for key, state in Ledger(bench, trials).states.items() if key == job.key]
+    assert [trial.number for trial in state.trials] == [0, 2] and state.state == COMPLETED
+
+
+def test_a_job_whose_worker_died_too_often_has_failed_with_the_reason(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense")
+    study = optuna.create_study()
+    job = Ledger(bench, []).missing()[0]
+    add(study, job, TrialState.FAIL)
+    for number in range(1, MAX_RETRIES + 1):
+        add(study, job, TrialState.FAIL, failed_trial=0, retry_history=list(range(number)))
+    state = Ledger(bench, study.get_trials()).states[job.key]
+    assert state.state == FAILED and state.reason == f"its worker died {MAX_RETRIES + 1} times"
+    study = optuna.create_study()
+    add(study, job, TrialState.FAIL)  # failed a moment ago: its retry is being queued
+    assert Ledger(bench, study.get_trials()).states[job.key].state == WAITING
+
+
+def summaries(folder):
+    return {path.parent.name: json.loads(path.read_text()) for path in folder.glob("*/summary.json")}
+
+
+def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run(tmp_path, monkeypatch):
+    calls = {"count": 0}
+    forward = Transformer.forward
+
+    def poisoned(self, tokens, return_weights=False):  # the first job's third step turns NaN
+        calls["count"] += 1
+        logits = forward(self, tokens, return_weights)
+        return logits * float("nan") if calls["count"] == 3 else logits
+
+    monkeypatch.setattr(Transformer, "forward", poisoned)
+    bench = plan(tmp_path, task="passkey", variants="dense")
+    study = benchmark.open_study(bench)
+    reached = {"step 10": 0}
+
+    def stop_in_the_third_job(step):  # the first job diverges by step 5; the second and third reach step 10
+        reached["step 10"] += step == 10
+        return step == 10 and reached["step 10"] == 2
+    assert benchmark.work(bench, study, quiet=True, should_stop=stop_in_the_third_job) == 130
+    (stopped,) = [summary for summary in summaries(bench.folder).values() if summary["status"] == "interrupted"]
+    assert benchmark.work(bench, study, quiet=True) == 0
+
+    ledger = Ledger(bench, study.get_trials())
+    assert ledger.complete
+    runs = summaries(bench.folder)
+    assert len(runs) == 5 == len(ledger.states)  # one run per job: the stopped job continued its own run
+    assert runs[stopped["run_id"]]["status"] == "completed" and runs[stopped["run_id"]]["steps"] == 20
+    (diverged,) = [state for state in ledger.states.values() if state.state != COMPLETED]
+    assert diverged.state == "diverged" and "non-finite" in diverged.reason and diverged.job.lr == 0.0003
+    cell = ledger.cells[0]
+    assert cell.best_lr in (0.001, 0.003) and [job.job.seed for job in cell.confirmation] == [1, 2]
+    assert {runs[job.result["run_id"]]["tags"]["stage"] for job in cell.confirmation} == {"confirm"}
+    (resumed,) = [state for state in ledger.states.values() if state.result["run_id"] == stopped["run_id"]]
+    assert [step for step, seconds, accuracy in resumed.result["curve"]] == [10, 20]  # its evaluations, each once
+    assert Counter(trial.state for trial in study.get_trials())[TrialState.COMPLETE] == 4
+
+
+def test_a_run_that_raises_is_listed_as_failed_with_its_error_and_the_benchmark_goes_on(tmp_path, monkeypatch):
+    real_train = worker.train
+
+    def train(config, record, **kwargs):
+        if config.train.lr == 0.003:
+            raise RuntimeError("the kernel ran out of memory")
+        return real_train(config, record, **kwargs)
+
+    monkeypatch.setattr(worker, "train", train)
+    bench = plan(tmp_path, task="passkey", variants="dense")
+    study = benchmark.open_study(bench)
+    assert benchmark.work(bench, study, quiet=True) == 0
+    ledger = Ledger(bench, study.get_trials())
+    (failed,) = [state for state in ledger.states.values() if state.state != COMPLETED]
+    assert failed.state == FAILED and failed.job.lr == 0.003
+    assert failed.reason == "RuntimeError: the kernel ran out of memory"
+    assert ledger.complete and len(ledger.cells[0].confirmation) == 2
+
+
+def attnlab(*args):
+    return subprocess.Popen([sys.executable, "-m", "experiments", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=ROOT)
+
+
+def wait_for_a_job_mid_run(study, folder, processes, timeout=240):
+    """A running trial of one of `processes` whose run has checkpointed but not finished."""
+    pids = {process.pid for process in processes}
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert all(process.poll() is None for process in processes), [process.communicate() for process in processes]
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            run = folder / str(trial.user_attrs.get("run_id"))
+            if trial.user_attrs.get("worker", {}).get("pid") in pids and (run / "checkpoint.pt").exists() \
+                    and json.loads((run / "summary.json").read_text())["status"] == "running":
+                return trial
+        time.sleep(0.05)
+    raise AssertionError("no job reached the middle of its run")
+
+
+def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_though_one_is_killed(tmp_path):
+    with postgres_server() as url:
+        command = ["benchmark", "--variant", "dense,linformer", "--task", "passkey", "--seeds", "2", *TINY,
+                   "--set", "train.steps=60", "--storage", url, "--name", "shared", "--runs-dir", str(tmp_path),
+                   "--out", str(tmp_path / "reports"), "--heartbeat-seconds", "1", "--quiet"]
+        first, second = attnlab(*command), attnlab(*command)
+        folder = tmp_path / "benchmark" / "shared"
+        while not list(folder.glob("*/config.json")):  # a job's run has started: the study exists
+            assert first.poll() is None and second.poll() is None, (first.communicate(), second.communicate())
+            time.sleep(0.1)
+        study = optuna.load_study(study_name="benchmark-shared", storage=url)
+        killed = wait_for_a_job_mid_run(study, folder, [first, second])
+        victim, survivor = (first, second) if killed.user_attrs["worker"]["pid"] == first.pid else (second, first)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=60)
+        stdout, stderr = survivor.communicate(timeout=600)
+        assert survivor.returncode == 0, stderr
+
+        trials = study.get_trials(deepcopy=False)
+        complete = Counter(Job.from_attr(trial.user_attrs["job"]).key for trial in trials
+                           if trial.state == TrialState.COMPLETE)
+        assert len(complete) == 10 and set(complete.values()) == {1}  # 2 cells x (3 learning rates + 2 seeds), once
+        assert all(trial.user_attrs.get(OUTCOME) == DUPLICATE for trial in trials
+                   if trial.state == TrialState.FAIL and trial.number != killed.number)
+        (retry,) = [trial for trial in trials if trial.system_attrs.get("failed_trial") == killed.number]
+        assert retry.state == TrialState.COMPLETE and retry.user_attrs["run_id"] == killed.user_attrs["run_id"]
+        runs = summaries(folder)
+        assert len(runs) == 10 and all(run["status"] == "completed" and run["steps"] == 60 for run in runs.values())
+        evaluations = [json.loads(line)["step"] for line in (folder / killed.user_attrs["run_id"] / "metrics.jsonl")
+                       .read_text().splitlines() if json.loads(line)["kind"] == "eval"]
+        assert evaluations == [10, 20, 30, 40, 50, 60]  # resumed from its checkpoint: each evaluation once
+        assert "wrote " in stdout and (tmp_path / "reports" / "benchmark-shared" / "index.html").is_file()
+
+
+def one_line_error(capsys, argv):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--variant", "loacl"], ["'loacl'", "did you mean 'local'"]),
+    (["--task", "passkey,passkey"], ["'passkey'", "listed twice"]),
+    (["--lr-multiples", "1,3"], ["lr-multiples", "1.0,3.0", "at least 3"]),
+    (["--lr-multiples", "1,3,x"], ["'1,3,x'", "comma-separated numbers"]),
+    (["--seeds", "0"], ["seeds got 0", ">= 1"]),
+    (["--set", "train.lr=0.01"], ["train.lr", "--lr-multiples"]),
+    (["--set", "task.num_kyes=4"], ["task.num_kyes", "did you mean 'num_keys'"]),
+    (["--name", "../elsewhere"], ["'../elsewhere'", "plain name"]),
+])
+def test_bad_benchmark_input_gets_one_sentence_and_exit_code_2(tmp_path, capsys, args, fragments):
+    line = one_line_error(capsys, ["benchmark", "--variant", "dense", "--task", "passkey", "--runs-dir",
+                                   str(tmp_path), *args])
+    assert line.startswith("attnlab benchmark: ")
+    for fragment in fragments:
+        assert fragment in line, (fragment, line)
+    assert not any(tmp_path.iterdir())
+
+
+def test_joining_a_benchmark_with_other_settings_is_refused(tmp_path):
+    benchmark.open_study(plan(tmp_path, task="passkey"))
+    with pytest.raises(ValueError, match=r"created for another benchmark \(its seeds differ\).*--name"):
+        benchmark.open_study(plan(tmp_path, task="passkey", seeds=3))
+
+
+def make_benchmark(*variables):
+    """The `attnlab benchmark` command `make benchmark` runs with these variables, on one line (make -n)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("MAKE", "MFLAGS"))}
+    result = subprocess.run(["make", "-n", "--no-print-directory", "benchmark", *variables], cwd=ROOT,
+                            capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    (line,) = [line for line in result.stdout.replace("\\\n", " ").splitlines() if "attnlab benchmark" in line]
+    return " ".join(line.split())
+
+
+def test_make_benchmark_hands_its_variables_to_the_command():
+    line = make_benchmark("VARIANT=dense,local", "TASK=mqar", "SEEDS=5", "PROFILE=standard", "WORKERS=4",
+                          "STORAGE=postgresql://db/x", "NAME=main")
+    for words in ("--variant dense,local", "--task mqar", "--seeds 5", "--profile standard", "--workers 4",
+                  "--storage 'postgresql://db/x'", "--name main"):
+        assert words in line, (words, line)
+    default = make_benchmark()
+    assert "--variant" not in default and "--task" not in default, default  # every variant and baseline, the suite
+
+
+def test_benchmark_help_names_its_options():
+    result = subprocess.run([sys.executable, "-m", "experiments", "benchmark", "--help"], capture_output=True,
+                            text=True, cwd=ROOT)
+    for option in ("--variant", "--task", "--seeds", "--profile", "--lr-multiples", "--name", "--storage", "--workers",
+                   "--heartbeat-seconds", "--out"):
+        assert option in result.stdout, option
