@@ -13,10 +13,10 @@ features may be negative. O(n d'^2 d) time on the `linear` kernel (causal: chunk
 
 Window layers. In the paper's hybrid some layers are exact softmax attention over a short sliding window
 (64 keys); here the blocks with layer_index % window_every == window_every - 1 are such layers (window_every 0:
-none). A causal query i sees keys i - window .. i, the query and the `window` keys before it (as the paper's
-code, which gives its window size 128 to FlashAttention as window_size=(64, 0)); without causality
-|i - j| <= window. That is `variants.layouts.Local(2 * window)` (a window of w there spans w // 2 keys on each
-side), so these layers run on the block-sparse kernels in O(n window d).
+none). `window` counts keys as every window of attnlab does, Longformer's w: |i - j| <= window // 2, so a
+causal query sees itself and the window // 2 keys before it. The default, 128, is the paper's code's window
+size, which it gives FlashAttention as window_size=(64, 0): 64 keys back. These layers are
+`variants.layouts.Local(window)` and run on the block-sparse kernels in O(n window d).
 
 The paper's hybrid also has BaseConv layers (gated short convolutions); they are left out, the block's MLP
 standing in for them (`approximation`).
@@ -56,7 +56,8 @@ class Based(Attention):
     @dataclass(frozen=True)
     class Options:
         feature_dim: int = option(16, "d', the width q and k are projected to before the Taylor map", tag="f")
-        window: int = option(64, "keys before the query that a window layer sees (and the query itself)", tag="w")
+        window: int = option(128, "Longformer's w of the window layers: window // 2 keys on each side, "
+                                  "|i - j| <= window // 2 (causal: the window // 2 keys before the query)", tag="w")
         window_every: int = option(2, "blocks with layer_index % window_every == window_every - 1 are sliding-"
                                       "window softmax layers (0: none)", tag="e")
 
@@ -95,11 +96,11 @@ class BasedLinear(Based):
 
 
 class BasedWindow(Based):
-    """A window layer: softmax attention over the query and the `window` keys before it (|i - j| <= window
+    """A window layer: softmax attention over the query and the window // 2 keys before it (|i - j| <= window // 2
     without causality), on a block-sparse kernel."""
 
     kernel_preference = LAYOUT_KERNELS_FIRST
 
     def __init__(self, options: Based.Options, **kwargs) -> None:
         super().__init__(options, **kwargs)
-        self.block_layout = layouts.Local(2 * options.window)  # Local's reach is window // 2
+        self.block_layout = layouts.Local(options.window)

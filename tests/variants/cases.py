@@ -33,7 +33,7 @@ EXTRA_OPTIONS = {
     "nystromformer": [{"num_landmarks": 4}, {"num_landmarks": 5, "pinv_iterations": 3}],
     "linear": [{"feature_map": "relu"}, {"feature_map": "identity"}],
     "performer": [{"num_features": 32, "orthogonal": False}, {"num_features": 12, "redraw": 0}],
-    "based": [{"window_every": 0, "feature_dim": 3}, {"window_every": 1, "window": 5}],  # 1: every block a window
+    "based": [{"window_every": 0, "feature_dim": 3}, {"window_every": 1, "window": 10}],  # 1: every block a window
     "reformer": [{"num_hashes": 3, "num_buckets": 4, "chunk_size": 3},
                  {"num_hashes": 1, "num_buckets": 2, "chunk_size": 5}],
     "sinkhorn": [{"block_size": 3, "sinkhorn_iters": 2, "temperature": 0.5}, {"block_size": 4, "sinkhorn_iters": 0}],

@@ -290,8 +290,8 @@ def test_based_window_layers_are_every_window_every_th_block(window_every, windo
     assert all(kind is BasedLinear for layer, kind in enumerate(kinds) if layer not in window_layers)
 
 
-def test_based_window_layers_attend_exactly_the_query_and_the_window_keys_before_it():
-    module = variants.create("based", num_heads=HEADS, head_dim=HEAD_DIM, layer_index=1, window=5).double()
+def test_based_window_layers_attend_exactly_the_query_and_the_half_window_keys_before_it():
+    module = variants.create("based", num_heads=HEADS, head_dim=HEAD_DIM, layer_index=1, window=10).double()
     assert isinstance(module, BasedWindow) and module.kernel == "blocked"
     i, j = torch.arange(20)[:, None], torch.arange(20)[None, :]
     assert torch.equal(module.layout(20, 20, causal=True), (i - j >= 0) & (i - j <= 5))

@@ -67,7 +67,7 @@ def test_a_window_of_w_keys_sees_w_over_2_keys_on_each_side_and_the_query_itself
 
 def test_every_window_option_states_the_convention_in_the_listing():
     window_lines = [line for line in variants.describe_variants().splitlines() if line.strip().startswith("window=")]
-    assert len(window_lines) == 2  # local's and sparse's (longformer)
+    assert len(window_lines) == 3  # local's, sparse's (longformer) and based's window layers
     for line in window_lines:
         assert "window // 2 keys on each side, |i - j| <= window // 2" in line, line
 
