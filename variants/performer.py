@@ -89,13 +89,16 @@ class Performer(Attention):
 
     @dataclass(frozen=True)
     class Options:
-        num_features: int = option(256, "m, the number of random features", tag="m")
+        num_features: int | None = option(
+            None, "m, the number of random features (none: round(head_dim * ln(head_dim)), the paper's "
+                  "m = Theta(d log d) as in its reference code)", tag="m")
         redraw: int = option(1000, "training forward calls between redraws of the features (0: never)", tag="r")
         orthogonal: bool = option(True, "orthogonal random features (the paper's), else iid Gaussian ones",
                                   tag="orf")
 
         def __post_init__(self) -> None:
-            require(self.num_features >= 1, "num_features", self.num_features, "an integer >= 1")
+            require(self.num_features is None or self.num_features >= 1, "num_features", self.num_features,
+                    "none or an integer >= 1")
             require(self.redraw >= 0, "redraw", self.redraw, "an integer >= 0 (0: never redraw)")
 
     # The paper's code divides by the estimated row sum as it is: positive features never make it vanish, and a
@@ -107,11 +110,12 @@ class Performer(Attention):
         self.normaliser = "sum"
         self.draws = 0  # redraws so far: W was drawn from (run seed, layer index, draws)
         self.calls_since_draw = 0  # training forward calls that have used the current W
+        self.num_features = options.num_features or max(1, round(self.head_dim * math.log(self.head_dim)))
         self.register_buffer("projection", self._draw())  # W (num_features, head_dim)
 
     def _draw(self) -> torch.Tensor:
         seed = derived_seed(self.run_seed, self.layer_index, self.draws)
-        return random_features(self.options.num_features, self.head_dim, seed, self.options.orthogonal).float()
+        return random_features(self.num_features, self.head_dim, seed, self.options.orthogonal).float()
 
     @untraced
     def _count_training_call(self) -> None:

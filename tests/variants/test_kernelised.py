@@ -126,6 +126,12 @@ def test_performer_rows_sum_to_one_however_small_their_estimated_sum(kernel):
     assert torch.allclose(module(q, k, ones), torch.ones_like(ones))  # the kernel's own rows sum to 1 as well
 
 
+def test_performer_defaults_to_the_papers_d_log_d_features():
+    assert variants.create("performer", num_heads=1, head_dim=16).projection.shape == (44, 16)  # 16 ln 16 = 44.4
+    assert variants.create("performer", num_heads=1, head_dim=64).projection.shape == (266, 64)
+    assert variants.create("performer", num_heads=1, head_dim=64, num_features=7).projection.shape == (7, 64)
+
+
 def test_orthogonal_random_features_are_orthogonal_within_a_block_with_gaussian_norms():
     dim, num_features = 8, 20  # blocks of rows 0-7, 8-15 and 16-19
     rows = random_features(num_features, dim, seed=1, orthogonal=True)
@@ -144,7 +150,7 @@ def test_orthogonal_random_features_are_orthogonal_within_a_block_with_gaussian_
 def drawn(module, draws):
     """W as drawn for the module's run seed and layer after `draws` redraws."""
     seed = derived_seed(module.run_seed, module.layer_index, draws)
-    return random_features(module.options.num_features, HEAD_DIM, seed, module.options.orthogonal).float()
+    return random_features(module.num_features, HEAD_DIM, seed, module.options.orthogonal).float()
 
 
 def test_performer_redraws_exactly_every_redraw_training_calls_and_never_in_eval():
