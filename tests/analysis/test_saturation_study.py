@@ -151,6 +151,8 @@ def _candidates(study):
     values += [len(study.steps_to_accuracy), len(study.learning_rates), study.lengths["run_id"].nunique()]
     values += [value for field in vars(study.setting).values()
                for value in (field if isinstance(field, tuple) else [field]) if isinstance(value, (int, float))]
+    values += [value for _, options in study.setting.fading_kernelised for value in options.values()
+               if isinstance(value, (int, float))]  # the options a drawn row names, e.g. num_features=512
     values += [THRESHOLD, NOISE, SATURATED, VANISHING_DERIVATIVE, FADES_LIKE_ONE_OVER_N, 0, 1]
     values += _fading_derived(study.fading)
     values = [value for value in values if math.isfinite(value)]
