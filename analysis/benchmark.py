@@ -1,6 +1,6 @@
 """The benchmark's page, `reports/benchmark-<name>/`: the leaderboard (variant x task, mean and 95% interval
 of the test accuracy over the confirmation seeds, the average over tasks, the rank), which differences the
-seeds' spread can tell apart, accuracy against length and the speed of learning (`analysis.benchmark_axes`),
+spread over seeds can tell apart, accuracy against length and the speed of learning (`analysis.benchmark_axes`),
 every cell with its tuning and its cost, the cost per variant, the cells and jobs that were skipped, diverged
 or failed with their reasons, and the protocol with the exact command and the versions it ran with.
 
@@ -144,7 +144,7 @@ def separation(cells: pd.DataFrame) -> list[str]:
         below = rows[rows["interval high"] < best["interval low"]]["variant"].tolist()
         overlapping = [variant for variant in rows["variant"] if variant not in below and variant != best["variant"]]
         if not below:
-            lines.append(f"{task}: the seeds' spread tells no two variants apart at this profile "
+            lines.append(f"{task}: the spread over seeds tells no two variants apart at this profile "
                          f"({len(rows)} rows with 2 seeds or more; {best['variant']} has the highest mean).")
             continue
         lines.append(f"{task}: {best['variant']} is highest; the 95% intervals of {', '.join(below)} lie wholly "

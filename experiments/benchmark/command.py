@@ -6,13 +6,12 @@ from __future__ import annotations
 import sys
 
 import optuna
-import torch
 
 from experiments.benchmark.definition import Benchmark
 from experiments.benchmark.ledger import Ledger
 from experiments.benchmark.worker import work
 from experiments.launch import StopFlag
-from experiments.sweep.pool import spawn_workers
+from experiments.sweep.pool import spawn_workers, worker_count
 from experiments.sweep.storage import create_or_join, open_storage
 
 
@@ -54,10 +53,7 @@ def run(benchmark: Benchmark, *, workers: int | None, worker_index: int | None,
     """The whole benchmark from this process (`workers` processes: default one per GPU with cuda, else 1) and
     its state at the end; or, with `worker_index`, one worker of a benchmark another process started (no
     state: that process reports). 0 when every job has settled, 130 after a signal, 1 otherwise."""
-    if workers is None:
-        workers = max(1, torch.cuda.device_count()) if benchmark.device == "cuda" else 1
-    if workers < 1:
-        raise ValueError(f"--workers got {workers}; accepted: an integer >= 1.")
+    workers = worker_count(workers, benchmark.device)
     study = open_study(benchmark)
     if worker_index is not None:
         return work(benchmark, study, worker=worker_index, quiet=quiet, should_stop=StopFlag().install()), None

@@ -3,22 +3,17 @@ configuration with fresh seeds when asked."""
 
 from __future__ import annotations
 
-import torch
-
 from experiments.launch import StopFlag
 from experiments.sweep.confirm import confirm_best
 from experiments.sweep.definition import Sweep, open_study
-from experiments.sweep.pool import run_workers, work, worker_command
+from experiments.sweep.pool import run_workers, work, worker_command, worker_count
 from experiments.sweep.result import report
 
 
 def run(sweep: Sweep, *, workers: int | None, worker_index: int | None, quiet: bool) -> int:
     """The whole sweep from this process (`workers` processes: default one per GPU with cuda, else 1), or,
     with `worker_index`, one worker of a sweep that another process started: no summary at the end."""
-    if workers is None:
-        workers = max(1, torch.cuda.device_count()) if sweep.device == "cuda" else 1
-    if workers < 1:
-        raise ValueError(f"--workers got {workers}; accepted: an integer >= 1.")
+    workers = worker_count(workers, sweep.device)
     study = open_study(sweep)
     if worker_index is not None:
         return work(sweep, study, worker=worker_index, quiet=quiet, should_stop=StopFlag().install())

@@ -88,6 +88,17 @@ def work(sweep: Sweep, study: optuna.Study, *, worker: int | None = None, quiet:
     return 130
 
 
+def worker_count(workers: int | None, device: str) -> int:
+    """The processes to run: `workers`, or by default one per GPU on cuda and one elsewhere; refused below 1."""
+    import torch
+
+    if workers is None:
+        return max(1, torch.cuda.device_count()) if device == "cuda" else 1
+    if workers < 1:
+        raise ValueError(f"--workers got {workers}; accepted: an integer >= 1.")
+    return workers
+
+
 def spawn_workers(command: list[str], workers: int, *, device: str, label: str) -> list[int]:
     """Run `workers` processes of `command --worker-index I` and wait for them; their exit codes. On CUDA each
     sees one GPU (round robin), on CPU each gets its share of the cores. SIGINT or SIGTERM here is passed on
