@@ -142,9 +142,6 @@ class Attention(nn.Module):
     # How a row of similarities becomes weights (`variants.normalisers`): the option of a variant whose Options
     # inherit NormaliserOptions; a variant without it may set it per instance (the kernelised family's "sum").
     normaliser: str = "softmax"
-    # The `sum` normaliser's floor on a row's denominator: the reference code of linear attention's 1e-6, or 0
-    # (none) for a variant whose paper divides by the sum as it is.
-    denominator_floor: ClassVar[float] = normalisers.EPSILON
 
     def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str, layer_index: int = 0,
                  run_seed: int = 0, max_len: int | None = None) -> None:
@@ -284,8 +281,6 @@ class Attention(nn.Module):
         None: all): the module's normaliser, with what it learns (adaptive entmax's alpha per head)."""
         if self.normaliser == "entmax_adaptive":
             return normalisers.entmax_adaptive(similarities, allowed, self.entmax_alpha)
-        if self.normaliser == "sum":
-            return normalisers.normalised_sum(similarities, allowed, self.denominator_floor)
         return normalisers.NORMALISERS[self.normaliser](similarities, allowed)
 
     # ----------------------------------------------------------------------------------------------
@@ -362,8 +357,7 @@ class Attention(nn.Module):
                             pair_width=self.pair_width, parameters=self.parameters, normalise=self.normalise,
                             normaliser=self.normaliser,
                             features=self.features if "features" in self.overridden_hooks() else None,
-                            factors=self.factors if "factors" in self.overridden_hooks() else None,
-                            denominator_floor=self.denominator_floor)
+                            factors=self.factors if "factors" in self.overridden_hooks() else None)
 
     def forward(
         self,

@@ -115,21 +115,11 @@ def entmax_adaptive(logits: torch.Tensor, allowed: torch.Tensor | None, alpha: t
     return _over_allowed(_in_float32(alpha_entmax), logits, allowed)
 
 
-def divide(numerators: torch.Tensor, denominators: torch.Tensor, floor: float) -> torch.Tensor:
-    """numerators / max(denominators, floor); with floor 0, the plain quotient where the denominator is positive
-    and 0 where it is not (a row with no key), with finite gradients in both cases."""
-    if floor > 0:
-        return numerators / denominators.clamp_min(floor)
-    positive = denominators > 0
-    return torch.where(positive, numerators / torch.where(positive, denominators, 1.0), 0.0)
-
-
-def normalised_sum(similarities: torch.Tensor, allowed: torch.Tensor | None, floor: float = EPSILON) -> torch.Tensor:
-    """Non-negative similarities divided by their row sum over the allowed keys, floored at `floor` (EPSILON by
-    default, as the reference code of linear attention; 0: no floor)."""
+def normalised_sum(similarities: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """Non-negative similarities divided by their row sum over the allowed keys (floored at EPSILON)."""
     if allowed is not None:
         similarities = similarities.masked_fill(~allowed, 0.0)
-    return divide(similarities, similarities.sum(dim=-1, keepdim=True), floor)
+    return similarities / similarities.sum(dim=-1, keepdim=True).clamp_min(EPSILON)
 
 
 def unnormalised(similarities: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:

@@ -16,8 +16,10 @@ cancels exactly in the normalisation. For the queries the maximum of each row ov
 the maximum over all the real (unpadded) keys and features of a batch element and head, when not causal. A
 causal call has no key stabiliser, since that maximum would read the future: the key exponent w.x' - |x'|^2/2
 is then bounded by |w|^2/2, about d/2 plus a few standard deviations over the rows (near 50 at head_dim 64, far
-below float32's limit of 88; near that limit at head_dim 128). The row sum is divided by as it is, with no
-floor (`denominator_floor = 0`), as in the paper's code.
+below float32's limit of 88; near that limit at head_dim 128). The estimated row sum is floored at 1e-6, as in
+linear attention's code: a causal row whose key features all but vanish (large key norms, no key stabiliser)
+would otherwise divide by a number whose square underflows, and its gradient overflow (a quick-profile
+induction run diverged so).
 
 The random matrix W is drawn from a torch.Generator seeded from (run seed, layer index, number of draws so
 far), redrawn every `redraw` forward calls in training mode (never in eval), and kept in
@@ -100,10 +102,6 @@ class Performer(Attention):
             require(self.num_features is None or self.num_features >= 1, "num_features", self.num_features,
                     "none or an integer >= 1")
             require(self.redraw >= 0, "redraw", self.redraw, "an integer >= 0 (0: never redraw)")
-
-    # The paper's code divides by the estimated row sum as it is: positive features never make it vanish, and a
-    # floor would bias the rows that the stabilisers leave small.
-    denominator_floor = 0.0
 
     def __init__(self, options: Options, **kwargs) -> None:
         super().__init__(options, **kwargs)

@@ -16,6 +16,8 @@ from cases import (
     variant_cases,
 )
 
+from variants.normalisers import EPSILON
+
 CASES = variant_cases()
 
 
@@ -92,7 +94,7 @@ def feature_similarities(module, q, k, v, mask):
 def test_returned_weights_are_a_distribution_over_allowed_keys_or_sigmoids(case):
     """Softmax, sparsemax and entmax weights sum to 1 over the allowed keys; sigmoid's are each sigmoid(logit -
     log n). The `sum` normaliser's are non-negative and sum to 1 too, unless the row's similarities sum to less
-    than the variant's floor (EPSILON by default; a ReLU row of zeros): then to that sum over the floor. The
+    than EPSILON (a ReLU row of zeros): then to that sum over EPSILON. The
     `none` normaliser's weights are the similarities themselves."""
     name, options = case
     skip_if_bidirectional(name, causal=True)
@@ -120,8 +122,7 @@ def test_returned_weights_are_a_distribution_over_allowed_keys_or_sigmoids(case)
     elif module.normaliser == "sum":
         assert (weights >= 0).all()
         totals = feature_similarities(module, q, k, v, mask).masked_fill(~allowed, 0.0).sum(-1)
-        floor = module.denominator_floor  # EPSILON, or 0: a row sums to 1 whenever its similarities do not vanish
-        expected = torch.where(totals >= floor, 1.0, totals / floor) if floor else (totals > 0).double()
+        expected = torch.where(totals >= EPSILON, 1.0, totals / EPSILON)
         assert torch.allclose(sums[has_key], expected[has_key])
     else:
         assert module.normaliser == "none", f"no rule for the weights of normaliser {module.normaliser!r}"

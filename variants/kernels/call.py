@@ -58,7 +58,6 @@ class Call:
     normaliser: str = "softmax"  # its name (`variants.normalisers`): what kernels that compute one form check
     features: Features | None = None  # the kernelised family's feature maps, of whole q and k: reference, linear
     factors: Factors | None = None  # the low-rank family's factors of the weights: reference, lowrank
-    denominator_floor: float = 1e-6  # the `sum` normaliser's floor on a row's denominator (0: none)
 
 
 def untraced(function: Callable) -> Callable:

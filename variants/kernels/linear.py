@@ -2,10 +2,10 @@
 
 For a variant with feature maps phi (the kernelised family) and the `sum` normaliser,
 
-    out_i = phi(q_i) S_i / max(phi(q_i) . z_i, floor),   S_i = sum_j phi(k_j) v_j^T,   z_i = sum_j phi(k_j)
+    out_i = phi(q_i) S_i / max(phi(q_i) . z_i, EPSILON),   S_i = sum_j phi(k_j) v_j^T,   z_i = sum_j phi(k_j)
 
-over the keys j that query i may see (Katharopoulos et al. 2020, eq. 4-6), the floor being the variant's
-(1e-6 as in the reference code of linear attention; none for Performer). Without causality S and z are one
+over the keys j that query i may see (Katharopoulos et al. 2020, eq. 4-6), EPSILON = 1e-6 as in the paper's
+code. Without causality S and z are one
 sum over the real keys: O(n m d) time and O(m d) state. With causality the sequence is cut into chunks of
 `CHUNK` positions, as in flash-linear-attention's chunk mode: inside a chunk the quadratic form phi(Q) phi(K)^T
 masked to j <= i (C x C per chunk), across chunks the running state S and z summed over the chunks before
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from einops import rearrange
 
 from variants.kernels.call import Call
-from variants.normalisers import divide
+from variants.normalisers import EPSILON
 
 CHUNK = 64  # positions per chunk in causal attention (flash-linear-attention's default chunk size)
 
@@ -71,4 +71,4 @@ def run(call: Call) -> torch.Tensor:
         denominators = torch.matmul(phi_q, phi_k.sum(dim=2)[..., None])[..., 0]  # (B, H, seq_q)
     if call.normaliser == "none":
         return numerators
-    return divide(numerators, denominators[..., None], call.denominator_floor)
+    return numerators / denominators.clamp_min(EPSILON)[..., None]
