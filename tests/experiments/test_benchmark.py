@@ -15,13 +15,13 @@ from pathlib import Path
 import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
+from poison import poison_forward
 from postgres import postgres_server
 
 from experiments import benchmark
 from experiments.benchmark import Job, worker
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
 from experiments.cli import main
-from experiments.model import Transformer
 from experiments.sweep.storage import MAX_RETRIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,15 +121,7 @@ def summaries(folder):
 
 
 def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run(tmp_path, monkeypatch):
-    calls = {"count": 0}
-    forward = Transformer.forward
-
-    def poisoned(self, tokens, return_weights=False):  # the first job's third step turns NaN
-        calls["count"] += 1
-        logits = forward(self, tokens, return_weights)
-        return logits * float("nan") if calls["count"] == 3 else logits
-
-    monkeypatch.setattr(Transformer, "forward", poisoned)
+    poison_forward(monkeypatch, at_call=3)  # the first job's third step turns NaN
     bench = plan(tmp_path, task="passkey", variants="dense")
     study = benchmark.open_study(bench)
     reached = {"step 10": 0}

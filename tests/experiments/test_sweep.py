@@ -15,12 +15,12 @@ import optuna
 import pytest
 import torch
 from optuna.trial import TrialState
+from poison import poison_forward
 from postgres import free_port, postgres_server
 
 import variants
 from experiments import sweep as sweeps
 from experiments.cli import main
-from experiments.model import Transformer
 
 TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.eval_size=64", "task.num_buckets=4", "model.dim=32",
              "model.depth=1", "model.heads=2", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
@@ -188,15 +188,7 @@ def in_process_sweep(runs_dir, *space, trials=2, confirm_seeds=0):
 
 
 def test_a_diverged_trial_is_recorded_and_the_study_goes_on(tmp_path, monkeypatch):
-    calls = {"count": 0}
-    forward = Transformer.forward
-
-    def poisoned(self, tokens, return_weights=False):  # the first trial's third step turns NaN
-        calls["count"] += 1
-        logits = forward(self, tokens, return_weights)
-        return logits * float("nan") if calls["count"] == 3 else logits
-
-    monkeypatch.setattr(Transformer, "forward", poisoned)
+    poison_forward(monkeypatch, at_call=3)  # the first trial's third step turns NaN
     plan, study = in_process_sweep(tmp_path)
     assert sweeps.work(plan, study, quiet=True) == 0
     first, *rest = study.trials
