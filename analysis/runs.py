@@ -6,8 +6,10 @@
     >>> runs.attrs["skipped"]          # [{"run": "<folder>", "reason": "..."}] for unreadable records
 
 Columns: `run_id` and `path`; the config flattened (`variant`, `task`, `profile`, `seed`, `device`, then every
-option as `variant.<option>`, `task.<option>`, `model.<field>`, `train.<field>`) and `kernel_requested` (`auto`
-or the kernel the config forced);
+option as `variant.<option>`, `task.<option>`, `model.<field>`, `train.<field>`), `kernel_requested` (`auto`
+or the kernel the config forced) and, derived from the config, `normaliser` (how the run's attention turns a row
+of logits into weights: `softmax`, `sparsemax`, `entmax15`, ..., the kernelised family's `sum` or `none`;
+`baseline` for a baseline, `unknown` where this version cannot tell; see `normaliser_of`);
 the summary's `status`, `error`, `variant_name` (the variant as it describes itself, e.g. `local_w16`),
 `kernel` (the kernel it ran on), `eval_accuracy`, `eval_loss`, `chance_accuracy`, `steps`,
 `total_steps`, `wall_seconds`, `tokens_per_second`, `peak_memory_bytes`, `device_name`,
@@ -23,12 +25,17 @@ not a row: it is listed in `attrs["skipped"]` with its reason, and the report sh
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+import variants
 from common.options import closest
+from experiments import config as configs
+from experiments import tasks
 from experiments.config import parse_value
 from experiments.records import RecordError, RunRecord, Summary
 
@@ -39,8 +46,13 @@ SUMMARY_FIELDS = ("status", "error", "variant_name", "eval_accuracy", "eval_loss
                   "total_steps", "wall_seconds", "tokens_per_second", "peak_memory_bytes", "device_name",
                   "torch_version", "git_commit", "val_accuracy", "val_loss", "parameters")
 LIST_FIELDS = ("accuracy_by_distance", "accuracy_by_length")
-BASE_COLUMNS = ("run_id", "path", *CONFIG_FIELDS, *SUMMARY_FIELDS, "kernel", "kernel_requested", "study", "trial",
-                "confirm", *LIST_FIELDS, "accuracy_by_split")
+BASE_COLUMNS = ("run_id", "path", *CONFIG_FIELDS, *SUMMARY_FIELDS, "kernel", "kernel_requested", "normaliser", "study",
+                "trial", "confirm", *LIST_FIELDS, "accuracy_by_split")
+# The `normaliser` of a baseline's run (a token mixer: no attention weights), and of a run whose variant this
+# version neither registers nor finds a normaliser option for. Single words, so that a filter names them
+# (normaliser=baseline); neither is a normaliser's name, so neither is mistaken for linear attention's `none`.
+BASELINE_NORMALISER = "baseline"
+UNKNOWN_NORMALISER = "unknown"
 
 
 def _hashable(value: Any) -> Any:
@@ -58,6 +70,37 @@ def _check(condition: bool, reason: str) -> None:
 
 def _number_or_none(value: Any) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+@functools.cache
+def _built_normaliser(resolved: str) -> str:
+    """The normaliser of the variant's module as the run's model built it (`resolved`: the config's variant,
+    options, model and task as JSON, the cache's key); UNKNOWN_NORMALISER when this version cannot build it."""
+    config = json.loads(resolved)
+    try:
+        max_len = tasks.create_task(config["task"], profile=config["profile"], **config["task_options"]).max_len
+        module = configs.variant_module(config["variant"], configs.ModelConfig(**config["model"]), "auto",
+                                        config["variant_options"], max_len)
+    except (KeyError, TypeError, ValueError):  # a variant no longer registered, options it no longer takes
+        return UNKNOWN_NORMALISER
+    return str(module.normaliser)
+
+
+def normaliser_of(config: dict[str, Any]) -> str:
+    """How a run's attention turns a row of logits into weights: the config's `variant.normaliser` where the
+    variant has that option (softmax, sigmoid, sparsemax, entmax15, entmax_adaptive); else what the variant's
+    module sets for the run's options, as `variants.create` builds it (the kernelised family's `sum`, linear
+    attention's `none` with identity features, `softmax` for the rest); BASELINE_NORMALISER for a baseline;
+    UNKNOWN_NORMALISER for a variant this version does not register (or no longer builds) and whose config
+    names no normaliser."""
+    options = config.get("variant_options")
+    if variants.is_baseline(config["variant"]):
+        return BASELINE_NORMALISER
+    if isinstance(options, dict) and isinstance(options.get("normaliser"), str):
+        return options["normaliser"]
+    resolved = {name: config.get(name) for name in ("variant", "variant_options", "model", "task", "profile",
+                                                    "task_options")}
+    return _built_normaliser(json.dumps(resolved, sort_keys=True, default=str))
 
 
 def _row(record: RunRecord) -> dict[str, Any]:
@@ -92,6 +135,7 @@ def _row(record: RunRecord) -> dict[str, Any]:
     row["variant_name"] = str(summary.variant_name or config["variant"])
     row["kernel"] = summary.kernel  # the one that ran; config.json's is what was asked for (auto)
     row["kernel_requested"] = config.get("kernel", "auto")
+    row["normaliser"] = normaliser_of(config)
     row["study"], row["trial"] = tags.get("study"), tags.get("trial")
     row["confirm"] = tags.get("confirm") is True
     row.update({name: getattr(summary, name) for name in LIST_FIELDS})

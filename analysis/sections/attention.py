@@ -3,7 +3,13 @@ the local and sparse variants the runs used.
 
 The weights are those of each variant's reference formula (`return_weights=True`): the softmax of its logits,
 another normaliser's weights, the kernelised family's normalised phi(q).phi(k), or the low-rank family's product
-of factors, which may be negative (then drawn on a diverging scale centred at 0)."""
+of factors, which may be negative (then drawn on a diverging scale centred at 0).
+
+Sparsemax and the entmax normalisers give keys a query may see a weight of exactly 0.0, which a colour scale
+from 0 would draw as it draws a weight of 1e-6. Where a picture has such exact zeros, they are drawn in a colour
+of their own (ZERO_COLOUR, over the scale's) and each panel's title gives their share of the pairs its queries
+may see; zeros at keys the layout or causality hides stay on the scale, as in every other picture, so a softmax
+map (whose weights are never exactly 0 where a key is seen, unless the exponential underflows) is unchanged."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from typing import Any
 import pandas as pd
 import torch
 from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
 
 import variants
 from analysis import figures
@@ -34,6 +41,7 @@ MAX_ATTENTION_LENGTH = 4096  # the weights are materialised (batch 1, heads, T, 
 MAX_SCORED_ROWS = 16
 MAX_LAYOUTS = 8
 MAX_LAYOUT_DRAWN = 128  # positions of a layout drawn (the top-left corner of longer ones)
+ZERO_COLOUR, ZERO_COLOUR_NAME = "#f28e2b", "orange"  # exact zeros: apart from Blues and from RdBu_r's white centre
 
 
 def _attention_runs(context: Context) -> pd.DataFrame:
@@ -83,9 +91,30 @@ def _colour_scale(weights: list[torch.Tensor]) -> dict[str, Any]:
     return {"cmap": "RdBu_r", "vmin": -largest, "vmax": largest}
 
 
+def _exact_zeros(model: Transformer, weights: list[torch.Tensor], rows: list[int]) -> tuple[list, list]:
+    """Per layer, bool numpy arrays (heads, rows, keys): the keys each query shown may see under the layer's
+    layout and the model's causality (`Attention.allowed`), and among them those of weight exactly 0.0, the
+    normaliser's doing rather than the mask's."""
+    heads, length = weights[0].shape[1], weights[0].shape[-1]
+    positions = torch.arange(length)
+    seen, zeros = [], []
+    for block, layer_weights in zip(model.blocks, weights, strict=True):
+        allowed = block.attn.allowed(positions, positions, model.config.causal, None)  # (1, heads or 1, T, T)
+        layer_seen = torch.ones(length, length, dtype=torch.bool) if allowed is None else allowed[0]
+        layer_seen = layer_seen.expand(heads, length, length)[:, rows]
+        seen.append(layer_seen.numpy())
+        zeros.append((layer_seen & (layer_weights[0, :, rows] == 0.0)).numpy())
+    return seen, zeros
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.3g}%" if whole else "–"
+
+
 def _attention_picture(run: pd.Series, index: int) -> Figure:
     """The trained model's attention weights on the eval example with the farthest dependency, one heat map
-    per layer and head; raises ValueError (RecordError, OptionError) or RuntimeError for unusable records."""
+    per layer and head, exact zeros at seen keys marked (module docstring); raises ValueError (RecordError,
+    OptionError) or RuntimeError for unusable records."""
     task, model = _trained_model(run)
     eval_set = task.eval_set("cpu")
     scored = eval_set.targets != tasks.IGNORE
@@ -100,24 +129,30 @@ def _attention_picture(run: pd.Series, index: int) -> Figure:
     rows = rows[-MAX_SCORED_ROWS:] if length > MAX_FULL_ATTENTION else rows
     names = [f"{position} {token}" for position, token in enumerate(tokens)]
     depth, heads = len(weights), weights[0].shape[1]
+    seen, zeros = _exact_zeros(model, weights, rows)  # per layer (heads, rows, keys)
+    marked = any(layer_zeros.any() for layer_zeros in zeros)
     full = length <= MAX_FULL_ATTENTION
     panel = (4.2, 4.0) if full else (6.4, 1.0 + 0.22 * len(rows))
-    fig, axes = figures.figure(depth, heads, width=panel[0] * heads, height=panel[1] * depth + 0.6)
+    fig, axes = figures.figure(depth, heads, width=panel[0] * heads, height=panel[1] * depth + (1.0 if marked else 0.6))
     step = max(1, math.ceil(length / 32))
     scale = _colour_scale(weights)
     data = []
     for layer, layer_weights in enumerate(weights):
         for head in range(heads):
-            matrix = layer_weights[0, head, rows].numpy()  # (rows, keys)
+            matrix, head_zeros = layer_weights[0, head, rows].numpy(), zeros[layer][head]  # (rows, keys)
             ax = axes[layer, head]
-            figures.heatmap(ax, matrix, [names[row] for row in rows], names, every=step, **scale,
-                            square=full, cbar_kws={"shrink": 0.6, "label": "weight"})
-            ax.set_title(f"layer {layer}, head {head}", fontsize=10)
+            ax.set_facecolor(ZERO_COLOUR)  # shows through where the exact zeros are masked out of the scale
+            figures.heatmap(ax, matrix, [names[row] for row in rows], names, every=step, **scale, square=full,
+                            mask=head_zeros if marked else None, cbar_kws={"shrink": 0.6, "label": "weight"})
+            ax.grid(False)  # the style's grid would otherwise cross the cells left to the face colour
+            zero_share = f" ({_share(head_zeros.sum(), seen[layer][head].sum())} exact zeros)" if marked else ""
+            ax.set_title(f"layer {layer}, head {head}{zero_share}", fontsize=10)
             ax.set_xlabel("key (position token)")
             ax.set_ylabel("query (position token)")
             ax.tick_params(labelsize=8 if length / step <= 16 else 6)
             data += [{"layer": layer, "head": head, "query": row, "query_token": tokens[row], "key": key,
-                      "key_token": tokens[key], "weight": round(float(matrix[position, key]), 5)}
+                      "key_token": tokens[key], "weight": round(float(matrix[position, key]), 5),
+                      "seen": bool(seen[layer][head][position, key]), "exact_zero": bool(head_zeros[position, key])}
                      for position, row in enumerate(rows) for key in range(length)]
     figures.suptitle(fig, f"{run['label']} on {run['task']} (seed {run['seed']}): attention on eval example "
                           f"{example}, answer {task.label_text(eval_set, example)}, farthest dependency "
@@ -126,6 +161,12 @@ def _attention_picture(run: pd.Series, index: int) -> Figure:
     caption = (f"{run['label']} on {run['task']}, run {run['run_id']}: attention weights of the trained model for "
                f"eval example {example} (the one whose dependency lies farthest back), per layer and head: "
                f"{_weights_drawn(model)}; {shown}, keys as columns")
+    if marked:
+        fig.legend(handles=[Patch(facecolor=ZERO_COLOUR, label="exact zero (weight 0.0 at a key the query sees)")],
+                   loc="outside lower center", frameon=False)
+        caption += (f"; exact zeros (weight 0.0 exactly where the query may see the key) in {ZERO_COLOUR_NAME}: "
+                    f"{_share(sum(part.sum() for part in zeros), sum(part.sum() for part in seen))} of the seen "
+                    "(query, key) pairs shown, per head in the panel titles")
     return Figure(f"attention-{index:02d}-{shared.slug(run['task'])}-{shared.slug(run['variant_name'])}", caption, fig,
                   pd.DataFrame(data))
 

@@ -19,27 +19,20 @@ STATUS_COLUMNS = ("completed", *(status for status in STATUSES if status != "com
 PARAMETER_TOLERANCE = 1.10  # the Long Range Arena's rule: models compared in one table within 10% in size
 
 
-def _positions(group: pd.DataFrame) -> str:
-    """The position schemes (config's model.positions) of a group's runs, '–' where a record has none."""
-    if "model.positions" not in group:
+def _distinct(group: pd.DataFrame, column: str, lower: bool = False) -> str:
+    """The distinct values of a config column among a group's runs, sorted and comma-joined (lower-cased with
+    `lower`, as booleans read on the command line), '–' where no record has one."""
+    if column not in group:
         return "–"
-    schemes = sorted({str(value) for value in group["model.positions"].dropna()})
-    return ",".join(schemes) or "–"
-
-
-def _causality(group: pd.DataFrame) -> str:
-    """The causality (config's model.causal) of a group's runs: 'true', 'false', both, or '–' where unrecorded."""
-    if "model.causal" not in group:
-        return "–"
-    values = sorted({str(value).lower() for value in group["model.causal"].dropna()})
+    values = sorted({str(value).lower() if lower else str(value) for value in group[column].dropna()})
     return ",".join(values) or "–"
 
 
 def result_cells(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (task, variant, setting) of ordinary runs: seeds averaged (completed runs with an eval
-    accuracy), mean and sample standard deviation of the eval accuracy, chance level, the position scheme
-    (`model.positions`), the causality (`model.causal`), and the number of runs in each status (`other`: a
-    status this version does not know)."""
+    accuracy), mean and sample standard deviation of the eval accuracy, chance level, the normaliser (`load_runs`'
+    column), the position scheme (`model.positions`), the causality (`model.causal`), and the number of runs in
+    each status (`other`: a status this version does not know)."""
     rows = []
     for (task, name, setting, label), group in runs.groupby(["task", "variant_name", "setting", "label"],
                                                             sort=True):
@@ -48,7 +41,8 @@ def result_cells(runs: pd.DataFrame) -> pd.DataFrame:
         chance = group["chance_accuracy"].dropna()
         parameters = group["parameters"].dropna() if "parameters" in group else pd.Series(dtype=float)
         row = {"task": task, "variant": name, "setting": setting, "label": label,
-               "model.positions": _positions(group), "model.causal": _causality(group), "seeds": len(done),
+               "normaliser": _distinct(group, "normaliser"), "model.positions": _distinct(group, "model.positions"),
+               "model.causal": _distinct(group, "model.causal", lower=True), "seeds": len(done),
                "accuracy_mean": accuracy.mean() if len(done) else math.nan,
                "accuracy_std": accuracy.std(ddof=1) if len(done) > 1 else math.nan,
                "chance": float(chance.iloc[0]) if len(chance) else math.nan, "runs": len(group),
@@ -119,28 +113,24 @@ def _cell_text(row: pd.Series) -> str:
     return shared.mean_std_text(row["accuracy_mean"], row["accuracy_std"], row["seeds"])
 
 
-def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
-    """The per-cell table and the variant x task table."""
-    cells = result_cells(ordinary)
-    shown = cells.assign(**{"eval accuracy": cells.apply(_cell_text, axis=1)})
-    status_columns = [status for status in (*STATUS_COLUMNS, "other") if shown[status].any()]
-    causality = causality_note(cells)
-    columns = ["task", "variant", *(["setting"] if shown["setting"].any() else []), "model.positions",
-               *(["model.causal"] if causality else []), "parameters", "eval accuracy", "seeds", "chance", "runs",
-               *status_columns]
-    blocks: list[Block] = [Table("results", "Eval accuracy per task and variant, over seeds (runs counted by status; "
-                                 "model.positions: the position scheme of the runs"
-                                 + ("; model.causal: whether their attention is causal)" if causality else ")"),
-                                 shown[columns].assign(chance=shown["chance"].map(shared.fmt),
-                                                       parameters=shown["parameters"].map(_count)), data=cells)]
-    if causality:
-        blocks.append(Text(causality))
-    warnings = size_warnings(cells)
-    if warnings:
-        blocks.append(Text("Models of different sizes in one table (more than 10% apart, the Long Range Arena's "
-                           "rule for a fair comparison): " + "; ".join(warnings) + "."))
+def shared_normaliser(cells: pd.DataFrame) -> str | None:
+    """The normaliser every row uses, named once in the tables' captions; None where rows use several, and
+    each row then shows its own in a `normaliser` column beside the variant: comparing normalisers is what
+    such a table is for, and a variant's name does not always say which it used (the kernelised family's
+    `sum` is no option). One column repeating one value on every row would only crowd the table, so it is
+    shown, as `model.causal` is, only where rows differ."""
+    used = sorted(set(cells["normaliser"]))
+    return used[0] if len(used) == 1 else None
+
+
+def _by_task_table(cells: pd.DataFrame, normaliser: str | None) -> Table:
+    """The variant x task table: text cells (mean ± std, n) over the numbers of `by_task`, with each row's
+    normaliser beside its variant unless every row uses one (`normaliser`, named in the caption)."""
     table = by_task(cells)
     task_names = [column for column in table.columns if column not in ("variant", "average", "tasks_averaged")]
+    if normaliser is None:
+        by_label = cells.groupby("label")["normaliser"].agg(lambda values: ",".join(sorted(set(values))))
+        table.insert(1, "normaliser", table["variant"].map(by_label).fillna("–"))  # the chance row has none
     text = table.copy()
     labelled = cells.set_index(["label", "task"])
     for task in task_names:
@@ -152,9 +142,36 @@ def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
         ]
     text["average"] = table["average"].map(shared.fmt)
     text["tasks_averaged"] = table["tasks_averaged"].astype(int)
-    blocks.append(Table(
-        "results-by-task", "Variant x task eval accuracy; the average is computed from the row's cell means "
-        "(over the tasks the row has: tasks_averaged), never typed in", text, data=table))
+    return Table("results-by-task", "Variant x task eval accuracy"
+                 + (f" (normaliser of every row: {normaliser})" if normaliser else "")
+                 + "; the average is computed from the row's cell means (over the tasks the row has: "
+                 "tasks_averaged), never typed in", text, data=table)
+
+
+def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
+    """The per-cell table and the variant x task table."""
+    cells = result_cells(ordinary)
+    shown = cells.assign(**{"eval accuracy": cells.apply(_cell_text, axis=1)})
+    status_columns = [status for status in (*STATUS_COLUMNS, "other") if shown[status].any()]
+    causality, normaliser = causality_note(cells), shared_normaliser(cells)
+    columns = ["task", "variant", *([] if normaliser else ["normaliser"]),
+               *(["setting"] if shown["setting"].any() else []), "model.positions",
+               *(["model.causal"] if causality else []), "parameters", "eval accuracy", "seeds", "chance", "runs",
+               *status_columns]
+    blocks: list[Block] = [Table("results", "Eval accuracy per task and variant, over seeds (runs counted by status; "
+                                 + (f"normaliser of every row: {normaliser}; " if normaliser else
+                                    "normaliser: how the runs' attention turns logits into weights; ")
+                                 + "model.positions: the position scheme of the runs"
+                                 + ("; model.causal: whether their attention is causal)" if causality else ")"),
+                                 shown[columns].assign(chance=shown["chance"].map(shared.fmt),
+                                                       parameters=shown["parameters"].map(_count)), data=cells)]
+    if causality:
+        blocks.append(Text(causality))
+    warnings = size_warnings(cells)
+    if warnings:
+        blocks.append(Text("Models of different sizes in one table (more than 10% apart, the Long Range Arena's "
+                           "rule for a fair comparison): " + "; ".join(warnings) + "."))
+    blocks.append(_by_task_table(cells, normaliser))
     blocks += [Text(line) for line in approximations(ordinary)]
     return blocks
 
