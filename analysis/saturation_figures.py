@@ -14,7 +14,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import LogFormatter, NullFormatter
 
 from analysis import figures as style
-from analysis.saturation_study import THRESHOLD, SaturationStudy, learning_speed, shown_dtype
+from analysis.saturation_study import THRESHOLD, SaturationStudy, learning_speed, normaliser_dynamics, shown_dtype
 from analysis.saturation_text import fading_label, listing, plus_minus
 from experiments.saturation_tables import VANISHING_DERIVATIVE
 
@@ -111,6 +111,37 @@ def _init_figures(init: pd.DataFrame) -> list[Drawn]:
     return [first, second]
 
 
+def _normaliser_init_figure(table: pd.DataFrame) -> Drawn:
+    """Study A per normaliser, unscaled and scaled on the same draws: the largest weight, the fraction of exact
+    zeros per row and entropy / log n against head dim, one column per key count."""
+    dtype = shown_dtype(table)
+    drawn = table[table["dtype"] == dtype]
+    colours = style.palette(drawn["normaliser"])
+    key_counts, head_dims = sorted(drawn["num_keys"].unique()), sorted(drawn["head_dim"].unique())
+    statistics = (("max_weight", "mean largest weight"), ("zero_fraction", "fraction of exact zeros per row"),
+                  ("entropy_over_log_n", "entropy / log n"))
+    fig, axes = style.figure(len(statistics), len(key_counts), width=4.6 * len(key_counts) + 2.6, height=12.0)
+    for column, num_keys in enumerate(key_counts):
+        for row, (statistic, ylabel) in enumerate(statistics):
+            ax = axes[row, column]
+            sns.lineplot(data=drawn[drawn["num_keys"] == num_keys], x="head_dim", y=statistic, hue="normaliser",
+                         hue_order=list(colours), palette=colours, style="normalisation",
+                         style_order=["scaled", "unscaled"], markers=True, errorbar=None, ax=ax)
+            style.log_axes(ax, head_dims, y=False)
+            ax.set_ylim(-0.03, 1.03)
+            ax.set_xlabel("head dim d_k (log scale)")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"n = {num_keys} keys")
+            _no_legend(ax)
+    _legend_outside(axes[0, -1])
+    style.suptitle(fig, f"Study A at initialisation ({dtype}): each normaliser on the same q.k, scaled (solid) and "
+                        "unscaled (dashed)")
+    return ("a-normalisers", f"Study A (init_stats.csv, {dtype}, unit variance): per normaliser, the mean largest "
+            "weight, the mean fraction of a row's keys whose weight is exactly 0 and entropy / log n (sigmoid: of its "
+            "weights divided by their row sum) against head dim, per key count; solid: scaled q.k/√d, dashed: "
+            "unscaled q.k; entmax_adaptive at the alphas its heads start at", fig, drawn)
+
+
 def _per_run_means(heads: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """The statistics averaged over layers and heads, per run and evaluation."""
     keys = ["run_id", "variant_name", "head_dim", "seed", "lr", "step"]
@@ -148,10 +179,25 @@ def _dynamics_figures(study: SaturationStudy) -> list[Drawn]:
     if heads.empty:  # runs trained without attention statistics
         return [curves, _steps_heatmap(study, names, head_dims, total_steps)]
     means = _per_run_means(heads, ["entropy_over_log_n", "grad_norm_q", "max_weight"])
-    fig, axes = style.figure(2, len(head_dims), width=width, height=8.2)
+    fig = _step_panels(means, head_dims, colours, (("entropy_over_log_n", "entropy / log n (mean over heads)"),
+                                                   ("grad_norm_q", "gradient norm reaching W_q (log)")))
+    style.suptitle(fig, "Study B: attention entropy and the gradient reaching W_q during training")
+    dynamics = ("b-entropy-gradients", "Study B: entropy / log n and the norm of the probe loss's gradient "
+                "reaching W_q against step (mean over layers and heads, then over seeds with a ± 1 standard error "
+                "band)", fig, means)
+    return [curves, dynamics, _steps_heatmap(study, names, head_dims, total_steps),
+            *_normaliser_dynamics_figure(heads, normaliser_dynamics(study), colours)]
+
+
+def _step_panels(means: pd.DataFrame, head_dims: list, colours: dict[str, Any],
+                 statistics: tuple[tuple[str, str], ...]) -> MplFigure:
+    """One row of panels per (statistic, y label), one column per head dim: per-run means against step, one line
+    per variant (mean over seeds, ± 1 se band); the gradient norm on a log scale, the others in [0, 1]."""
+    names = [name for name in colours if name in set(means["variant_name"])]
+    fig, axes = style.figure(len(statistics), len(head_dims), width=4.8 * len(head_dims) + 2.6,
+                             height=4.1 * len(statistics))
     for column, head_dim in enumerate(head_dims):
-        for row, (statistic, ylabel) in enumerate((("entropy_over_log_n", "entropy / log n (mean over heads)"),
-                                                   ("grad_norm_q", "gradient norm reaching W_q (log)"))):
+        for row, (statistic, ylabel) in enumerate(statistics):
             ax = axes[row, column]
             sns.lineplot(data=means[means["head_dim"] == head_dim], x="step", y=statistic, hue="variant_name",
                          hue_order=names, palette=colours, errorbar="se", ax=ax)
@@ -164,11 +210,22 @@ def _dynamics_figures(study: SaturationStudy) -> list[Drawn]:
             ax.set_title(f"d_k = {head_dim}")
             _no_legend(ax)
     _legend_outside(axes[0, -1])
-    style.suptitle(fig, "Study B: attention entropy and the gradient reaching W_q during training")
-    dynamics = ("b-entropy-gradients", "Study B: entropy / log n and the norm of the probe loss's gradient "
-                "reaching W_q against step (mean over layers and heads, then over seeds with a ± 1 standard error "
-                "band)", fig, means)
-    return [curves, dynamics, _steps_heatmap(study, names, head_dims, total_steps)]
+    return fig
+
+
+def _normaliser_dynamics_figure(heads: pd.DataFrame, compared: pd.DataFrame, colours: dict[str, Any]) -> list[Drawn]:
+    """Study B's dense runs with each normaliser, at the head dims where B trained the others: exact zeros and
+    the largest weight against step."""
+    if compared.empty:
+        return []
+    dense = heads[(heads["variant"] == "dense") & heads["head_dim"].isin(compared["head_dim"])]
+    means = _per_run_means(dense, ["zero_fraction", "max_weight"])
+    fig = _step_panels(means, sorted(compared["head_dim"].unique()), colours,
+                       (("zero_fraction", "fraction of exact zeros per row"), ("max_weight", "mean largest weight")))
+    style.suptitle(fig, "Study B: dense attention with each normaliser, how many keys get no weight at all")
+    return [("b-normalisers", "Study B: dense with the softmax and with other normalisers (sparsemax, entmax15, "
+             "sigmoid): the fraction of a row's keys whose weight is exactly 0, and the largest weight, against step "
+             "(mean over rows, layers and heads, then over seeds with a ± 1 standard error band)", fig, means)]
 
 
 def _steps_heatmap(study: SaturationStudy, names: list[str], head_dims: list[int], total_steps: float) -> Drawn:
@@ -191,7 +248,8 @@ def _steps_heatmap(study: SaturationStudy, names: list[str], head_dims: list[int
     ax.set_ylabel("variant")
     ax.set_title(f"Study B: steps to eval accuracy {THRESHOLD:g}")
     return ("b-steps-to-accuracy", f"Study B: steps to a first eval accuracy ≥ {THRESHOLD:g}, mean ± standard "
-            "error over the seeds that reached it (reached/seeds); grey: no seed reached it", fig, speed)
+            "error over the seeds that reached it (reached/seeds); grey: no seed reached it (grey and empty: not "
+            "trained at that head dim)", fig, speed)
 
 
 def _lr_palette(learning_rates: list[float]) -> dict[float, Any]:
@@ -321,6 +379,8 @@ def figures(study: SaturationStudy) -> list[Drawn]:
     drawn: list[Drawn] = []
     if study.init is not None and len(study.init):
         drawn += _init_figures(study.init)
+    if study.normalisers is not None and (study.normalisers["normaliser"] != "softmax").any():
+        drawn.append(_normaliser_init_figure(study.normalisers))
     if len(study.steps_to_accuracy):
         drawn += _dynamics_figures(study)
     if len(study.learning_rates):

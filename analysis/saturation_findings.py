@@ -1,6 +1,8 @@
 """The findings of a softmax saturation study (`findings(study)`): sentences stating the measured numbers,
 computed from the tables that `analysis.saturation_study.load` reads, never typed in; the numbers are
-written by `analysis.saturation_text`, as in the figures' annotations and the report's tables.
+written by `analysis.saturation_text`, as in the figures' annotations and the report's tables. Study D's
+synthetic findings are stated in `analysis.saturation_fading`, the other normalisers' (A and B) in
+`analysis.saturation_normalisers`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import pandas as pd
 
 from analysis.aggregate import over_seeds
 from analysis.saturation_fading import fading_findings
+from analysis.saturation_normalisers import dynamics_normaliser_findings, init_normaliser_findings
 from analysis.saturation_study import MAKE, THRESHOLD, SaturationStudy, learning_speed, shown_dtype
 from analysis.saturation_text import (
     early_text,
@@ -317,7 +320,8 @@ def _findings_d(study: SaturationStudy) -> list[str]:
 def findings(study: SaturationStudy) -> list[str]:
     """Sentences stating the measured numbers, each naming the experiment (study, files, sizes) behind it;
     a missing part says how to produce it."""
-    return [*_findings_a(study), *_findings_b(study), *_findings_c(study), *_findings_d(study)]
+    return [*_findings_a(study), *init_normaliser_findings(study), *_findings_b(study),
+            *dynamics_normaliser_findings(study), *_findings_c(study), *_findings_d(study)]
 
 
 __all__ = ["findings", "number"]

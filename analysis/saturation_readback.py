@@ -18,14 +18,15 @@ from analysis import figures as style
 from analysis.render import md_escape
 from analysis.saturation_figures import figures
 from analysis.saturation_findings import findings
-from analysis.saturation_study import SaturationStudy, learning_speed, load
+from analysis.saturation_study import SaturationStudy, learning_speed, load, normaliser_dynamics
 from common.files import atomic_write_bytes, atomic_write_text
 
 
 def tables(study: SaturationStudy) -> dict[str, pd.DataFrame]:
     """The derived tables saved under tables/, by file name."""
     return {"dynamics": study.dynamics, "steps_to_accuracy": study.steps_to_accuracy,
-            "learning_speed": learning_speed(study), "learning_rates": study.learning_rates,
+            "learning_speed": learning_speed(study), "normaliser_dynamics": normaliser_dynamics(study),
+            "learning_rates": study.learning_rates,
             "lengths": study.lengths}
 
 

@@ -16,11 +16,13 @@ ordinary run records tagged {"saturation": "B" | "C" | "D"}.
 
 Tables (`SaturationStudy` fields; `write` saves the run tables under tables/):
 
-    init               study A's rows at unit variance (q, k ~ N(0, I))
-    init_model         study A's rows at the variance study B's model has at initialisation
+    init               study A's softmax rows at unit variance (q, k ~ N(0, I))
+    init_model         study A's softmax rows at the variance study B's model has at initialisation
+    normalisers        study A's unscaled and scaled rows at unit variance of every normaliser (`normaliser`:
+                       softmax, sigmoid, sparsemax, entmax15, entmax_adaptive), on the same draws
     variance           model_variance.csv: that variance of q and k, per head dim and layer, measured
 
-    runs               load_runs' row per run, plus `part` (B, C, D), `head_dim` and `lr`
+    runs               load_runs' row per run, plus `part` (B, C, D), `head_dim`, `lr` and `normaliser`
     evaluations        one row per finished run x evaluation: eval accuracy and loss at each step
     dynamics           one row per finished run x evaluation x layer x head: the attention statistics
                        (`experiments.attention_stats.STATISTICS`)
@@ -31,6 +33,8 @@ Tables (`SaturationStudy` fields; `write` saves the run tables under tables/):
     lengths            D, per run and evaluation length: accuracy (`trained`: the training length)
 
 `learning_speed(study)` aggregates steps_to_accuracy over seeds (with the statistics at step 0);
+`normaliser_dynamics(study)` sets study B's dense runs with another normaliser beside dense with the softmax
+(the fraction of exact zeros per row, the largest weight and entropy / log n at the first and last evaluation);
 `saturation_figures.figures`, `saturation_findings.findings` and the report's "Softmax saturation" section
 (`analysis.sections.saturation`) read only these tables.
 A piece of the folder that cannot be read is left out with its reason in `SaturationStudy.skipped`, never a crash.
@@ -54,7 +58,8 @@ from experiments.saturation import Setting
 THRESHOLD = 0.9  # study B: steps to a first eval accuracy at least this
 FINISHED = ("completed", "diverged")  # runs the derived tables read; others are still to train or resume
 PARTS = ("B", "C", "D")
-RUN_COLUMNS = ["run_id", "part", "variant", "variant_name", "head_dim", "seed", "lr", "status"]
+RUN_COLUMNS = ["run_id", "part", "variant", "variant_name", "normaliser", "head_dim", "seed", "lr", "status"]
+NORMALISER_STATISTICS = ("zero_fraction", "max_weight", "entropy_over_log_n")  # normaliser_dynamics' columns
 MAKE = "`make saturation` (SETTING=quick: under 10 minutes on CPU; SETTING=full: the fuller grids)"
 
 
@@ -66,6 +71,7 @@ class SaturationStudy:
     setting: Setting | None
     init: pd.DataFrame | None
     init_model: pd.DataFrame | None
+    normalisers: pd.DataFrame | None
     variance: pd.DataFrame | None
     fading: pd.DataFrame | None
     runs: pd.DataFrame
@@ -147,6 +153,7 @@ def _read_runs(runs_dir: Path, skipped: list[dict[str, str]]) -> pd.DataFrame:
     runs = runs[runs["part"].isin(PARTS)].copy()
     runs["head_dim"] = [_head_dim(run) for _, run in runs.iterrows()]
     runs["lr"] = runs["train.lr"].astype(float) if "train.lr" in runs else math.nan
+    runs["normaliser"] = runs["variant.normaliser"] if "variant.normaliser" in runs else math.nan
     for run in runs[~runs["status"].isin(FINISHED)].itertuples(index=False):
         skipped.append({"run": f"runs/{run.run_id}", "reason": f"status {run.status}: left out of the tables "
                         "until it finishes (`make saturation` resumes it)"})
@@ -224,20 +231,27 @@ def _lengths(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run_id", "variant_name", "seed", "length", "accuracy", "trained"])
 
 
+def _split_init(init: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """init_stats.csv as init, init_model and normalisers (see the module docstring)."""
+    unit = (init["q_variance"] == 1) & (init["k_variance"] == 1)
+    softmax = init["normaliser"] == "softmax"
+    compared = unit & init["normalisation"].isin(["unscaled", "scaled"])
+    return tuple(init[rows].reset_index(drop=True) for rows in (softmax & unit, softmax & ~unit, compared))
+
+
 def load(study_dir: str | Path) -> SaturationStudy:
     """Read a study folder; what is absent is None or empty, what is unreadable is in `skipped`."""
     path = Path(study_dir)
     skipped: list[dict[str, str]] = []
     setting = _read_setting(path / "setting.json", skipped)
     init = _read_csv(path / "init_stats.csv", saturation_tables.COLUMNS, skipped)
-    unit = None if init is None else (init["q_variance"] == 1) & (init["k_variance"] == 1)
+    init, init_model, normalisers = (None, None, None) if init is None else _split_init(init)
     variance = _read_csv(path / "model_variance.csv", saturation_tables.VARIANCE_COLUMNS, skipped)
     fading = _read_csv(path / "fading.csv", saturation_tables.FADING_COLUMNS, skipped)
     runs = _read_runs(path / "runs", skipped)
     evaluations, dynamics = _read_metrics(runs, skipped)
-    return SaturationStudy(path=path, setting=setting, init=None if init is None else init[unit].reset_index(drop=True),
-                 init_model=None if init is None else init[~unit].reset_index(drop=True), variance=variance,
-                 fading=fading, runs=runs, evaluations=evaluations,
+    return SaturationStudy(path=path, setting=setting, init=init, init_model=init_model, normalisers=normalisers,
+                 variance=variance, fading=fading, runs=runs, evaluations=evaluations,
                  dynamics=dynamics, steps_to_accuracy=_steps_to_accuracy(evaluations),
                  learning_rates=_learning_rates(evaluations, dynamics), lengths=_lengths(runs), skipped=skipped)
 
@@ -275,6 +289,28 @@ def learning_speed(study: SaturationStudy) -> pd.DataFrame:
                                        "start_grad_norm_q"])
 
 
+def normaliser_dynamics(study: SaturationStudy) -> pd.DataFrame:
+    """Study B's dense runs at each head dim where it trained dense with a normaliser other than the softmax, per
+    (variant, normaliser, head dim): the runs, and at their first and last evaluation (`start_*`, `end_*`; the
+    last step `end_step`) the mean over seeds, layers and heads of NORMALISER_STATISTICS (entropy NaN where
+    rows are not distributions: sigmoid's)."""
+    heads = study.dynamics[(study.dynamics["part"] == "B") & (study.dynamics["variant"] == "dense")]
+    others = heads["normaliser"].notna() & (heads["normaliser"] != "softmax")
+    heads = heads[heads["head_dim"].isin(heads.loc[others, "head_dim"].unique())]
+    rows = []
+    for (name, normaliser, head_dim), group in heads.groupby(["variant_name", "normaliser", "head_dim"], sort=True):
+        steps = group.groupby("run_id")["step"]
+        start, end = (group[group["step"] == steps.transform(pick)] for pick in ("min", "max"))
+        rows.append({"variant_name": name, "normaliser": normaliser, "head_dim": head_dim,
+                     "runs": group["run_id"].nunique(), "end_step": end["step"].max(),
+                     **{f"{when}_{statistic}": frame[statistic].mean() for when, frame in (("start", start),
+                                                                                          ("end", end))
+                        for statistic in NORMALISER_STATISTICS}})
+    return pd.DataFrame(rows, columns=["variant_name", "normaliser", "head_dim", "runs", "end_step",
+                                       *(f"{when}_{statistic}" for when in ("start", "end")
+                                         for statistic in NORMALISER_STATISTICS)])
+
+
 def shown_dtype(init: pd.DataFrame) -> str:
     """The dtype of study A that the figures and findings show: float32 where there is one."""
     return "float32" if (init["dtype"] == "float32").any() else str(init["dtype"].iloc[0])
@@ -288,4 +324,5 @@ def study_folder(runs_dir: str | Path) -> Path | None:
     return next((folder for folder in (quick, full) if folder.is_dir()), None)
 
 
-__all__ = ["FINISHED", "THRESHOLD", "SaturationStudy", "learning_speed", "load", "shown_dtype", "study_folder"]
+__all__ = ["FINISHED", "THRESHOLD", "SaturationStudy", "learning_speed", "load", "normaliser_dynamics", "shown_dtype",
+           "study_folder"]

@@ -26,9 +26,11 @@ additive scoring) sigma is reported for their q and k projections and the bound 
 
 Variants whose weights are not the softmax of their logits (another normaliser; the kernelised family's
 feature maps; the low-rank family's factors) are measured on the weights their own reference formula returns
-(`return_weights=True`), never through a softmax: the entropy, largest weight, saturated and zero fractions of
-those rows; the logit statistics where the variant has logits (none for feature maps or factors: None); sigma of
-the q and k projections, and no bound (it holds for softmax rows only). The entropy of a head is None when one
+(`return_weights=True`, the normaliser the variant trains with), never through a softmax: the entropy, largest
+weight, saturated and zero fractions of those rows (sparsemax's and entmax's zeros are exact, so zero_fraction
+is their sparsity; sigmoid's rows do not sum to 1, so their entropy is None, their largest weight the raw one);
+the logit statistics where the variant has logits (none for feature maps or factors: None); sigma of the q and
+k projections, and no bound (it holds for softmax rows only). The entropy of a head is None when one
 of its rows is not a distribution (a negative weight, or a sum off 1 by more than DISTRIBUTION_TOLERANCE: an
 unnormalised or low-rank variant's rows may be either), for entropy is defined for distributions only; a row
 that gives no key any weight (ReLU features whose products all vanish: its output is 0) has none, and is left

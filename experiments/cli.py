@@ -322,12 +322,12 @@ def _add_report(commands) -> None:
 def _add_saturation(commands) -> None:
     saturation = commands.add_parser(
         "saturation", help="the softmax saturation studies: tables and figures under RUNS_DIR/saturation/SETTING",
-        description="Study A (q.k statistics at initialisation), B (training dynamics of dense, unscaled, learned "
-                    "temperature, qknorm, softcap and additive attention at head dims 16, 64, 256), C (entropy "
-                    "collapse against the learning rate, dense and qknorm) and D (fading with length: softmax "
-                    "against ssmax, linear attention and Performer, and accuracy at longer evaluation lengths). "
-                    "Finished runs are kept: running it again resumes where it stopped. `make report` shows the "
-                    "results.")
+        description="Study A (q.k statistics at initialisation, per normaliser), B (training dynamics of dense, "
+                    "unscaled, learned temperature, qknorm, softcap, additive attention at head dims 16, 64, 256 and "
+                    "dense with sparsemax, entmax15, sigmoid), C (entropy collapse against the learning rate, dense "
+                    "and qknorm) and D (fading with length: softmax against ssmax, linear attention and Performer, "
+                    "and accuracy at longer evaluation lengths). Finished runs are kept: running it again resumes "
+                    "where it stopped. `make report` shows the results.")
     saturation.add_argument("--setting", default="quick", help="quick (under 10 minutes on CPU) or full")
     saturation.add_argument("--workers", type=int, help="runs trained at once, one thread each (default: 2, or 1 "
                                                         "on a single core)")

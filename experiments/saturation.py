@@ -1,4 +1,5 @@
-"""`make saturation`: the softmax saturation studies, from the harness's own code.
+"""`make saturation`: the softmax saturation studies, from the harness's own code, and how the other
+normalisers (sigmoid, sparsemax, entmax) fare in the same measurements.
 
     attnlab saturation --setting quick     # under 10 minutes on a 2-core CPU
     attnlab saturation --setting full      # the fuller grids: more dimensions, seeds, steps, learning rates
@@ -12,10 +13,15 @@ findings), and `make report` shows them in its "Softmax saturation" section.
 A. At initialisation: q.k statistics over head dims and key counts, unscaled, scaled and at temperatures
    (experiments.saturation_tables.init_table) -> init_stats.csv; and unscaled and scaled at the variance of
    q and k that study B's model really has at initialisation, measured per layer and head dim
-   (experiments.saturation_tables.model_variance) -> model_variance.csv.
+   (experiments.saturation_tables.model_variance) -> model_variance.csv. Those rows are the softmax's; the
+   setting's other normalisers (sigmoid, sparsemax, entmax15, entmax_adaptive at the alphas its heads start
+   at) add unscaled and scaled rows on the same draws (`normaliser` names a row's): largest weight, entropy,
+   the fraction of exact zeros per row, their Jacobian (experiments.saturation_normalisers).
 B. Training dynamics: one small model on one task (passkey, 32 tokens) with dense, unscaled, learned
    temperature, qknorm, softcap and additive attention at head dims 16, 64 and 256 (model width fixed;
-   the q/k/v width follows the head dim), over seeds; attention statistics at every evaluation.
+   the q/k/v width follows the head dim), and dense with normaliser sparsemax, entmax15 and sigmoid at the
+   setting's normaliser head dims (quick: 64 only, to keep its budget; full: all three), over seeds; attention
+   statistics at every evaluation (entropy, largest weight, fraction of exact zeros per row, ...).
 C. Entropy collapse and the learning-rate proxy: dense and qknorm over learning rates spanning orders of
    magnitude; sigma, the entropy and its lower bound per head at every evaluation.
 D. Fading with length: one strong logit among n (experiments.saturation_tables.fading_table) -> fading.csv,
@@ -81,6 +87,10 @@ class Setting:
         ("linear", {}), ("performer", {}), ("performer", {"num_features": 512}))
     fading_head_dim: int = 64
     fading_draws: int = 32
+    # A's normalisers besides the softmax (unscaled and scaled rows); B's dense runs with another normaliser
+    # (NORMALISER_VARIANTS) at these head dims.
+    init_normalisers: tuple[str, ...] = ("sigmoid", "sparsemax", "entmax15", "entmax_adaptive")
+    normaliser_head_dims: tuple[int, ...] = (64,)
     seq_len: int = 32  # B and C
     model: dict[str, Any] = field(default_factory=lambda: {"dim": 64, "depth": 2, "heads": 2})
 
@@ -99,7 +109,7 @@ SETTINGS = {
         name="full", head_dims=(16, 32, 64, 128, 256, 512, 1024), key_counts=(16, 64, 256, 1024, 4096),
         temperatures=(0.25, 0.5, 2.0, 4.0), samples=2048,
         dynamics_head_dims=(16, 64, 256), seeds=(0, 1, 2, 3, 4), steps=600, batch_size=32, eval_every=20,
-        additive_hidden_dim=None,
+        additive_hidden_dim=None, normaliser_head_dims=(16, 64, 256),
         learning_rates=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1), lr_seeds=(0, 1, 2),
         fading_key_counts=tuple(2**power for power in range(1, 17)), length_seeds=(0, 1, 2), length_steps=800,
         train_length=64, eval_lengths=(128, 256, 512, 1024, 2048, 4096),
@@ -109,6 +119,9 @@ SETTINGS = {
 # B: (variant, options) at each head dim; the additive tanh layer's width is the setting's.
 DYNAMICS_VARIANTS = (("dense", {}), ("unscaled", {}), ("temperature", {"learnable": True}), ("qknorm", {}),
                      ("softcap", {"cap": 5.0}), ("additive", {}))
+# B: dense with the sparse normalisers and sigmoid, at the setting's normaliser head dims.
+NORMALISER_VARIANTS = (("dense", {"normaliser": "sparsemax"}), ("dense", {"normaliser": "entmax15"}),
+                       ("dense", {"normaliser": "sigmoid"}))
 LR_VARIANTS = (("dense", {}), ("qknorm", {}))
 LR_HEAD_DIM = 64
 LENGTH_VARIANTS = (("dense", {}), ("ssmax", {}), ("temperature", {"learnable": True}), ("relative", {"kind": "alibi"}))
@@ -118,6 +131,12 @@ def _config(variant: str, options: dict, seed: int, *, task: dict, model: dict, 
     return configs.resolve(variant=variant, task=TASK, profile="quick", seed=seed, device="cpu",
                            overrides={"variant": dict(options), "task": task, "model": model,
                                       "train": {"attention_stats": True, **train}})
+
+
+def _dynamics_variants(setting: Setting, head_dim: int) -> list[tuple[str, dict[str, Any]]]:
+    """Study B's (variant, options) at one head dim."""
+    return [*(DYNAMICS_VARIANTS if head_dim in setting.dynamics_head_dims else ()),
+            *(NORMALISER_VARIANTS if head_dim in setting.normaliser_head_dims else ())]
 
 
 def plan(setting: Setting) -> list[PlannedRun]:
@@ -136,8 +155,8 @@ def plan(setting: Setting) -> list[PlannedRun]:
                              train={**train, "steps": setting.length_steps, "eval_every": setting.length_steps // 2,
                                     "attention_stats": False})
             runs.append(PlannedRun(f"D-{configs.described_variant(config)}-s{seed}", config, {"saturation": "D"}))
-    for head_dim in sorted(setting.dynamics_head_dims, reverse=True):
-        for variant, options in DYNAMICS_VARIANTS:
+    for head_dim in sorted({*setting.dynamics_head_dims, *setting.normaliser_head_dims}, reverse=True):
+        for variant, options in _dynamics_variants(setting, head_dim):
             if variant == "additive":
                 options = {"hidden_dim": setting.additive_hidden_dim or head_dim}
             for seed in setting.seeds:
@@ -162,11 +181,12 @@ def setting_named(name: str) -> Setting:
 
 
 def measured_variance(setting: Setting, runs: list[PlannedRun]) -> pd.DataFrame:
-    """The per-component variance of q and k at each layer of study B's model (dense, its first seed) at
-    initialisation, at each of B's head dims (`saturation_tables.model_variance`)."""
+    """The per-component variance of q and k at each layer of study B's model (dense with the softmax, its first
+    seed) at initialisation, at each of B's head dims (`saturation_tables.model_variance`)."""
     first = min(setting.seeds)
     configs_measured = [planned.config for planned in runs if planned.tags["saturation"] == "B"
-                        and planned.config.variant == "dense" and planned.config.seed == first]
+                        and planned.config.variant == "dense" and planned.config.seed == first
+                        and planned.config.variant_options.get("normaliser", "softmax") == "softmax"]
     return pd.concat([saturation_tables.model_variance(config, batch_size=setting.batch_size)
                       for config in sorted(configs_measured, key=lambda config: config.model.attention_head_dim)],
                      ignore_index=True)
@@ -192,7 +212,7 @@ def _write_tables(setting: Setting, out_dir: Path, runs: list[PlannedRun], *, qu
         table = saturation_tables.init_table(
             setting.head_dims, setting.key_counts, setting.temperatures, samples=setting.samples,
             seed=setting.init_seed, variances=[(variance["q_variance"].mean(), variance["k_variance"].mean())],
-            quiet=quiet)
+            normalisers=setting.init_normalisers, quiet=quiet)
         atomic_write_text(init_path, table.to_csv(index=False))
         atomic_write_text(variance_path, measured)
         atomic_write_text(saved, described)  # after the tables it describes

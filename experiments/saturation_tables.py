@@ -18,6 +18,12 @@ model a run of `config` trains, at initialisation, feeds it a training batch of 
 per-component variance of q and k at each layer (PyTorch's default Linear initialisation gives about 1/3).
 `init_table(..., variances=[(q_variance, k_variance)])` adds unscaled and scaled rows drawn at that variance.
 
+The softmax is the default normaliser, not the only one (`variants.normalisers`): `init_table(...,
+normalisers=["sigmoid", "sparsemax", "entmax15", "entmax_adaptive"])` adds each one's unscaled and scaled rows at
+unit variance, on the draws of the softmax rows, its weights and Jacobian as `experiments.saturation_normalisers`
+computes them (`normaliser` names the row's; what entropy means for sigmoid, whose rows are not distributions,
+and at which alphas entmax_adaptive is measured, are said there).
+
 Draws. Sample i draws its query q_i (d values), then n standard normals z_ij (n = num_keys), in float64,
 from one torch.Generator seeded with `seed`, sample after sample. Its dot products are q_i.k_ij =
 |q_i| z_ij: given q, the products q.k_j of independent keys k_j ~ N(0, I_d) are independent N(0, |q|^2)
@@ -37,10 +43,16 @@ deviation over samples over sqrt(samples): samples are independent, the keys of 
   d v_q v_k (d at unit variance).
 - `max_weight`: the largest weight max_j p_j.
 - `frac_max_above_0.99`: whether the largest weight exceeds 0.99 (so the mean is a fraction of samples).
-- `entropy_over_log_n`: the entropy H(p) in nats over log n, 1 for uniform weights (NaN when n = 1).
-- `jacobian_norm`: the spectral norm of diag(p) - p p^T, 1/n for uniform weights, 0 for one-hot ones.
-- `frac_grad_below_1e-10`: the fraction of keys whose derivative p_j (1 - p_j) is below 1e-10, in dtype:
-  in float32, 1 - p is 0 for p within 6e-8 of 1, so saturated rows lose their largest gradient earlier.
+- `entropy_over_log_n`: the entropy H(p) in nats over log n, 1 for uniform weights (NaN when n = 1); for
+  sigmoid that of its weights divided by their row sum.
+- `jacobian_norm`: the spectral norm of the normaliser's Jacobian dp/ds, for the softmax diag(p) - p p^T, 1/n
+  for uniform weights, 0 for one-hot ones.
+- `frac_grad_below_1e-10`: the fraction of keys whose derivative by their own logit (the Jacobian's diagonal,
+  p_j (1 - p_j) for the softmax) is below 1e-10, in dtype: in float32, 1 - p is 0 for p within 6e-8 of 1, so
+  saturated rows lose their largest gradient earlier; a sparse normaliser's zeros pass none.
+- `zero_fraction`: the fraction of a row's keys whose weight is exactly 0 in dtype: a sparse normaliser's
+  zeros; the softmax's and sigmoid's weights are never 0 but by underflow (float32 below about 1e-45).
+- `weight_sum`: a row's sum of weights: 1 to rounding but for sigmoid's.
 
 `fading_table` is study D's synthetic part: one strong logit among n - 1 zeros, whose weight plain
 softmax lets fade as n grows, against SSMax (Nakanishi 2025, "Scalable-Softmax Is Superior for
@@ -66,14 +78,17 @@ from torch import Tensor
 from tqdm import tqdm
 
 import variants
-from experiments import tasks
+from experiments import saturation_normalisers, tasks
 from experiments.attention_stats import SATURATED
 from experiments.config import RunConfig
 from experiments.model import Transformer
 
-KEY_COLUMNS = ("normalisation", "temperature", "head_dim", "num_keys", "dtype", "q_variance", "k_variance")
+# The key columns as they always were, then `normaliser`; the statistics as they were, then the two the other
+# normalisers call for (each with its standard error).
+KEY_COLUMNS = ("normalisation", "temperature", "head_dim", "num_keys", "dtype", "q_variance", "k_variance",
+               "normaliser")
 STATISTICS = ("qk_variance", "max_weight", "frac_max_above_0.99", "entropy_over_log_n", "jacobian_norm",
-              "frac_grad_below_1e-10")
+              "frac_grad_below_1e-10", "zero_fraction", "weight_sum")
 COLUMNS = (*KEY_COLUMNS, *(name for statistic in STATISTICS for name in (statistic, f"{statistic}_se")))
 # fading_table's columns: the first six as they always were, then those the drawn rows need (see fading_table).
 FADING_STATISTICS = ("max_weight", "entropy_over_log_n", "strong_weight")
@@ -84,7 +99,6 @@ DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 VARIANCE_COLUMNS = ("head_dim", "layer", "q_variance", "k_variance")
 VANISHING_DERIVATIVE = 1e-10
 CHUNK_ELEMENTS = 2**20  # logits per chunk, (samples, num_keys); the bisection holds a few such float64 tensors
-BISECTION_STEPS = 64  # the bracket is at most as wide as the root: 64 halvings pass float64's 53 bits
 
 
 def _integer(name: str, value: Any, minimum: int) -> int:
@@ -111,33 +125,6 @@ def entropy(p: Tensor) -> Tensor:
     return -torch.special.xlogy(p, p).sum(dim=-1)
 
 
-def jacobian_norm(p: Tensor) -> Tensor:
-    """The spectral norm of the softmax Jacobian diag(p) - p p^T for each distribution p over the last
-    dimension, in float64, without building the n x n matrices.
-
-    The matrix is positive semi-definite, so its norm is its largest eigenvalue lambda, which lies in
-    [p_(2), p_(1)], between the two largest weights (interlacing), and between its largest diagonal
-    entry m = max_i p_i (1 - p_i) and its Gershgorin bound max_i p_i (1 - p_i) + p_i sum_(j != i) p_j,
-    about 2m. Off ties it is the root there of the secular equation 1 = sum_i p_i^2 / (p_i - lambda), whose
-    right side increases with lambda; bisecting a bracket no wider than lambda reaches float64's precision.
-    A tie p_(1) = p_(2) leaves an empty bracket: lambda = p_(1) (eigenvector e_1 - e_2). A single weight
-    (n = 1) has Jacobian 0."""
-    weights = p.to(torch.float64)
-    if weights.shape[-1] == 1:
-        return torch.zeros(weights.shape[:-1], dtype=torch.float64)
-    largest, second = weights.topk(2, dim=-1).values.split(1, dim=-1)  # p_(1), p_(2): (..., 1) each
-    squares = weights.square()
-    diagonal = weights - squares
-    gershgorin = diagonal + weights * (weights.sum(dim=-1, keepdim=True) - weights)
-    low = torch.maximum(second, diagonal.amax(dim=-1, keepdim=True))
-    high = torch.minimum(largest, gershgorin.amax(dim=-1, keepdim=True))
-    for _ in range(BISECTION_STEPS):
-        middle = (low + high) / 2
-        root_above = (squares / (weights - middle)).sum(dim=-1, keepdim=True) < 1
-        low, high = torch.where(root_above, middle, low), torch.where(root_above, high, middle)
-    return ((low + high) / 2).squeeze(-1)
-
-
 def _dot_products(generator: torch.Generator, head_dim: int, num_keys: int, count: int, dtype: torch.dtype,
                   q_variance: float, k_variance: float) -> Tensor:
     """The next `count` samples' unscaled dot products q.k_j = |q| z_j, (count, num_keys) in dtype."""
@@ -151,18 +138,23 @@ def _dot_products(generator: torch.Generator, head_dim: int, num_keys: int, coun
     return lengths * normals.to(dtype)
 
 
-def _per_sample(dot_products: Tensor, scale: float) -> dict[str, Tensor]:
-    """Each statistic of each sample, (count,) in float64, from its unscaled dot products (count, num_keys)."""
+def _per_sample(dot_products: Tensor, scale: float, normaliser: str = "softmax",
+                alphas: Tensor | None = None) -> dict[str, Tensor]:
+    """Each statistic of each sample, (count,) in float64, from its unscaled dot products (count, num_keys),
+    under `normaliser` (entmax_adaptive at one alpha per sample, `alphas`)."""
     num_keys = dot_products.shape[-1]
-    weights = torch.softmax(scale * dot_products, dim=-1)
+    weights = saturation_normalisers.weights(normaliser, scale * dot_products, alphas)
     largest = weights.amax(dim=-1)
+    derivatives = saturation_normalisers.own_derivatives(normaliser, weights, alphas)
     values = {
         "qk_variance": dot_products.square().mean(dim=-1),
         "max_weight": largest,
         "frac_max_above_0.99": largest > SATURATED,
-        "entropy_over_log_n": entropy(weights) / math.log(num_keys),
-        "jacobian_norm": jacobian_norm(weights),
-        "frac_grad_below_1e-10": (weights * (1 - weights) < VANISHING_DERIVATIVE).sum(dim=-1) / num_keys,
+        "entropy_over_log_n": entropy(saturation_normalisers.distribution(normaliser, weights)) / math.log(num_keys),
+        "jacobian_norm": saturation_normalisers.jacobian_norm(weights, normaliser, alphas),
+        "frac_grad_below_1e-10": (derivatives < VANISHING_DERIVATIVE).double().mean(dim=-1),
+        "zero_fraction": (weights == 0).double().mean(dim=-1),
+        "weight_sum": weights.sum(dim=-1),
     }
     return {name: value.to(torch.float64) for name, value in values.items()}
 
@@ -174,15 +166,25 @@ def _mean_and_standard_error(values: Tensor) -> tuple[float, float]:
     return values.mean().item(), values.std().item() / math.sqrt(len(values))
 
 
+def _normaliser(name: Any) -> str:
+    if name not in saturation_normalisers.MEASURED:
+        raise ValueError(f"normaliser {name!r} is not accepted; accepted: "
+                         f"{', '.join(saturation_normalisers.MEASURED)}.")
+    return name
+
+
 def init_stats(head_dim: int, num_keys: int, *, scale: float, dtype: torch.dtype, samples: int,
-               seed: int, q_variance: float = 1.0, k_variance: float = 1.0) -> dict[str, Any]:
-    """One row of the saturation table: the statistics of softmax(scale * q.k_j) over `num_keys` keys,
-    for `samples` independent queries, drawn and computed as the module docstring describes (q and k of
-    per-component variance `q_variance` and `k_variance`).
+               seed: int, q_variance: float = 1.0, k_variance: float = 1.0,
+               normaliser: str = "softmax") -> dict[str, Any]:
+    """One row of the saturation table: the statistics of normaliser(scale * q.k_j) (the softmax unless
+    named) over `num_keys` keys, for `samples` independent queries, drawn and computed as the module docstring
+    describes (q and k of per-component variance `q_variance` and `k_variance`); every normaliser sees the same
+    draws.
 
     `scale` 1 is "unscaled", 1/sqrt(head_dim) "scaled", 1/(tau sqrt(head_dim)) temperature tau; the row's
     `normalisation` is "unscaled" when scale == 1 and "scaled" otherwise, its `temperature`
     1/(scale sqrt(head_dim)). Keys are COLUMNS, in order."""
+    normaliser = _normaliser(normaliser)
     head_dim, num_keys = _integer("head_dim", head_dim, 1), _integer("num_keys", num_keys, 1)
     samples, seed = _integer("samples", samples, 1), _integer("seed", seed, 0)
     scale = _positive("scale", scale, "a finite number > 0 (1 unscaled, 1/sqrt(head_dim) scaled)")
@@ -190,15 +192,17 @@ def init_stats(head_dim: int, num_keys: int, *, scale: float, dtype: torch.dtype
     row: dict[str, Any] = {"normalisation": "unscaled" if scale == 1 else "scaled",
                            "temperature": 1 / (scale * math.sqrt(head_dim)), "head_dim": head_dim,
                            "num_keys": num_keys, "dtype": _dtype_name(dtype), "q_variance": q_variance,
-                           "k_variance": k_variance}
+                           "k_variance": k_variance, "normaliser": normaliser}
 
     generator = torch.Generator().manual_seed(seed)
     chunk = max(1, CHUNK_ELEMENTS // num_keys)
     per_sample: dict[str, list[Tensor]] = {name: [] for name in STATISTICS}
     for start in range(0, samples, chunk):
-        dot_products = _dot_products(generator, head_dim, num_keys, min(chunk, samples - start), dtype,
-                                     q_variance, k_variance)
-        for name, values in _per_sample(dot_products, scale).items():
+        count = min(chunk, samples - start)
+        dot_products = _dot_products(generator, head_dim, num_keys, count, dtype, q_variance, k_variance)
+        alphas = (saturation_normalisers.initial_alphas(start, count, samples) if normaliser == "entmax_adaptive"
+                  else None)
+        for name, values in _per_sample(dot_products, scale, normaliser, alphas).items():
             per_sample[name].append(values)
     for name in STATISTICS:
         row[name], row[f"{name}_se"] = _mean_and_standard_error(torch.cat(per_sample[name]))
@@ -206,8 +210,8 @@ def init_stats(head_dim: int, num_keys: int, *, scale: float, dtype: torch.dtype
 
 
 def _init_plan(head_dims: list[int], key_counts: list[int], temperatures: list[float], dtypes: list[torch.dtype],
-               variances: list[tuple[float, float]]) -> list[tuple]:
-    """(normalisation, temperature, scale, head_dim, num_keys, dtype, q_variance, k_variance) per row."""
+               variances: list[tuple[float, float]], normalisers: list[str]) -> list[tuple]:
+    """(normaliser, normalisation, temperature, scale, head_dim, num_keys, dtype, q_variance, k_variance) per row."""
     plan = []
     for head_dim in head_dims:
         root = math.sqrt(head_dim)
@@ -216,20 +220,26 @@ def _init_plan(head_dims: list[int], key_counts: list[int], temperatures: list[f
         for q_variance, k_variance in [(1.0, 1.0), *variances]:
             # at a measured variance, the two normalisations a model uses; temperatures at unit variance only
             shown = normalisations if (q_variance, k_variance) == (1.0, 1.0) else normalisations[:2]
-            plan += [(normalisation, temperature, scale, head_dim, num_keys, dtype, q_variance, k_variance)
+            plan += [("softmax", normalisation, temperature, scale, head_dim, num_keys, dtype, q_variance, k_variance)
                      for num_keys in key_counts for normalisation, temperature, scale in shown for dtype in dtypes]
+        # the other normalisers: unscaled and scaled at unit variance, on the softmax rows' draws
+        plan += [(normaliser, normalisation, temperature, scale, head_dim, num_keys, dtype, 1.0, 1.0)
+                 for normaliser in normalisers for num_keys in key_counts
+                 for normalisation, temperature, scale in normalisations[:2] for dtype in dtypes]
     return plan
 
 
 def init_table(head_dims: Iterable[int], key_counts: Iterable[int], temperatures: Iterable[float], *,
                dtypes: Iterable[torch.dtype] = (torch.float32, torch.float64), samples: int, seed: int,
-               variances: Iterable[tuple[float, float]] = (), quiet: bool = False) -> pd.DataFrame:
-    """`init_stats` over a grid, one row per (normalisation, temperature, head_dim, num_keys, dtype, q_variance,
-    k_variance): for every head_dim d and key count, at unit variance "unscaled" (scale 1, temperature
-    1/sqrt(d)), "scaled" (scale 1/sqrt(d), temperature 1) and "temperature" for each tau in `temperatures`
-    other than 1 (scale 1/(tau sqrt(d))); at each (q_variance, k_variance) of `variances` (other than
-    (1, 1)), "unscaled" and "scaled". Every row draws from the same `seed`. Columns are COLUMNS, in order;
-    `attrs` holds `samples` and `seed`. A progress bar counts rows unless `quiet`."""
+               variances: Iterable[tuple[float, float]] = (), normalisers: Iterable[str] = (),
+               quiet: bool = False) -> pd.DataFrame:
+    """`init_stats` over a grid, one row per (normaliser, normalisation, temperature, head_dim, num_keys, dtype,
+    q_variance, k_variance): for every head_dim d and key count, softmax rows at unit variance "unscaled"
+    (scale 1, temperature 1/sqrt(d)), "scaled" (scale 1/sqrt(d), temperature 1) and "temperature" for each tau
+    in `temperatures` other than 1 (scale 1/(tau sqrt(d))); at each (q_variance, k_variance) of `variances`
+    (other than (1, 1)), "unscaled" and "scaled"; and for each of `normalisers` (others than the softmax),
+    "unscaled" and "scaled" at unit variance. Every row draws from the same `seed`. Columns are COLUMNS, in
+    order; `attrs` holds `samples` and `seed`. A progress bar counts rows unless `quiet`."""
     head_dims = [_integer("head_dim", head_dim, 1) for head_dim in head_dims]
     key_counts = [_integer("num_keys", num_keys, 1) for num_keys in key_counts]
     temperatures = [_positive("temperature", temperature) for temperature in temperatures]
@@ -237,14 +247,15 @@ def init_table(head_dims: Iterable[int], key_counts: Iterable[int], temperatures
     dtypes = list(dtypes)
     for dtype in dtypes:
         _dtype_name(dtype)
+    normalisers = [_normaliser(name) for name in normalisers if name != "softmax"]  # softmax: the full grid
 
-    plan = _init_plan(head_dims, key_counts, temperatures, dtypes, variances)
+    plan = _init_plan(head_dims, key_counts, temperatures, dtypes, variances, normalisers)
     rows = []
     with tqdm(total=len(plan), disable=quiet, unit="row", desc="init_table") as bar:
-        for normalisation, temperature, scale, head_dim, num_keys, dtype, q_variance, k_variance in plan:
-            bar.set_postfix_str(f"d={head_dim} n={num_keys} {normalisation} {DTYPES[dtype]}")
+        for normaliser, normalisation, temperature, scale, head_dim, num_keys, dtype, q_variance, k_variance in plan:
+            bar.set_postfix_str(f"d={head_dim} n={num_keys} {normaliser} {normalisation} {DTYPES[dtype]}")
             row = init_stats(head_dim, num_keys, scale=scale, dtype=dtype, samples=samples, seed=seed,
-                             q_variance=q_variance, k_variance=k_variance)
+                             q_variance=q_variance, k_variance=k_variance, normaliser=normaliser)
             rows.append({**row, "normalisation": normalisation, "temperature": temperature})
             bar.update()
     table = pd.DataFrame(rows, columns=list(COLUMNS))

@@ -13,7 +13,15 @@ from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
 from analysis.saturation_figures import figures
 from analysis.saturation_findings import findings
-from analysis.saturation_study import MAKE, THRESHOLD, SaturationStudy, learning_speed, load, study_folder
+from analysis.saturation_study import (
+    MAKE,
+    THRESHOLD,
+    SaturationStudy,
+    learning_speed,
+    load,
+    normaliser_dynamics,
+    study_folder,
+)
 from analysis.saturation_text import early_text, number, plus_minus, steps_text
 from analysis.sections.registry import section
 
@@ -64,13 +72,20 @@ def blocks(runs_dir: str | Path) -> list[Block]:
     result: list[Block] = [Text(
         f"The softmax saturation studies of setting {study.name}, read from {folder} (written by `make saturation "
         f"SETTING={study.name}`; its tables/, figures/ and findings.md are the same numbers). A: q.k statistics at "
-        "initialisation; B: training dynamics per variant and head dim; C: entropy collapse over learning rates; "
-        "D: fading with length. Every number below is computed from those files."
+        "initialisation, of the softmax and of the other normalisers; B: training dynamics per variant and head dim "
+        "(dense also with sparsemax, entmax15 and sigmoid); C: entropy collapse over learning rates; D: fading with "
+        "length. Every number below is computed from those files."
     )]
     result += [Text(finding) for finding in findings(study)]
     result += [Figure(f"saturation-{name}", caption, fig, data) for name, caption, fig, data in figures(study)]
     result += _model_variance_tables(study)
     result += _speed_table(study)
+    compared = normaliser_dynamics(study)
+    if len(compared):
+        result.append(Table("saturation-normalisers", "Study B, dense with each normaliser: the fraction of a row's "
+                            "keys with weight exactly 0, the largest weight and entropy / log n (NaN: rows that do not "
+                            "sum to 1) at the first (start_) and last (end_, at end_step) evaluation, mean over rows, "
+                            "layers, heads and seeds", compared))
     if len(study.learning_rates):
         result.append(Table("saturation-learning-rates", "Study C per run: final loss and accuracy, largest |logit|, "
                             "smallest entropy / log n, largest sigma, and the entropy bound's checks, largest value "

@@ -36,10 +36,12 @@ TINY = {
     "train": {"steps": 20, "batch_size": 16, "eval_every": 10, "checkpoint_every": 10, "log_every": 5},
 }
 STUDY = "local-passkey-tiny"
-# Every study of `make saturation` at toy sizes: 20 runs of 20 steps, 32 rows of init statistics.
+# Every study of `make saturation` at toy sizes: 23 runs of 20 steps (B's dense with three other normalisers at
+# head dim 8 only), 32 softmax rows of init statistics at unit variance and 64 of the other four normalisers.
 SATURATION = dataclasses.replace(
     saturation.SETTINGS["quick"], name="quick", head_dims=(8, 64), key_counts=(16, 256), temperatures=(0.5, 2.0),
-    samples=64, dynamics_head_dims=(8, 16), seeds=(0,), steps=20, batch_size=8, eval_every=10, additive_hidden_dim=8,
+    samples=64, dynamics_head_dims=(8, 16), normaliser_head_dims=(8,), seeds=(0,), steps=20, batch_size=8,
+    eval_every=10, additive_hidden_dim=8,
     learning_rates=(1e-3, 1e-1), lr_seeds=(0,), fading_key_counts=(2, 16, 256), length_seeds=(0,), length_steps=20,
     train_length=12, eval_lengths=(24,), seq_len=12, model={"dim": 16, "depth": 1, "heads": 2},
 )

@@ -71,8 +71,8 @@ def test_the_report_opens_in_chromium_with_every_section_and_image_and_no_consol
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []
 
-    # The softmax saturation section: the tiny study's findings, its nine figures loaded, its five tables (steps
-    # to accuracy, the model's q/k variance, study A at that variance, learning rates, lengths).
+    # The softmax saturation section: the tiny study's findings, its eleven figures loaded, its six tables (steps
+    # to accuracy, the model's q/k variance, study A at that variance, B's normalisers, learning rates, lengths).
     saturation = browser.execute_script(
         "const section = document.getElementById('saturation');"
         "return {text: section.innerText, tables: section.querySelectorAll('table').length,"
@@ -80,7 +80,7 @@ def test_the_report_opens_in_chromium_with_every_section_and_image_and_no_consol
         " complete: i.complete, width: i.naturalWidth, height: i.naturalHeight}))}")
     assert "Study A (init_stats.csv: 64 samples per cell, seed 0, float32)" in saturation["text"]
     assert "rows had an entropy below their bound (as it must be" in saturation["text"]
-    assert len(saturation["images"]) == 9 and saturation["tables"] == 5
+    assert len(saturation["images"]) == 11 and saturation["tables"] == 6
     assert "Study A at the model's variance" in saturation["text"]
     assert all(image["src"].startswith("figures/saturation-") and image["complete"] and image["width"] >= 380
                and image["height"] >= 200 for image in saturation["images"]), saturation["images"]

@@ -56,7 +56,7 @@ def test_steps_to_accuracy_agree_with_the_eval_lines_of_each_run(study, saturati
                          "head_dim": config["model"]["head_dim"], "seed": config["seed"],
                          "steps_to_threshold": float(reached[0]) if reached else math.nan,
                          "final_accuracy": evals[-1]["eval_accuracy"], "early_accuracy": sum(early) / len(early)})
-    assert len(expected) == 12  # 6 variants x head dims 8 and 16 x seed 0
+    assert len(expected) == 15  # 6 variants x head dims 8 and 16, and dense with 3 other normalisers at 8; seed 0
     table = study.steps_to_accuracy[list(expected[0])].sort_values("run_id").reset_index(drop=True)
     pd.testing.assert_frame_equal(table, pd.DataFrame(expected).sort_values("run_id").reset_index(drop=True),
                                   check_dtype=False)
@@ -95,11 +95,54 @@ def test_dynamics_hold_every_head_at_every_evaluation_with_its_run(study, satura
             for step, entry in entries:
                 row = frame[(frame["step"] == step) & (frame["layer"] == entry["layer"])
                             & (frame["head"] == entry["head"])]
-                assert row["entropy"].item() == entry["entropy"] and row["grad_norm_q"].item() == entry["grad_norm_q"]
+                entropy = math.nan if entry["entropy"] is None else entry["entropy"]  # None: sigmoid's rows
+                assert row["entropy"].item() == pytest.approx(entropy, rel=0, abs=0, nan_ok=True)
+                assert row["grad_norm_q"].item() == entry["grad_norm_q"]
             assert (frame["part"] == part).all() and (frame["lr"] == config["train"]["lr"]).all()
     assert len(study.dynamics) == rows
     # D runs (trained without attention statistics) leave head_dim to the model: dim 16 over 2 heads.
     assert set(study.runs.loc[study.runs["part"] == "D", "head_dim"]) == {8}
+
+
+def test_normaliser_dynamics_agree_with_the_zero_fractions_in_the_dense_runs_records(study, saturation_dir):
+    expected = {}
+    for config, _, evals in _records(saturation_dir, "B"):
+        if config["variant"] != "dense" or config["model"]["head_dim"] != 8:
+            continue
+        first, last = ([entry for entry in line["attention"]] for line in (evals[0], evals[-1]))
+        expected[config["variant_options"]["normaliser"]] = [
+            np.mean([entry[statistic] for entry in entries]) for entries in (first, last)
+            for statistic in ("zero_fraction", "max_weight")]
+    table = saturation_study.normaliser_dynamics(study).set_index("normaliser")
+    assert set(table.index) == set(expected) == {"softmax", "sparsemax", "entmax15", "sigmoid"}
+    for normaliser, values in expected.items():
+        row = table.loc[normaliser]
+        assert [row["start_zero_fraction"], row["start_max_weight"], row["end_zero_fraction"],
+                row["end_max_weight"]] == pytest.approx(values, rel=1e-12), normaliser
+    assert table.loc["softmax", "end_zero_fraction"] == table.loc["sigmoid", "end_zero_fraction"] == 0
+    assert table.loc["sparsemax", "start_zero_fraction"] > 0 and table.loc["entmax15", "start_zero_fraction"] > 0
+    assert math.isnan(table.loc["sigmoid", "end_entropy_over_log_n"])  # rows that do not sum to 1
+
+
+def test_study_a_reads_the_softmax_rows_as_before_and_every_normaliser_beside_them(tmp_path, saturation_dir, study):
+    assert set(study.init["normaliser"]) == set(study.init_model["normaliser"]) == {"softmax"}
+    assert set(study.normalisers["normaliser"]) == {"softmax", "sigmoid", "sparsemax", "entmax15", "entmax_adaptive"}
+    assert set(study.normalisers["normalisation"]) == {"unscaled", "scaled"}
+    drawn = {name: data for name, _, _, data in saturation_figures.figures(study)}
+    assert set(drawn["a-init-weights"]["normaliser"]) == {"softmax"}
+    assert set(drawn["a-normalisers"]["normaliser"]) == set(study.normalisers["normaliser"])
+
+    for name in ("setting.json", "init_stats.csv"):
+        shutil.copy(saturation_dir / name, tmp_path / name)
+    table = pd.read_csv(tmp_path / "init_stats.csv")
+    cell = ((table["normaliser"] == "sparsemax") & (table["normalisation"] == "unscaled")
+            & (table["head_dim"] == table["head_dim"].max()) & (table["num_keys"] == table["num_keys"].max())
+            & (table["dtype"] == "float32"))
+    table.loc[cell, "zero_fraction"] = 0.4321
+    table.to_csv(tmp_path / "init_stats.csv", index=False)
+    (cell_sentence,) = [sentence for sentence in saturation_findings.findings(saturation_study.load(tmp_path))
+                        if sentence.startswith("Study A, normalisers (init_stats.csv")]
+    assert "sparsemax: largest weight" in cell_sentence and "exact zeros 43.2% against" in cell_sentence
 
 
 def test_lengths_come_from_the_summaries_with_the_training_length_first(study, saturation_dir):
@@ -141,7 +184,8 @@ def _candidates(study):
     speed = saturation_study.learning_speed(study)
     at_model = study.init_model.assign(closed_form=study.init_model["head_dim"] * study.init_model["q_variance"]
                                        * study.init_model["k_variance"])
-    frames = [study.init, at_model, study.variance, study.fading, study.steps_to_accuracy, speed,
+    frames = [study.init, at_model, study.normalisers, saturation_study.normaliser_dynamics(study), study.variance,
+              study.fading, study.steps_to_accuracy, speed,
               study.learning_rates, study.lengths,
               study.learning_rates.groupby(["variant_name", "lr"]).mean(numeric_only=True),
               study.lengths.groupby(["variant_name", "length"]).mean(numeric_only=True),
@@ -164,6 +208,9 @@ def test_every_number_in_the_findings_is_recomputable_from_the_tables(study):
     sentences = saturation_findings.findings(study)
     assert [sentence[:8] for sentence in sentences].count("Study A ") >= 4
     assert any(sentence.startswith("Study B") for sentence in sentences)
+    assert [sentence[:26] for sentence in sentences].count("Study A, normalisers (init") == 1
+    assert any(sentence.startswith("Study A, normalisers (float32") for sentence in sentences)
+    assert any(sentence.startswith("Study B, normalisers (dense runs") for sentence in sentences)
     assert any(sentence.startswith("Study C") for sentence in sentences)
     assert any(sentence.startswith("Study D, synthetic") for sentence in sentences)
     assert any(sentence.startswith("Study D, trained") for sentence in sentences)
@@ -248,10 +295,10 @@ def test_unreadable_pieces_are_skipped_with_their_reason(tmp_path, saturation_di
     assert "summary.json" in reasons["runs/C-dense-lr0.1-s0"]
     assert reasons["runs/D-dense-s0"].startswith("status running: left out of the tables")
     assert study.fading is None
-    assert "B-dense-d8-s0" not in set(study.steps_to_accuracy["run_id"]) and len(study.steps_to_accuracy) == 11
+    assert "B-dense-d8-s0" not in set(study.steps_to_accuracy["run_id"]) and len(study.steps_to_accuracy) == 14
     assert "C-dense-lr0.1-s0" not in set(study.learning_rates["run_id"]) and len(study.learning_rates) == 3
     assert "D-dense-s0" not in set(study.lengths["run_id"])
-    assert any(sentence.startswith("Study B (11 runs B-*") for sentence in saturation_findings.findings(study))
+    assert any(sentence.startswith("Study B (14 runs B-*") for sentence in saturation_findings.findings(study))
     assert any(sentence.startswith("Study D, synthetic (fading with n): no fading.csv")
                for sentence in saturation_findings.findings(study))
 
@@ -274,14 +321,16 @@ def test_findings_md_shows_names_from_the_study_folder_as_text(tmp_path, saturat
 
 def test_make_saturation_leaves_tables_figures_and_findings_in_the_study_folder(study, saturation_dir):
     for name, table in (("steps_to_accuracy", study.steps_to_accuracy), ("learning_rates", study.learning_rates),
-                        ("lengths", study.lengths), ("dynamics", study.dynamics)):
+                        ("lengths", study.lengths), ("dynamics", study.dynamics),
+                        ("normaliser_dynamics", saturation_study.normaliser_dynamics(study))):
         written = pd.read_csv(saturation_dir / "tables" / f"{name}.csv")
         assert len(written) == len(table) and list(written.columns) == list(table.columns), name
     speed = pd.read_csv(saturation_dir / "tables" / "learning_speed.csv")
     assert speed["runs"].sum() == len(study.steps_to_accuracy)
     names = sorted(path.stem for path in (saturation_dir / "figures").glob("*.png"))
-    assert names == sorted(["a-init-weights", "a-vanishing-derivatives", "b-learning-curves", "b-entropy-gradients",
-                            "b-steps-to-accuracy", "c-learning-rates", "c-entropy-bound", "d-fading", "d-lengths"])
+    assert names == sorted(["a-init-weights", "a-vanishing-derivatives", "a-normalisers", "b-learning-curves",
+                            "b-entropy-gradients", "b-steps-to-accuracy", "b-normalisers", "c-learning-rates",
+                            "c-entropy-bound", "d-fading", "d-lengths"])
     for name in names:
         with Image.open(saturation_dir / "figures" / f"{name}.png") as image:
             assert image.width >= 380 and image.height >= 200, name
@@ -298,11 +347,12 @@ def test_the_section_shows_findings_figures_and_tables_and_prefers_the_full_sett
     texts = [block.text for block in blocks if isinstance(block, Text)]
     assert texts[1:] == saturation_findings.findings(study)
     figures = [block for block in blocks if isinstance(block, Figure)]
-    assert len(figures) == 9 and all(block.name.startswith("saturation-") for block in figures)
+    assert len(figures) == 11 and all(block.name.startswith("saturation-") for block in figures)
     tables = {block.name: block for block in blocks if isinstance(block, Table)}
     assert set(tables) == {"saturation-learning-speed", "saturation-learning-rates", "saturation-lengths",
-                           "saturation-model-variance", "saturation-init-at-model-variance"}
-    assert len(tables["saturation-learning-speed"].frame) == 12  # 6 variants x 2 head dims, one seed each
+                           "saturation-model-variance", "saturation-init-at-model-variance", "saturation-normalisers"}
+    assert len(tables["saturation-learning-speed"].frame) == 15  # 6 variants x 2 head dims + 3 normalisers at 8
+    assert len(tables["saturation-normalisers"].frame) == 4  # dense with the softmax and 3 others, at head dim 8
 
     (tmp_path / "saturation" / "quick").mkdir(parents=True)
     (tmp_path / "saturation" / "full" / "runs").mkdir(parents=True)

@@ -209,3 +209,46 @@ def test_recording_statistics_leaves_training_bit_for_bit_unchanged():
     evaluations = [line for line in recorded if line["kind"] == "eval"]
     assert [line["step"] for line in evaluations] == [0, 4, 8, 12]  # the statistics start before the first step
     assert all(len(line["attention"]) == 2 for line in evaluations)  # 1 layer x 2 heads
+
+
+@pytest.mark.parametrize("normaliser", ["softmax", "sparsemax", "sigmoid"])
+def test_the_zero_fraction_counts_the_exact_zeros_of_the_normalisers_own_weights(normaliser):
+    model, eval_set = _model("dense", {"normaliser": normaliser})
+    measured = attention_stats.measure(model, eval_set.inputs, eval_set.targets)
+    length = eval_set.inputs.shape[1]
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    expected = []
+    with torch.no_grad():
+        x = model.embedded(eval_set.inputs)
+        for block in model.blocks:  # each layer's weights from its q and k, by the normaliser's own formula
+            q, k, _ = block.heads_qkv(x)  # (B, H, T, d)
+            logits = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).double()
+            if normaliser == "sparsemax":  # the sort-based projection onto the simplex, written out
+                weights = _sparsemax(logits.masked_fill(~causal, -math.inf))
+            elif normaliser == "sigmoid":
+                weights = torch.sigmoid(logits - causal.sum(-1, keepdim=True).log()) * causal
+            else:
+                weights = torch.softmax(logits.masked_fill(~causal, -math.inf), dim=-1)
+            rows = weights[:, :, 1:]  # row 0 sees one key
+            expected.append((((rows == 0) & causal[1:]).sum(-1).double() / causal[1:].sum(-1)).mean(dim=(0, 2)))
+            x, _ = block(x, causal=True)
+    for entry in measured:
+        assert entry["zero_fraction"] == pytest.approx(expected[entry["layer"]][entry["head"]].item(), abs=1e-12)
+    fractions = [entry["zero_fraction"] for entry in measured]
+    if normaliser == "sparsemax":
+        assert min(fractions) > 0.1  # peaked rows (q and k weights x4): most keys get no weight at all
+        assert all(entry["entropy"] is not None for entry in measured)  # rows that sum to 1
+    else:
+        assert max(fractions) == 0.0
+    if normaliser == "sigmoid":  # rows that do not sum to 1: no entropy, their raw largest weight
+        assert all(entry["entropy"] is None and 0 < entry["max_weight"] < 1 for entry in measured)
+
+
+def _sparsemax(logits: torch.Tensor) -> torch.Tensor:
+    """Martins & Astudillo's algorithm over the last dim: sort, the support size k(z), tau, [z - tau]_+."""
+    ordered = logits.sort(dim=-1, descending=True).values
+    ranks = torch.arange(1, logits.shape[-1] + 1, dtype=logits.dtype)
+    cumulative = ordered.nan_to_num(neginf=0.0).cumsum(-1)
+    support = ((1 + ranks * ordered) > cumulative).sum(-1, keepdim=True)  # -inf entries never count
+    tau = (cumulative.gather(-1, support - 1) - 1) / support
+    return (logits - tau).clamp_min(0)

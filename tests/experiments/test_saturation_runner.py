@@ -18,7 +18,8 @@ from experiments.records import RecordError, RunRecord
 from experiments.train import train
 
 TINY = dataclasses.replace(
-    saturation.SETTINGS["quick"], name="tiny", dynamics_head_dims=(8,), seeds=(0,), steps=4, batch_size=4,
+    saturation.SETTINGS["quick"], name="tiny", dynamics_head_dims=(8,), normaliser_head_dims=(8,), seeds=(0,),
+    steps=4, batch_size=4,
     eval_every=2, additive_hidden_dim=8, learning_rates=(1e-3,), lr_seeds=(0,), length_seeds=(0,), length_steps=4,
     train_length=12, eval_lengths=(24,), seq_len=12, model={"dim": 16, "depth": 1, "heads": 2})
 
@@ -29,9 +30,17 @@ def test_each_setting_trains_what_the_studies_ask_for(name):
     runs = saturation.plan(setting)
     assert len({run.name for run in runs}) == len(runs)
     dynamics = [run for run in runs if run.tags["saturation"] == "B"]
-    assert {(run.config.variant, run.config.model.attention_head_dim, run.config.seed) for run in dynamics} == {
-        (variant, head_dim, seed) for variant in ("dense", "unscaled", "temperature", "qknorm", "softcap", "additive")
-        for head_dim in (16, 64, 256) for seed in setting.seeds}
+    trained = [(run.config.variant, run.config.variant_options["normaliser"], run.config.model.attention_head_dim,
+                run.config.seed) for run in dynamics]
+    normaliser_head_dims = (64,) if name == "quick" else (16, 64, 256)  # quick keeps its budget: one head dim
+    assert len(trained) == len(set(trained))
+    assert set(trained) == {
+        (variant, "softmax", head_dim, seed) for variant in ("dense", "unscaled", "temperature", "qknorm", "softcap",
+                                                              "additive")
+        for head_dim in (16, 64, 256) for seed in setting.seeds} | {
+        ("dense", normaliser, head_dim, seed) for normaliser in ("sparsemax", "entmax15", "sigmoid")
+        for head_dim in normaliser_head_dims for seed in setting.seeds}
+    assert set(setting.init_normalisers) == {"sigmoid", "sparsemax", "entmax15", "entmax_adaptive"}
     assert len(setting.seeds) >= 3
     assert all(run.config.train.attention_stats for run in dynamics)
     assert {run.config.model.dim for run in dynamics} == {64}  # the same model; only the heads' width changes
@@ -148,6 +157,15 @@ def test_the_model_variance_follows_the_models_initialisation(monkeypatch):
     assert after.loc[0, "k_variance"] == pytest.approx(4 * before.loc[0, "k_variance"], rel=1e-5)
 
 
+def test_the_model_variance_is_measured_on_dense_with_the_softmax_once_per_head_dim():
+    setting = dataclasses.replace(TINY, dynamics_head_dims=(8,), normaliser_head_dims=(8, 16))
+    planned = saturation.plan(setting)
+    assert {run.config.variant_options["normaliser"] for run in planned if run.config.variant == "dense"
+            and run.tags["saturation"] == "B"} == {"softmax", "sparsemax", "entmax15", "sigmoid"}
+    measured = saturation.measured_variance(setting, planned)
+    assert measured["head_dim"].tolist() == [8]  # not the dense runs of other normalisers, at 8 or 16
+
+
 def test_study_a_has_rows_at_the_variance_measured_on_the_model(tmp_path):
     setting = dataclasses.replace(TINY, head_dims=(8, 32), key_counts=(16,), temperatures=(2.0,), samples=16,
                                   dynamics_head_dims=(8, 16))
@@ -157,6 +175,9 @@ def test_study_a_has_rows_at_the_variance_measured_on_the_model(tmp_path):
     expected = saturation.measured_variance(setting, saturation.plan(setting))
     pd.testing.assert_frame_equal(variance, expected, rtol=1e-12)
     init = pd.read_csv(tmp_path / "init_stats.csv")
+    assert init.groupby("normaliser").size().to_dict() == {
+        "softmax": 2 * 3 * 2 + 2 * 2 * 2,  # unscaled, scaled, tau 2 at unit variance; unscaled, scaled at the model's
+        **{name: 2 * 2 * 2 for name in setting.init_normalisers}}  # unscaled and scaled at unit variance
     at_model = init[init["q_variance"] != 1]
     assert len(at_model) == 2 * 2 * 2  # unscaled and scaled, at 2 head dims, in float32 and float64
     assert at_model["q_variance"].tolist() == pytest.approx([variance["q_variance"].mean()] * len(at_model))

@@ -13,6 +13,7 @@ import torch
 
 import variants
 from experiments import saturation_tables as saturation
+from experiments.saturation_normalisers import jacobian_norm
 from experiments.saturation_tables import (
     COLUMNS,
     FADING_COLUMNS,
@@ -21,11 +22,10 @@ from experiments.saturation_tables import (
     fading_vectors,
     init_stats,
     init_table,
-    jacobian_norm,
 )
 
 MONTE_CARLO = ("qk_variance", "max_weight", "frac_max_above_0.99", "entropy_over_log_n", "jacobian_norm",
-               "frac_grad_below_1e-10")
+               "frac_grad_below_1e-10", "zero_fraction", "weight_sum")
 
 
 def _dot_products(head_dim, num_keys, samples, seed, dtype):
@@ -53,7 +53,8 @@ def _naive_statistics(dot_products, scale, dtype):
             "frac_max_above_0.99": (largest > 0.99).double(),
             "entropy_over_log_n": (-(weights * logs).sum(dim=-1) / math.log(num_keys)).double(),
             "jacobian_norm": torch.linalg.eigvalsh(jacobians).amax(dim=-1),
-            "frac_grad_below_1e-10": (derivatives < 1e-10).double().mean(dim=-1)}
+            "frac_grad_below_1e-10": (derivatives < 1e-10).double().mean(dim=-1),
+            "zero_fraction": (weights == 0).double().mean(dim=-1), "weight_sum": weights.sum(dim=-1).double()}
 
 
 @pytest.mark.parametrize("head_dim", [16, 64, 256])
@@ -133,10 +134,10 @@ def test_statistics_equal_a_naive_recomputation_from_the_same_draws(dtype, head_
     scale = 1.0 if normalisation == "unscaled" else 1 / math.sqrt(head_dim)
     row = init_stats(head_dim, num_keys, scale=scale, dtype=dtype, samples=samples, seed=seed)
     naive = _naive_statistics(_dot_products(head_dim, num_keys, samples, seed, dtype), scale, dtype)
-    for name in ("frac_max_above_0.99", "frac_grad_below_1e-10"):
+    for name in ("frac_max_above_0.99", "frac_grad_below_1e-10", "zero_fraction"):
         assert row[name] == naive[name].mean().item(), name
     tolerance = 1e-12 if dtype == torch.float64 else 1e-6
-    for name in ("qk_variance", "max_weight", "entropy_over_log_n", "jacobian_norm"):
+    for name in ("qk_variance", "max_weight", "entropy_over_log_n", "jacobian_norm", "weight_sum"):
         assert row[name] == pytest.approx(naive[name].mean().item(), rel=tolerance, abs=1e-12), name
         assert row[f"{name}_se"] == pytest.approx(naive[name].std().item() / math.sqrt(samples),
                                                   rel=1e-5, abs=1e-12), name
@@ -192,10 +193,10 @@ def test_a_single_key_takes_all_the_weight_and_has_no_normalised_entropy():
 def test_init_table_has_the_csv_columns_and_one_row_per_grid_point():
     table = init_table([4, 16], [8, 32], [0.5, 1.0, 2.0], samples=8, seed=1, quiet=True)
     assert tuple(table.columns) == COLUMNS
-    assert COLUMNS[:7] == ("normalisation", "temperature", "head_dim", "num_keys", "dtype", "q_variance",
-                           "k_variance")
-    assert COLUMNS[7:] == tuple(name for stat in MONTE_CARLO for name in (stat, f"{stat}_se"))
-    assert set(table["q_variance"]) == set(table["k_variance"]) == {1.0}
+    assert COLUMNS[:8] == ("normalisation", "temperature", "head_dim", "num_keys", "dtype", "q_variance",
+                           "k_variance", "normaliser")  # the softmax-only table's columns first, as they were
+    assert COLUMNS[8:] == tuple(name for stat in MONTE_CARLO for name in (stat, f"{stat}_se"))
+    assert set(table["q_variance"]) == set(table["k_variance"]) == {1.0} and set(table["normaliser"]) == {"softmax"}
     keys = list(zip(table["normalisation"], table["temperature"], table["head_dim"], table["num_keys"],
                     table["dtype"], strict=True))
     expected = {(normalisation, temperature, head_dim, num_keys, dtype)
