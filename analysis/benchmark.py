@@ -1,8 +1,9 @@
 """The benchmark's page, `reports/benchmark-<name>/`: the leaderboard (variant x task, mean and 95% interval
 of the test accuracy over the confirmation seeds, the average over tasks, the rank), which differences the
-spread over seeds can tell apart, accuracy against length and the speed of learning (`analysis.benchmark_axes`),
-every cell with its tuning and its cost, the cost per variant, the cells and jobs that were skipped, diverged
-or failed with their reasons, and the protocol with the exact command and the versions it ran with.
+spread over seeds can tell apart, accuracy against length, the speed of learning and accuracy against model
+width and task size (capacity; `analysis.benchmark_axes`), every cell with its tuning and its cost, the cost per
+variant, the cells, capacity points and jobs that were skipped, diverged or failed with their reasons, and the
+protocol with the exact command and the versions it ran with.
 
 Everything is read from the benchmark's storage (`experiments.benchmark.Ledger`), not from run folders, so
 any machine that reaches the storage writes the same page. The page goes through `analysis.render`, which
@@ -19,13 +20,14 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.benchmark_axes import axes
+from analysis.benchmark_axes import axes, capacity_protocol
 from analysis.render import Block, Section, Table, Text
 from analysis.report import write_page
 from analysis.sections.provenance import environment
 from analysis.sections.results import PARAMETER_TOLERANCE
 from analysis.sections.shared import fmt
 from experiments.benchmark import CellState, Ledger
+from experiments.benchmark.definition import CAPACITY
 from experiments.benchmark.ledger import COMPLETED, SETTLED
 from experiments.sweep.confirm import mean_interval
 
@@ -41,8 +43,13 @@ def _count(value: float) -> str:
     return "–" if math.isnan(value) else f"{int(value):,}"
 
 
+def _protocol_results(state: CellState) -> list[dict]:
+    """The figures of a cell's tuning and confirmation runs, at the cell's own size (not capacity's)."""
+    return [job.result for job in (*state.tuning, *state.confirmation) if job is not None and job.result]
+
+
 def _parameters(state: CellState) -> float:
-    counts = [job.result["parameters"] for job in state.jobs if job.result and job.result.get("parameters")]
+    counts = [result["parameters"] for result in _protocol_results(state) if result.get("parameters")]
     return float(statistics.median(counts)) if counts else math.nan
 
 
@@ -95,7 +102,7 @@ def cell_rows(ledger: Ledger) -> pd.DataFrame:
             "best lr": state.best_lr if state.best_lr is not None else math.nan,
             "best validation accuracy": best.result["val_accuracy"] if best is not None else math.nan,
             **_test_figures(state),
-            "chance": next((result["chance"] for result in results), math.nan),
+            "chance": next((result["chance"] for result in _protocol_results(state)), math.nan),
             "parameters": parameters, "parameters / dense": parameters / dense,
             "over 10% larger than dense": bool(parameters > PARAMETER_TOLERANCE * dense),
             "runs": len(results), "steps": sum(result["steps"] for result in results),
@@ -155,7 +162,7 @@ def separation(cells: pd.DataFrame) -> list[str]:
 
 def cost(cells: pd.DataFrame) -> pd.DataFrame:
     """Per variant: its parameters over the tasks, the tasks where it is over 10% larger than dense, and the
-    runs, steps, tokens and wall time of all its jobs (tuning and confirmation)."""
+    runs, steps, tokens and wall time of all its jobs (tuning, confirmation and capacity)."""
     rows = []
     for variant, group in cells.groupby("variant", sort=False):
         parameters = group["parameters"].dropna()
@@ -170,18 +177,24 @@ def cost(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def problems(ledger: Ledger) -> pd.DataFrame:
-    """Every skipped cell and every job that diverged, failed or has not settled, with its reason."""
-    rows = [{"variant": state.cell.variant, "task": state.cell.task, "stage": "cell", "lr": "", "seed": "",
-             "state": "skipped", "reason": state.cell.skipped, "attempts": 0}
+    """Every skipped cell and capacity point, and every job that diverged, failed or has not settled, with its
+    reason; `size` names a capacity job's or point's axis and value."""
+    rows = [{"variant": state.cell.variant, "task": state.cell.task, "stage": "cell", "size": "", "lr": "",
+             "seed": "", "state": "skipped", "reason": state.cell.skipped, "attempts": 0}
             for state in ledger.cells if state.cell.skipped is not None]
+    rows += [{"variant": state.cell.variant, "task": state.cell.task, "stage": CAPACITY,
+              "size": f"{point.axis}={point.value}", "lr": "", "seed": "", "state": "skipped", "reason": point.skipped,
+              "attempts": 0} for state in ledger.cells for point in state.cell.capacity if point.skipped is not None]
     for state in ledger.cells:
         for job in state.jobs:
             if job.state == COMPLETED:
                 continue
             rows.append({"variant": job.job.variant, "task": job.job.task, "stage": job.job.stage,
+                         "size": f"{job.job.axis}={job.job.value}" if job.job.axis is not None else "",
                          "lr": f"{job.job.lr:g}", "seed": str(job.job.seed), "state": job.state,
                          "reason": job.reason or "not settled yet", "attempts": job.attempts})
-    return pd.DataFrame(rows, columns=["variant", "task", "stage", "lr", "seed", "state", "reason", "attempts"])
+    return pd.DataFrame(rows, columns=["variant", "task", "stage", "size", "lr", "seed", "state", "reason",
+                                       "attempts"])
 
 
 def protocol(ledger: Ledger) -> list[Block]:
@@ -203,6 +216,7 @@ def protocol(ledger: Ledger) -> list[Block]:
              f"({', '.join(map(str, benchmark.confirmation_seeds))}); the leaderboard shows the mean test accuracy "
              "and the half-width of its 95% interval (Student's t, n - 1 degrees of freedom), n the seeds that "
              "completed."),
+        Text(capacity_protocol(benchmark)),
         Text(f"Accounting: parameters per cell against {REFERENCE}'s on the same task, flagged above "
              f"{PARAMETER_TOLERANCE:.2f}x (the Long Range Arena's rule); steps, tokens (steps x batch x length) and "
              "wall time of every run, evaluations included. Devices: " + (", ".join(devices) or "none yet") + "."),
@@ -234,15 +248,15 @@ def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
                   "over the tasks and the tasks where its model is more than 10% larger than dense's (the Long Range "
                   "Arena's rule for a fair comparison)", shown, data=board),
             *(Text(line) for line in separation(cells))]),
-        Section("axes", "Length and speed of learning", axes(ledger, cells)),
+        Section("axes", "Length, speed of learning and capacity", axes(ledger, cells)),
         Section("cells", "Cells", [Table("cells", "Every cell: tuning (validation accuracy per learning rate), the "
                                          "chosen learning rate, test accuracy over seeds, size and cost",
                                          shown_cells, data=cells)]),
-        Section("cost", "Cost per variant", [Table("cost", "Cost per variant, tuning and confirmation together",
-                                                   costs.reset_index())]),
+        Section("cost", "Cost per variant", [Table(
+            "cost", "Cost per variant, tuning, confirmation and capacity together", costs.reset_index())]),
         Section("problems", "Skipped, diverged and failed", [
-            Table("problems", "Cells skipped and jobs that diverged, failed or have not settled, with the reason",
-                  problems(ledger))]),
+            Table("problems", "Cells and capacity points skipped, and jobs that diverged, failed or have not "
+                  "settled, with the reason", problems(ledger))]),
         Section("protocol", "Protocol", protocol(ledger)),
     ]
     meta = [f"Built {time.strftime('%Y-%m-%d %H:%M:%S')} from {ledger.benchmark.storage_shown}: {counts or 'no jobs'}"

@@ -4,10 +4,12 @@
   training length (1x, 2x, 4x where the task's profile does, e.g. induction), mean over the seeds;
 - speed of learning: the steps and the wall time a confirmation run takes to first reach 90% of the task's
   best accuracy (the highest mean test accuracy of any cell on that task), from its learning curve (the
-  test accuracy at each evaluation), averaged over the seeds that reach it.
-
-Capacity (accuracy against model width, and against the number of key-value pairs or distractors) needs
-runs of its own at other sizes; the benchmark does not train them.
+  test accuracy at each evaluation), averaged over the seeds that reach it;
+- capacity: the test accuracy of each cell at other model widths and, on a task that declares a capacity
+  option (MQAR's key-value pairs, the tokens selective copying copies, Pathfinder's distractor paths), at
+  other values of it: the capacity stage's runs (`experiments.benchmark.capacity`), the cell's own size being
+  its confirmation runs with the same seeds; a line per variant against width and against that count, as in
+  Zoology's accuracy against d_model for MQAR, so that a curve, not one ceiling, tells variants apart.
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ import math
 import statistics
 
 import pandas as pd
+import seaborn as sns
 
-from analysis.render import Block, Table, Text
-from experiments.benchmark import CellState, Ledger
+from analysis import figures
+from analysis.render import Block, Figure, Table, Text
+from analysis.sections.shared import accuracy_axis
+from experiments import tasks
+from experiments.benchmark import Benchmark, CellState, Ledger
+from experiments.benchmark.capacity import WIDTH, Point
 from experiments.benchmark.ledger import COMPLETED
 
 SPEED_FRACTION = 0.9
@@ -72,8 +79,126 @@ def speed_table(ledger: Ledger, cells: pd.DataFrame) -> pd.DataFrame:
                                        "steps to threshold", "wall seconds to threshold"])
 
 
+CAPACITY_COLUMNS = ["variant", "task", "axis", "multiple", "value", "test accuracy", "seeds", "parameters"]
+PANELS_PER_ROW = 3
+
+
+def capacity_protocol(benchmark: Benchmark) -> str:
+    """The capacity stage as the page's protocol states it."""
+    if not benchmark.capacity_widths and not benchmark.capacity_scales:
+        return "Capacity: off (--capacity-widths none and --capacity-scales none)."
+    options = ", ".join(f"{task}: {tasks.task_class(task).capacity_option}" for task in benchmark.tasks
+                        if tasks.task_class(task).capacity_option is not None)
+    sizes = [f"the model width (model.dim; the heads keep their number and widen with it) at "
+             f"{', '.join(f'x{multiple:g}' for multiple in benchmark.capacity_widths)} the cell's"
+             ] if benchmark.capacity_widths else []
+    sizes += [f"the task's capacity option ({options or 'none of these tasks declares one'}) at "
+              f"{', '.join(f'x{multiple:g}' for multiple in benchmark.capacity_scales)} the cell's, rounded"
+              ] if benchmark.capacity_scales else []
+    return (f"Capacity: once a cell's confirmation has settled, its chosen learning rate trains again with seed"
+            f"{'s' if benchmark.capacity_seeds > 1 else ''} {', '.join(map(str, benchmark.capacity_seed_list))} at "
+            f"{'; and '.join(sizes)}. The learning rate is not tuned again at other sizes. The cell's own size is "
+            "its confirmation runs with the same seeds. A size that cannot be built is listed as skipped with the "
+            "reason.")
+
+
+def _point_results(state: CellState, point: Point, seeds: set[int]) -> list[dict]:
+    """The figures of the completed runs of a cell's capacity point: for the cell's own size, its confirmation
+    runs with the capacity seeds; else the point's capacity jobs."""
+    if point.own:
+        jobs = [job for job in state.confirmation if job is not None and job.job.seed in seeds]
+    else:
+        jobs = [job for job in state.capacity
+                if job is not None and (job.job.axis, job.job.value) == (point.axis, point.value)]
+    return [job.result for job in jobs if job.state == COMPLETED]
+
+
+def capacity_table(ledger: Ledger) -> pd.DataFrame:
+    """One row per capacity point of each cell, its own size included: the axis (width, or the task's capacity
+    option), the multiple of the cell's own value, the value, and the mean test accuracy and the parameters
+    over the capacity seeds that completed there (none yet, or skipped: no accuracy)."""
+    seeds = set(ledger.benchmark.capacity_seed_list)
+    rows = []
+    for state in ledger.cells:
+        for point in state.cell.capacity:
+            results = _point_results(state, point, seeds)
+            rows.append({"variant": state.cell.variant, "task": state.cell.task, "axis": point.axis,
+                         "multiple": point.multiple, "value": point.value,
+                         "test accuracy": (statistics.fmean(result["test_accuracy"] for result in results)
+                                           if results else math.nan),
+                         "seeds": len(results), "parameters": results[0].get("parameters") if results else None})
+    return pd.DataFrame(rows, columns=CAPACITY_COLUMNS)
+
+
+def _capacity_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows (task, variant) in the benchmark's order; a column per axis and multiple ('width x2'; 'count x2' for
+    the task's capacity option), and the sizes those multiples are on each row."""
+    rows, labels = [], {}
+    for (task, variant), cell in table.groupby(["task", "variant"], sort=False):
+        row, sizes = {"task": task, "variant": variant}, []
+        for axis, points in cell.sort_values("multiple", kind="stable").groupby("axis", sort=False):
+            kind = "width" if axis == WIDTH else "count"
+            for multiple, accuracy in zip(points["multiple"], points["test accuracy"], strict=True):
+                labels[f"{kind} x{multiple:g}"] = (kind != "width", multiple)
+                row[f"{kind} x{multiple:g}"] = accuracy
+            sizes.append(f"{axis} {', '.join(map(str, points['value']))}")
+        rows.append({**row, "sizes": "; ".join(sizes)})
+    return pd.DataFrame(rows, columns=["task", "variant", *sorted(labels, key=labels.__getitem__), "sizes"])
+
+
+def _capacity_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, what: str) -> Figure:
+    """One panel per task of `table` (one axis each): test accuracy against the axis's value, a line per
+    variant."""
+    task_names = list(dict.fromkeys(table["task"]))
+    columns = min(PANELS_PER_ROW, len(task_names))
+    fig, panels = figures.figure(math.ceil(len(task_names) / columns), columns)
+    colours = figures.palette(benchmark.variants)
+    for index, (ax, task) in enumerate(zip(panels.flat, task_names, strict=False)):
+        frame = table[(table["task"] == task) & table["test accuracy"].notna()]
+        axis = table[table["task"] == task]["axis"].iloc[0]
+        if not frame.empty:
+            sns.lineplot(data=frame, x="value", y="test accuracy", hue="variant", palette=colours, marker="o",
+                         errorbar=None, ax=ax, legend=index == 0)
+            if (frame["value"] > 0).all():
+                figures.log_axes(ax, frame["value"], y=False)
+        accuracy_axis(ax)
+        ax.set_ylabel("test accuracy (fraction correct)")
+        ax.set_xlabel("model width (model.dim)" if axis == WIDTH else f"{axis} (task option)")
+        ax.set_title(f"{task}: test accuracy by {'width' if axis == WIDTH else axis}")
+    for ax in panels.flat[len(task_names):]:
+        ax.set_visible(False)
+    return Figure(name, f"Capacity: test accuracy against {what}, one line per variant, mean over the capacity "
+                  "seeds (the cell's own size: its confirmation runs with those seeds)", fig, table)
+
+
+def capacity_blocks(ledger: Ledger) -> list[Block]:
+    """The capacity table and its figures (accuracy against width; against each task's capacity option)."""
+    benchmark = ledger.benchmark
+    table = capacity_table(ledger)
+    if table.empty:
+        off = not benchmark.capacity_widths and not benchmark.capacity_scales
+        return [Text(capacity_protocol(benchmark) if off else "Capacity: no cell of this benchmark has a capacity "
+                     "point: every cell was skipped, or only --capacity-scales is on and no task here declares a "
+                     "capacity option.")]
+    blocks: list[Block] = [
+        Table("capacity", "Capacity: mean test accuracy over the capacity seeds at each multiple of each cell's model "
+              "width and of its task's capacity option ('count'; sizes: the values those multiples are); x1 is the "
+              "confirmation runs with the same seeds", _capacity_shown(table), data=table)]
+    done = table[table["test accuracy"].notna()]
+    for name, what, rows in (("capacity-width", "model width", done[done["axis"] == WIDTH]),
+                             ("capacity-count", "each task's capacity option", done[done["axis"] != WIDTH])):
+        if not rows.empty:
+            blocks.append(_capacity_figure(rows, benchmark, name, what))
+    if done.empty:
+        blocks.append(Text("Capacity: no capacity run has completed yet."))
+    if benchmark.capacity_seeds == 1:
+        blocks.append(Text("Capacity runs one seed per size: the curves compare variants, and no single point's "
+                           "difference is told apart by a spread over seeds (--capacity-seeds adds seeds)."))
+    return blocks
+
+
 def axes(ledger: Ledger, cells: pd.DataFrame) -> list[Block]:
-    """The length and speed-of-learning tables, and what the capacity axis would need."""
+    """The length, speed-of-learning and capacity tables and figures."""
     lengths = length_table(ledger)
     blocks: list[Block] = []
     if (lengths["x training length"] > 1).any():
@@ -92,7 +217,4 @@ def axes(ledger: Ledger, cells: pd.DataFrame) -> list[Block]:
                         f"{SPEED_FRACTION:.0%} of the task's best mean test accuracy, at the evaluations of each "
                         "confirmation run (every train.eval_every steps), averaged over the seeds that reach it",
                         speed_table(ledger, cells)))
-    blocks.append(Text("Capacity (accuracy against model width, and against the number of key-value pairs or "
-                       "distractors) is not measured: it needs runs at other sizes, which the benchmark does not "
-                       "train."))
-    return blocks
+    return blocks + capacity_blocks(ledger)

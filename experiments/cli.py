@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from experiments import catalogue, launch, tasks
+from experiments import benchmark_options, catalogue, launch, tasks
 
 # Each command reads its arguments here and hands the work to the module of its job. Sweeps (optuna),
 # reports (the analysis), the saturation studies and the benchmarks are imported by their command only.
@@ -53,7 +53,8 @@ def _benchmark(args: argparse.Namespace) -> int:
 
     plan = benchmark.prepare(
         variant_names=args.variant, task_names=args.task, profile=args.profile, seed=args.seed, seeds=args.seeds,
-        lr_multiples=args.lr_multiples, device=launch.checked_device(args.device), kernel=args.kernel,
+        lr_multiples=args.lr_multiples, capacity_widths=args.capacity_widths, capacity_scales=args.capacity_scales,
+        capacity_seeds=args.capacity_seeds, device=launch.checked_device(args.device), kernel=args.kernel,
         sets=args.set or [], name=args.name, storage=args.storage, runs_dir=Path(args.runs_dir),
         heartbeat_seconds=args.heartbeat_seconds)
     exit_code, state = benchmark.run(plan, workers=args.workers, worker_index=args.worker_index, quiet=args.quiet)
@@ -251,28 +252,18 @@ def _add_benchmark(commands) -> None:
     bench = commands.add_parser(
         "benchmark", help="every variant on every task, tuned and confirmed by one protocol; resumable, any workers",
         description="Tunes each (variant, task) cell over a shared learning-rate grid on the validation set, trains "
-                    "the best with fresh seeds, and writes the leaderboard (test accuracy, mean and 95% interval) "
-                    "to OUT/benchmark-NAME/ (docs/benchmark.md). Every run is a job in one Optuna storage: the same "
-                    "command continues it, and on other machines with the same --storage joins it.")
-    bench.add_argument("--variant", help="comma-separated (default: every variant and baseline)")
-    bench.add_argument("--task", help="comma-separated (default: the default suite)")
-    bench.add_argument("--seeds", type=int, default=3, help="fresh seeds of the confirmation (default: 3)")
+                    "the best with fresh seeds, then at other model widths and task sizes (capacity), and writes the "
+                    "leaderboard (test accuracy, mean and 95% interval) and its axes to OUT/benchmark-NAME/ "
+                    "(docs/benchmark.md). Every run is a job in one Optuna storage: the same command continues it, "
+                    "and on other machines with the same --storage joins it.")
+    benchmark_options.add_arguments(bench)
     bench.add_argument("--profile", default="quick", help=PROFILE_HELP)
-    bench.add_argument("--seed", type=int, default=0, help="the tuning runs' seed (default: 0)")
-    bench.add_argument("--lr-multiples", default="0.3,1,3", help="the grid: multiples of each task's lr (%(default)s)")
-    bench.add_argument("--name", help="the benchmark's name (default: the profile)")
-    bench.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL (postgresql://...) shared by "
-                       "machines (default: the journal RUNS_DIR/benchmark/NAME/jobs.journal)")
-    bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else 1)")
-    bench.add_argument("--heartbeat-seconds", type=int, default=60, help="a job silent twice as long is retried")
     bench.add_argument("--set", **SETS)
     bench.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
     bench.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
     bench.add_argument("--out", default="reports", help="the folder of the page (default: reports)")
     _runs_dir(bench)
     bench.add_argument("--quiet", **QUIET)
-    bench.add_argument("--worker-index", type=int, metavar="I", help="run as worker I of a benchmark started with "
-                       "--workers: no page at the end")
     bench.set_defaults(func=_benchmark)
 
 

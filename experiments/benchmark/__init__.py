@@ -14,7 +14,11 @@ The protocol (docs/benchmark.md):
    seed, and the learning rate of highest validation accuracy is chosen; the test set plays no part.
 3. Confirmation: the chosen learning rate trains again with `--seeds` fresh seeds (the seeds after the
    tuning seed); the test accuracy is reported as mean and 95% interval over those seeds.
-4. Accounting: parameters, steps, tokens and wall time of every run; failures and divergences with
+4. Capacity: once confirmation has settled, the chosen learning rate trains again at other model widths
+   (`--capacity-widths`, default 0.5 and 2 times the profile's) and at other values of the task's capacity
+   option (`--capacity-scales`, default 2 times: MQAR's key-value pairs, ...), with the first
+   `--capacity-seeds` confirmation seeds (default 1); the page draws accuracy against width and against count.
+5. Accounting: parameters, steps, tokens and wall time of every run; failures and divergences with
    their reasons.
 
 Every run is a job in one Optuna storage, the sweeps' own (`experiments.sweep.storage`): the journal file
@@ -22,6 +26,7 @@ RUNS_DIR/benchmark/NAME/jobs.journal on one machine, a database across machines.
 again continues where it stopped. The modules, by job:
 
     definition  the benchmark validated and its cells resolved before anything runs; its jobs
+    capacity    each cell's capacity points (its sizes on each capacity axis), resolved with it
     ledger      each job's and each cell's state, read from the storage
     worker      plan, take a job, train it, write its figures; until every job has settled
     command     `attnlab benchmark` from start to end

@@ -4,6 +4,7 @@ settled, and hand the state to the report."""
 from __future__ import annotations
 
 import sys
+from collections import Counter
 
 import optuna
 
@@ -21,8 +22,8 @@ def open_study(benchmark: Benchmark) -> optuna.Study:
     storage = open_storage(benchmark.storage_url, benchmark.journal, benchmark.heartbeat_seconds)
     study = create_or_join(storage, benchmark.study_name, benchmark.definition(), kind="benchmark",
                            shown=benchmark.storage_shown,
-                           accepted="the variants, tasks, profile, seed, seeds, lr-multiples, kernel and --set it was "
-                                    "created with, or another name (--name)")
+                           accepted="the variants, tasks, profile, seed, seeds, lr-multiples, capacity options, "
+                                    "kernel and --set it was created with, or another name (--name)")
     study.sampler = optuna.samplers.RandomSampler(seed=0)  # a job's values are queued with it; nothing is drawn
     return study
 
@@ -35,6 +36,24 @@ def worker_command(benchmark: Benchmark, quiet: bool) -> list[str]:
             *(["--quiet"] if quiet else [])]
 
 
+def capacity_lines(benchmark: Benchmark) -> list[str]:
+    """What the capacity stage trains, and its points that cannot be built, once per reason."""
+    if not benchmark.capacity_widths and not benchmark.capacity_scales:
+        return ["  capacity: off"]
+    sizes = "; ".join(text for text in (
+        f"model widths {', '.join(f'x{multiple:g}' for multiple in benchmark.capacity_widths)}"
+        if benchmark.capacity_widths else "",
+        f"each task's capacity option {', '.join(f'x{multiple:g}' for multiple in benchmark.capacity_scales)}"
+        if benchmark.capacity_scales else "") if text)
+    lines = [f"  capacity: the confirmed configuration at {sizes}, seed{'s' if benchmark.capacity_seeds > 1 else ''} "
+             f"{', '.join(map(str, benchmark.capacity_seed_list))}, test accuracy"]
+    skipped = Counter((point.axis, point.value, point.skipped) for cell in benchmark.cells
+                      for point in cell.capacity if point.skipped is not None)
+    lines += [f"  capacity {axis} {value} skipped in {count} cell{'s' if count > 1 else ''}: {reason}"
+              for (axis, value, reason), count in skipped.items()]
+    return lines
+
+
 def header(benchmark: Benchmark, workers: int) -> str:
     skipped = [cell for cell in benchmark.cells if cell.skipped is not None]
     lines = [f"benchmark {benchmark.name}: {len(benchmark.variants)} variants x {len(benchmark.tasks)} tasks "
@@ -43,7 +62,7 @@ def header(benchmark: Benchmark, workers: int) -> str:
              f"  tuning: learning rates {', '.join(map(repr, benchmark.lr_multiples))} x each task's, seed "
              f"{benchmark.seed}, chosen on the validation set",
              f"  confirmation: the best learning rate with {benchmark.seeds} fresh seeds "
-             f"({', '.join(map(str, benchmark.confirmation_seeds))}), test accuracy"]
+             f"({', '.join(map(str, benchmark.confirmation_seeds))}), test accuracy", *capacity_lines(benchmark)]
     lines += [f"  skipped {cell.variant} on {cell.task}: {cell.skipped}" for cell in skipped]
     return "\n".join(lines)
 

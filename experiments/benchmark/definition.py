@@ -1,6 +1,6 @@
 """A benchmark's definition, validated and resolved before anything runs: its cells (variant x task, each
-resolved, or skipped with the reason it cannot run by construction), its learning-rate grid, its seeds,
-and the jobs the protocol makes of them."""
+resolved, or skipped with the reason it cannot run by construction), its learning-rate grid, its seeds, the
+capacity points of each cell (`experiments.benchmark.capacity`), and the jobs the protocol makes of them."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ import variants
 from common.options import OptionError
 from experiments import config as configs
 from experiments import tasks
+from experiments.benchmark import capacity
+from experiments.benchmark.capacity import Point
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import shown
 
-TUNE, CONFIRM = "tune", "confirm"  # the two stages of the protocol
-DEFAULT_LR_MULTIPLES = (0.3, 1.0, 3.0)
+TUNE, CONFIRM, CAPACITY = "tune", "confirm", "capacity"  # the stages of the protocol
 MIN_LEARNING_RATES = 3  # the grid MAD's protocol sweeps has 3 values or more
 
 
@@ -31,18 +32,22 @@ def default_variants() -> list[str]:
 @dataclass(frozen=True)
 class Job:
     """One run of the protocol: a variant on a task at a learning rate with a seed, in a stage (tuning
-    on the validation set, or confirmation with a fresh seed)."""
+    on the validation set, confirmation with a fresh seed, or capacity: the cell at another size, its
+    point's `axis` = `value`)."""
 
     stage: str
     variant: str
     task: str
     lr: float
     seed: int
+    axis: str | None = None
+    value: int | None = None
 
     @property
     def key(self) -> str:
         """What names the job in the storage: two trials with one key are one job."""
-        return f"{self.stage}/{self.task}/{self.variant}/lr={self.lr!r}/seed={self.seed}"
+        size = f"/{self.axis}={self.value}" if self.axis is not None else ""
+        return f"{self.stage}/{self.task}/{self.variant}/lr={self.lr!r}/seed={self.seed}{size}"
 
     def to_attr(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -58,12 +63,13 @@ class Job:
 @dataclass(frozen=True)
 class Cell:
     """A variant on a task: `skipped` says why it cannot run by construction; `base_lr` is the task profile's
-    learning rate, which the grid's multiples scale."""
+    learning rate, which the grid's multiples scale; `capacity` its capacity points."""
 
     variant: str
     task: str
     skipped: str | None = None
     base_lr: float | None = None
+    capacity: tuple[Point, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,9 @@ class Benchmark:
     seed: int  # the tuning runs' seed; confirmation takes the `seeds` seeds after it
     seeds: int
     lr_multiples: tuple[float, ...]
+    capacity_widths: tuple[float, ...]  # multiples of each cell's model width
+    capacity_scales: tuple[float, ...]  # multiples of each cell's task capacity option
+    capacity_seeds: int  # the first this many confirmation seeds train each capacity point
     device: str
     kernel: str
     sets: tuple[str, ...]  # the user's --set, fixed in every run
@@ -105,11 +114,18 @@ class Benchmark:
         """The fresh seeds of confirmation: the `seeds` seeds after the tuning seed, none of which tuned."""
         return [self.seed + offset for offset in range(1, self.seeds + 1)]
 
+    @property
+    def capacity_seed_list(self) -> list[int]:
+        """The seeds of every capacity point: the first confirmation seeds, whose runs are the cell's own point."""
+        return self.confirmation_seeds[:self.capacity_seeds]
+
     def definition(self) -> dict[str, Any]:
         """What makes the results of workers comparable; a worker joining the benchmark must agree on it."""
         return json.loads(json.dumps({
             "variants": self.variants, "tasks": self.tasks, "profile": self.profile, "seed": self.seed,
             "seeds": self.seeds, "lr_multiples": self.lr_multiples, "kernel": self.kernel, "sets": self.sets,
+            "capacity_widths": self.capacity_widths, "capacity_scales": self.capacity_scales,
+            "capacity_seeds": self.capacity_seeds,
         }))
 
     def learning_rates(self, cell: Cell) -> list[float]:
@@ -123,19 +139,36 @@ class Benchmark:
     def confirmation_jobs(self, cell: Cell, lr: float) -> list[Job]:
         return [Job(CONFIRM, cell.variant, cell.task, lr, seed) for seed in self.confirmation_seeds]
 
+    def capacity_jobs(self, cell: Cell, lr: float) -> list[Job]:
+        """Each capacity point of the cell that can run, other than its own, with each capacity seed."""
+        return [Job(CAPACITY, cell.variant, cell.task, lr, seed, point.axis, point.value)
+                for point in cell.capacity if not point.own and point.skipped is None
+                for seed in self.capacity_seed_list]
+
+    def point(self, job: Job) -> Point | None:
+        """The capacity point a job trains, or None for the cell's own size."""
+        return next((point for cell in self.cells if (cell.variant, cell.task) == (job.variant, job.task)
+                     for point in cell.capacity if (point.axis, point.value) == (job.axis, job.value)
+                     and not point.own), None)
+
     def config(self, job: Job) -> configs.RunConfig:
-        """The run config of a job: the profile, the user's --set, the job's learning rate and seed."""
+        """The run config of a job: the profile, the user's --set, the job's learning rate, seed and size."""
         overrides = overrides_for(configs.parse_sets(list(self.sets)), job.variant, job.task, self.variants,
                                   self.tasks)
         overrides["train"] = {**overrides["train"], "lr": job.lr}
+        point = self.point(job)
         return configs.resolve(variant=job.variant, task=job.task, profile=self.profile, seed=job.seed,
-                               device=self.device, kernel=self.kernel, overrides=overrides)
+                               device=self.device, kernel=self.kernel,
+                               overrides=capacity.changed(overrides, point.changes if point else ()))
 
     def arguments(self, *, hide_password: bool = True) -> list[str]:
         """The benchmark's own arguments of `attnlab benchmark`: what every process that joins it must give."""
         words = ["--variant", ",".join(self.variants), "--task", ",".join(self.tasks), "--profile", self.profile,
                  "--seed", str(self.seed), "--seeds", str(self.seeds),
-                 "--lr-multiples", ",".join(map(repr, self.lr_multiples)), "--name", self.name]
+                 "--lr-multiples", ",".join(map(repr, self.lr_multiples)),
+                 "--capacity-widths", ",".join(map(repr, self.capacity_widths)) or "none",
+                 "--capacity-scales", ",".join(map(repr, self.capacity_scales)) or "none",
+                 "--capacity-seeds", str(self.capacity_seeds), "--name", self.name]
         words += ["--kernel", self.kernel] if self.kernel != "auto" else []
         words += [word for assignment in self.sets for word in ("--set", assignment)]
         if self.storage_url:
@@ -173,20 +206,28 @@ def overrides_for(overrides: dict[str, dict[str, Any]], variant: str, task: str,
 
 
 def resolve_cell(variant: str, task: str, *, profile: str, seed: int, device: str, kernel: str,
-                 overrides: dict[str, dict[str, Any]]) -> Cell:
-    """The cell resolved at the tuning seed with its own overrides: its base learning rate, or the reason it
-    cannot run."""
+                 overrides: dict[str, dict[str, Any]], widths: tuple[float, ...] = (),
+                 scales: tuple[float, ...] = ()) -> Cell:
+    """The cell resolved at the tuning seed with its own overrides: its base learning rate and its capacity
+    points at the multiples `widths` and `scales`, or the reason it cannot run."""
+    def resolved(changes: tuple[tuple[str, Any], ...]) -> configs.RunConfig:
+        return configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device,
+                               kernel=kernel, overrides=capacity.changed(overrides, changes))
+
     try:
-        config = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device,
-                                 kernel=kernel, overrides=overrides)
+        config = resolved(())
     except configs.Incompatible as reason:
         return Cell(variant, task, skipped=str(reason))
-    return Cell(variant, task, base_lr=config.train.lr)
+    return Cell(variant, task, base_lr=config.train.lr, capacity=capacity.points(config, widths, scales, resolved))
 
 
-def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], heartbeat_seconds: int) -> None:
+def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capacity_seeds: int,
+                   heartbeat_seconds: int) -> None:
     if seeds < 1:
         raise OptionError(f"Benchmark seeds got {seeds}; accepted: an integer >= 1 (2 or more for an interval).")
+    if not 1 <= capacity_seeds <= seeds:
+        raise OptionError(f"Benchmark capacity-seeds got {capacity_seeds}; accepted: an integer from 1 to seeds = "
+                          f"{seeds} (the first confirmation seeds train each capacity point).")
     if seed < 0 or seed + seeds >= tasks.MAX_TRAIN_SEED:
         raise OptionError(f"Benchmark seed {seed} with {seeds} seeds passes the largest seed; accepted: seed + seeds "
                           f"below {tasks.MAX_TRAIN_SEED}.")
@@ -199,12 +240,15 @@ def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], heart
 
 
 def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
-            lr_multiples: str, device: str, kernel: str, sets: list[str], name: str | None,
-            storage: str | None, runs_dir: Path, heartbeat_seconds: int) -> Benchmark:
-    """Validate everything a benchmark needs and resolve every cell, touching nothing: a bad value is a
-    one-sentence error, a cell that cannot run by construction is kept as skipped with its reason."""
+            lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
+            kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
+            heartbeat_seconds: int) -> Benchmark:
+    """Validate everything a benchmark needs and resolve every cell and its capacity points, touching nothing:
+    a bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
     multiples = parse_multiples(lr_multiples)
-    _check_numbers(seed, seeds, multiples, heartbeat_seconds)
+    _check_numbers(seed, seeds, multiples, capacity_seeds, heartbeat_seconds)
+    widths = capacity.parse_multiples(capacity_widths, "capacity-widths", "each cell's model width")
+    scales = capacity.parse_multiples(capacity_scales, "capacity-scales", "each task's capacity option")
     names = _names(variant_names, "variant", default_variants())
     for variant in names:
         variants.variant_class(variant)
@@ -216,9 +260,11 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
         raise OptionError("--set train.lr names what the benchmark tunes; accepted: the grid's multiples of each "
                           "task's learning rate, --lr-multiples A,B,C.")
     cells = tuple(resolve_cell(variant, task, profile=profile, seed=seed, device=device, kernel=kernel,
-                               overrides=overrides_for(overrides, variant, task, names, task_list))
+                               overrides=overrides_for(overrides, variant, task, names, task_list), widths=widths,
+                               scales=scales)
                   for task in task_list for variant in names)
     return Benchmark(name=check_study_name(name or profile), variants=names, tasks=task_list, profile=profile,
-                     seed=seed, seeds=seeds, lr_multiples=multiples, device=device, kernel=kernel,
+                     seed=seed, seeds=seeds, lr_multiples=multiples, capacity_widths=widths, capacity_scales=scales,
+                     capacity_seeds=capacity_seeds, device=device, kernel=kernel,
                      sets=tuple(sets), storage_url=storage, runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
                      cells=cells)

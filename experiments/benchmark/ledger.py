@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -108,13 +108,16 @@ def owns_its_job(trial: FrozenTrial, trials: list[FrozenTrial]) -> bool:
 
 @dataclass
 class CellState:
-    """A cell's tuning jobs (one per learning rate of its grid) and confirmation jobs (one per fresh seed, at
+    """A cell's tuning jobs (one per learning rate of its grid), confirmation jobs (one per fresh seed, at the
+    best learning rate) and, once confirmation has settled, capacity jobs (one per capacity point and seed, at
     the best learning rate); None where a job is not queued yet."""
 
     cell: Cell
     tuning: list[JobState | None]
     confirmation: list[JobState | None]
     learning_rates: list[float]
+    capacity: list[JobState | None] = field(default_factory=list)
+    called: list[Job] = field(default_factory=list)  # the jobs the protocol calls for now, in stage order
 
     @property
     def tuned(self) -> bool:
@@ -131,8 +134,14 @@ class CellState:
         return max(completed)[2] if completed else None
 
     @property
+    def confirmed(self) -> bool:
+        """Whether confirmation has settled, which the capacity stage waits for (it reruns the confirmed
+        configuration at other sizes, and its own size is confirmation's)."""
+        return bool(self.confirmation) and all(job is not None and job.state in SETTLED for job in self.confirmation)
+
+    @property
     def jobs(self) -> list[JobState]:
-        return [job for job in (*self.tuning, *self.confirmation) if job is not None]
+        return [job for job in (*self.tuning, *self.confirmation, *self.capacity) if job is not None]
 
 
 class Ledger:
@@ -144,27 +153,26 @@ class Ledger:
         self.cells = [self._cell(cell) for cell in benchmark.cells]
 
     def _cell(self, cell: Cell) -> CellState:
+        """The cell's state, stage by stage: its tuning jobs; once tuning has settled with a best learning rate,
+        its confirmation jobs; once confirmation has settled, its capacity jobs."""
         if cell.skipped is not None:
             return CellState(cell, [], [], [])
-        tuning = [self.states.get(job.key) for job in self.benchmark.tuning_jobs(cell)]
-        state = CellState(cell, tuning, [], self.benchmark.learning_rates(cell))
+        state = CellState(cell, [], [], self.benchmark.learning_rates(cell))
+        state.tuning = self._call(state, self.benchmark.tuning_jobs(cell))
         if state.best_lr is not None:
-            state.confirmation = [self.states.get(job.key)
-                                  for job in self.benchmark.confirmation_jobs(cell, state.best_lr)]
+            state.confirmation = self._call(state, self.benchmark.confirmation_jobs(cell, state.best_lr))
+        if state.confirmed:
+            state.capacity = self._call(state, self.benchmark.capacity_jobs(cell, state.best_lr))
         return state
 
+    def _call(self, state: CellState, jobs: list[Job]) -> list[JobState | None]:
+        """Add `jobs` to those the cell calls for; their states (None: not queued yet)."""
+        state.called += jobs
+        return [self.states.get(job.key) for job in jobs]
+
     def missing(self) -> list[Job]:
-        """The jobs the protocol calls for now that no trial holds: every cell's tuning jobs, and the
-        confirmation jobs of each cell whose tuning has settled with a best learning rate."""
-        jobs = []
-        for state in self.cells:
-            if state.cell.skipped is not None:
-                continue
-            jobs += [job for job in self.benchmark.tuning_jobs(state.cell) if job.key not in self.states]
-            if state.best_lr is not None:
-                jobs += [job for job in self.benchmark.confirmation_jobs(state.cell, state.best_lr)
-                         if job.key not in self.states]
-        return jobs
+        """The jobs the protocol calls for now that no trial holds."""
+        return [job for state in self.cells for job in state.called if job.key not in self.states]
 
     @property
     def complete(self) -> bool:

@@ -108,7 +108,8 @@ class Objective:
 
 
 def describe(job: Job) -> str:
-    return f"{job.stage} {job.variant} on {job.task}, lr {job.lr:g}, seed {job.seed}"
+    size = f", {job.axis} {job.value}" if job.axis is not None else ""
+    return f"{job.stage} {job.variant} on {job.task}, lr {job.lr:g}, seed {job.seed}{size}"
 
 
 def announce(prefix: str) -> Callable[[optuna.Study, FrozenTrial], None]:

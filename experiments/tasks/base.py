@@ -120,6 +120,11 @@ class Task:
     # True where a later input gives a scored position's answer away, so a model that attends to later
     # positions (model.causal=false) could read it rather than work it out; such a config is refused.
     needs_causal: ClassVar[bool] = False
+    # The option that counts what a model must hold or sift through at once (MQAR's key-value pairs, the tokens
+    # selective copying copies, Pathfinder's distractor paths): the benchmark's capacity stage trains the task at
+    # multiples of it, so that a curve rather than a ceiling separates variants. None where no option counts such
+    # a thing (a vocabulary's size or the sequence length is not one: the length axis covers length).
+    capacity_option: ClassVar[str | None] = None
 
     vocabulary: list[str]  # readable name of each token id
     num_classes: int  # answers are token ids 0..num_classes-1

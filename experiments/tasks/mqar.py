@@ -59,6 +59,8 @@ class MultiQueryRecall(Task):
         task.label_text(batch, 0) == "6: k14 -> v6; 8: k1 -> v9; 10: k2 -> v3"
     """
 
+    capacity_option = "num_pairs"  # more pairs to recall at once: Zoology's axis beside the model width
+
     @dataclass(frozen=True)
     class Options:
         seq_len: int = option(64, "tokens per example: the 2 * num_pairs prefix, then the queries among filler")

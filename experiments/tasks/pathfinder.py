@@ -109,6 +109,8 @@ class Pathfinder(Task):
         task.label_text(batch, 0) == "25: ? -> same"
     """
 
+    capacity_option = "num_distractors"  # more paths to tell the connecting one from
+
     @dataclass(frozen=True)
     class Options:
         seq_len: int = option(101, "tokens per example: a square image flattened row by row, then the query; "

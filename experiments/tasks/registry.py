@@ -19,6 +19,9 @@ def _check_task(name: str, cls: type[Task]) -> None:
     missing = [option for option in _REQUIRED_OPTIONS if option not in fields]
     if missing:
         raise ValueError(f"Task {name!r} lacks the options {missing}; every task has {list(_REQUIRED_OPTIONS)}.")
+    if cls.capacity_option is not None and cls.capacity_option not in fields:
+        raise ValueError(f"Task {name!r} declares capacity option {cls.capacity_option!r}, which is not one of its "
+                         f"options; accepted: one of {fields}, or None.")
 
 
 TASKS = Registry("task", _check_task)

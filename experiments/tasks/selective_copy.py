@@ -59,6 +59,8 @@ class SelectiveCopy(Task):
         task.label_text(batch, 0) == "9: ? -> t5; 10: ? -> t1; 11: ? -> t5"
     """
 
+    capacity_option = "num_tokens"  # more tokens to hold and put in order (the Mamba paper's 16 at long)
+
     @dataclass(frozen=True)
     class Options:
         seq_len: int = option(64, "tokens per example: the data tokens among noise, then one marker per data token")

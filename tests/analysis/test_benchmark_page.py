@@ -1,7 +1,9 @@
 """The benchmark's page: the leaderboard's means and 95% intervals over seeds, averages and ranks, the rows
 over 10% larger than dense flagged, which differences the seeds tell apart, skipped cells and failed jobs
-listed with their reasons (escaped), and the protocol with the command, from a benchmark's storage."""
+listed with their reasons (escaped), the capacity table and figures, and the protocol with the command, from a
+benchmark's storage."""
 
+import html
 import math
 from pathlib import Path
 
@@ -46,11 +48,16 @@ def add(study, job, value, parameters):
                                      user_attrs={"job": job.to_attr(), RESULT: result}))
 
 
+def prepare(tmp_path, variants, task_names, seeds, widths="none", scales="none"):
+    return benchmark.prepare(variant_names=variants, task_names=task_names, profile="quick", seed=0, seeds=seeds,
+                             lr_multiples="0.3,1,3", capacity_widths=widths, capacity_scales=scales, capacity_seeds=1,
+                             device="cpu", kernel="auto", sets=[], name="page", storage=None, runs_dir=tmp_path,
+                             heartbeat_seconds=1)
+
+
 @pytest.fixture
 def ledger(tmp_path):
-    bench = benchmark.prepare(variant_names="dense,local,linformer", task_names="passkey,flipflop",
-                              profile="quick", seed=0, seeds=3, lr_multiples="0.3,1,3", device="cpu", kernel="auto",
-                              sets=[], name="page", storage=None, runs_dir=tmp_path, heartbeat_seconds=1)
+    bench = prepare(tmp_path, "dense,local,linformer", "passkey,flipflop", seeds=3)
     study = optuna.create_study()
     for cell in bench.cells:
         if cell.skipped is not None:
@@ -124,3 +131,64 @@ def test_accuracy_against_length_and_the_speed_of_learning_come_from_the_confirm
     assert speed.loc[("linformer", "passkey"), "seeds reaching"] == "1 of 3"
     assert speed.loc[("local", "passkey"), "seeds reaching"] == "0 of 3"
     assert math.isnan(speed.loc[("local", "passkey"), "steps to threshold"])
+
+
+# Capacity: test accuracy per variant at each (axis, value) of mqar (quick: width 64, 8 pairs) and passkey (width
+# 64, no capacity option); None: the run fails.
+CAPACITY = {
+    "dense": {("width", 32): 0.5, ("width", 128): 1.0, ("num_pairs", 16): 0.9},
+    "local": {("width", 32): 0.2, ("width", 128): 0.4, ("num_pairs", 16): None},
+}
+OWN = {"dense": [0.8, 0.6], "local": [0.3, 0.1]}  # the confirmation seeds' test accuracy, seed 1 first
+
+
+@pytest.fixture
+def capacity_ledger(tmp_path):
+    bench = prepare(tmp_path, "dense,local", "mqar,passkey", seeds=2, widths="0.5,2", scales="2,4")
+    study = optuna.create_study()
+    for cell in bench.cells:
+        for job in bench.tuning_jobs(cell):
+            add(study, job, 0.9 if job.lr == 0.001 else 0.5, 1000)
+        for job, value in zip(bench.confirmation_jobs(cell, 0.001), OWN[cell.variant], strict=True):
+            add(study, job, value, 1000)
+        for job in bench.capacity_jobs(cell, 0.001):
+            add(study, job, CAPACITY[cell.variant][job.axis, job.value], 4000)
+    return Ledger(bench, study.get_trials())
+
+
+def test_the_capacity_table_has_each_cells_accuracy_at_each_width_and_task_size(capacity_ledger, tmp_path):
+    folder = page.write(capacity_ledger, tmp_path)[0].parent
+    table = pd.read_csv(folder / "tables" / "capacity.csv").set_index(["variant", "task", "axis", "value"])
+    assert table.loc[("dense", "mqar", "width", 128), "test accuracy"] == 1.0
+    assert table.loc[("dense", "mqar", "width", 128), "multiple"] == 2
+    assert table.loc[("dense", "mqar", "num_pairs", 16), "test accuracy"] == 0.9
+    # The cell's own size is its confirmation run with the capacity seed (seed 1), on both axes.
+    assert table.loc[("dense", "mqar", "width", 64), "test accuracy"] == 0.8
+    assert table.loc[("dense", "mqar", "num_pairs", 8), "test accuracy"] == 0.8
+    assert table.loc[("local", "mqar", "num_pairs", 16), "seeds"] == 0  # its run failed
+    assert math.isnan(table.loc[("local", "mqar", "num_pairs", 16), "test accuracy"])
+    assert ("dense", "passkey", "num_pairs", 16) not in table.index  # passkey declares no capacity option
+    assert table.loc[("local", "passkey", "width", 32), "test accuracy"] == 0.2
+    assert math.isnan(table.loc[("dense", "mqar", "num_pairs", 32), "test accuracy"])  # x4: skipped
+    for name in ("capacity-width", "capacity-count"):
+        assert (folder / "figures" / f"{name}.png").is_file()
+    count = pd.read_csv(folder / "tables" / "capacity-count.csv")
+    assert set(count["task"]) == {"mqar"} and set(count["value"]) == {8, 16}
+    text = html.unescape((folder / "index.html").read_text())
+    assert "width x0.5" in text and "count x2" in text and "width 32, 64, 128; num_pairs 8, 16, 32" in text
+    assert "Capacity: once a cell's confirmation has settled, its chosen learning rate trains again with seed 1" \
+           in text and "mqar: num_pairs" in text
+
+
+def test_capacity_points_skipped_or_failed_are_listed_with_their_size_and_reason(capacity_ledger, tmp_path):
+    folder = page.write(capacity_ledger, tmp_path)[0].parent
+    problems = pd.read_csv(folder / "tables" / "problems.csv", dtype=str, keep_default_na=False)
+    capacity = problems[problems["stage"] == "capacity"].set_index(["variant", "size", "state"])
+    skipped = capacity.loc[("dense", "num_pairs=32", "skipped"), "reason"]  # 32 pairs need 128 tokens, not 64
+    assert "'seq_len' got 64" in skipped and "4 * num_pairs = 128" in skipped
+    assert capacity.loc[("local", "num_pairs=16", "failed"), "reason"] == EVIL_ERROR
+    assert set(capacity.index.get_level_values("variant")) == {"dense", "local"} and len(capacity) == 3
+    cost = pd.read_csv(folder / "tables" / "cost.csv").set_index("variant")
+    assert cost.loc["dense", "runs"] == 2 * (3 + 2) + 3 + 2  # tuning and confirmation, then capacity's runs
+    cells = pd.read_csv(folder / "tables" / "cells.csv").set_index(["variant", "task"])
+    assert cells.loc[("dense", "mqar"), "parameters"] == 1000  # the cell's own size, not capacity's

@@ -1,7 +1,7 @@
 """The benchmark: cells (skipped with their reason where a variant cannot run a task), one learning-rate grid
-for every variant, the choice on the validation set, confirmation with fresh seeds, jobs queued twice or
-retried, resuming where it stopped, workers on a real PostgreSQL server of which one is killed, and
-one-sentence errors."""
+for every variant, the choice on the validation set, confirmation with fresh seeds, the capacity stage at
+other widths and task sizes, jobs queued twice or retried, resuming where it stopped, workers on a real
+PostgreSQL server of which one is killed, and one-sentence errors."""
 
 import json
 import os
@@ -13,28 +13,37 @@ from collections import Counter
 from pathlib import Path
 
 import optuna
+import pandas as pd
 import pytest
 from optuna.trial import TrialState, create_trial
 from poison import poison_forward
 from postgres import postgres_server
 
-from experiments import benchmark
+from experiments import benchmark, benchmark_options
 from experiments.benchmark import Job, worker
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
 from experiments.cli import main
 from experiments.sweep.storage import MAX_RETRIES
 
 ROOT = Path(__file__).resolve().parents[2]
+TINY_RUNS = ["model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
+             "train.checkpoint_every=10", "train.warmup_steps=2", "train.steps=20"]
 TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4",
-             "task.eval_size=32", "model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5",
-             "train.eval_every=10", "train.checkpoint_every=10", "train.warmup_steps=2", "train.steps=20"]
+             "task.eval_size=32", *TINY_RUNS]
+TINY_MQAR = ["task.seq_len=16", "task.num_pairs=2", "task.eval_size=32", *TINY_RUNS]  # x2 pairs still fit
 TINY = [word for assignment in TINY_SETS for word in ("--set", assignment)]
+CAPACITY = {"capacity_widths": benchmark_options.DEFAULT_CAPACITY_WIDTHS,
+            "capacity_scales": benchmark_options.DEFAULT_CAPACITY_SCALES,
+            "capacity_seeds": benchmark_options.DEFAULT_CAPACITY_SEEDS}
 
 
-def plan(tmp_path, variants="dense,linformer", task="passkey,flipflop", seeds=2, sets=(), **extra):
+def plan(tmp_path, variants="dense,linformer", task="passkey,flipflop", seeds=2, sets=(), tiny=TINY_SETS, **extra):
+    """The benchmark `attnlab benchmark` prepares at tiny sizes, with the command line's capacity defaults
+    unless `extra` says otherwise."""
     return benchmark.prepare(variant_names=variants, task_names=task, profile="quick", seed=0, seeds=seeds,
-                             lr_multiples="0.3,1,3", device="cpu", kernel="auto", sets=[*TINY_SETS, *sets],
-                             name="tiny", storage=None, runs_dir=tmp_path, heartbeat_seconds=1, **extra)
+                             lr_multiples="0.3,1,3", device="cpu", kernel="auto", sets=[*tiny, *sets],
+                             name="tiny", storage=None, runs_dir=tmp_path, heartbeat_seconds=1,
+                             **{**CAPACITY, **extra})
 
 
 def test_cells_are_every_variant_on_every_task_and_one_that_cannot_run_is_kept_as_skipped_with_its_reason(tmp_path):
@@ -68,7 +77,7 @@ def add(study, job, state, *, val=None, test=None, parameters=1000, outcome=None
 
 
 def test_tuning_chooses_on_the_validation_set_and_only_then_queues_confirmation_with_fresh_seeds(tmp_path):
-    bench = plan(tmp_path, task="passkey", variants="dense", seeds=3)
+    bench = plan(tmp_path, task="passkey", variants="dense", seeds=3, capacity_widths="none", capacity_scales="none")
     study = optuna.create_study()
     low, middle, high = Ledger(bench, []).missing()
     add(study, low, TrialState.COMPLETE, val=0.5, test=0.9)  # the best test accuracy must not choose
@@ -86,7 +95,93 @@ def test_tuning_chooses_on_the_validation_set_and_only_then_queues_confirmation_
     for job in confirmation:
         add(study, job, TrialState.COMPLETE, val=0.7, test=0.6)
     ledger = Ledger(bench, study.get_trials())
+    assert ledger.complete and ledger.missing() == []  # capacity off: confirmation is the last stage
+
+
+def settle_tuning_and_confirmation(bench, study):
+    """A new benchmark's tuning completed (the middle learning rate best), then its confirmation."""
+    for stage in ("tune", "confirm"):
+        jobs = Ledger(bench, study.get_trials()).missing()
+        assert {job.stage for job in jobs} == {stage}
+        for job in jobs:
+            add(study, job, TrialState.COMPLETE, val=0.9 if job.lr == 0.001 else 0.5, test=0.5)
+    return Ledger(bench, study.get_trials())
+
+
+def test_capacity_trains_the_confirmed_cell_at_other_widths_and_task_sizes_once_confirmation_has_settled(tmp_path):
+    bench = plan(tmp_path, task="mqar,passkey", variants="dense", seeds=3, tiny=TINY_MQAR,
+                 sets=["task.num_keys=4", "task.num_buckets=4"], capacity_widths="0.5,2", capacity_scales="2",
+                 capacity_seeds=2)
+    study = optuna.create_study()
+    for job in Ledger(bench, []).missing():
+        add(study, job, TrialState.COMPLETE, val=0.9 if job.lr == 0.001 else 0.5, test=0.5)
+    confirmation = Ledger(bench, study.get_trials()).missing()
+    assert {job.stage for job in confirmation} == {"confirm"}  # capacity waits for confirmation to settle
+    for job in confirmation[:-1]:
+        add(study, job, TrialState.COMPLETE, val=0.7, test=0.6)
+    missing = Ledger(bench, study.get_trials()).missing()
+    assert confirmation[-1].task == "passkey" and confirmation[-1] in missing
+    # mqar's confirmation has settled, passkey's has not (its last seed): only mqar's capacity jobs are queued
+    assert {job.task for job in missing if job.stage == "capacity"} == {"mqar"}
+    add(study, confirmation[-1], TrialState.FAIL, outcome="diverged")  # settled, though not completed
+    capacity = Ledger(bench, study.get_trials()).missing()
+    assert {job.stage for job in capacity} == {"capacity"} and {job.lr for job in capacity} == {0.001}
+    assert {job.seed for job in capacity} == {1, 2}  # the first two confirmation seeds
+    sizes = {(job.task, job.axis, job.value) for job in capacity}
+    assert sizes == {("mqar", "width", 16), ("mqar", "width", 64), ("mqar", "num_pairs", 4),
+                     ("passkey", "width", 16), ("passkey", "width", 64)}  # passkey declares no capacity option
+    own = bench.config(Job("confirm", "dense", "mqar", 0.001, 1))
+    for job in capacity:
+        config = bench.config(job)
+        assert config.seed == job.seed and config.train.lr == 0.001
+        if job.axis == "width":  # the width changes; the heads keep their number and widen with it
+            assert config.model.dim == job.value and config.model.heads == own.model.heads
+            assert config.model.attention_head_dim == job.value // own.model.heads
+            assert config.task_options == bench.config(Job("confirm", "dense", job.task, 0.001, 1)).task_options
+        else:  # the task's capacity option changes, nothing else
+            assert config.task_options == {**own.task_options, "num_pairs": 2 * own.task_options["num_pairs"]}
+            assert config.model == own.model
+    for job in capacity:
+        add(study, job, TrialState.COMPLETE, val=0.4, test=0.3)
+    ledger = Ledger(bench, study.get_trials())
+    assert ledger.complete and [len(state.capacity) for state in ledger.cells] == [6, 4]  # sizes x seeds
+
+
+def test_a_fixed_head_width_widens_with_the_model(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", sets=["model.head_dim=4"], capacity_widths="2")
+    (job,) = settle_tuning_and_confirmation(bench, optuna.create_study()).missing()
+    config = bench.config(job)
+    assert (config.model.dim, config.model.head_dim, config.model.heads) == (64, 8, 4)
+
+
+def test_a_capacity_size_that_cannot_be_built_is_kept_as_skipped_with_its_reason(tmp_path):
+    bench = plan(tmp_path, task="mqar", variants="dense", tiny=TINY_MQAR, capacity_widths="0.3,2",
+                 capacity_scales="2,2.2,4")
+    points = {(point.axis, point.multiple): point for point in bench.cells[0].capacity}
+    assert [(point.axis, point.value) for point in points.values() if point.skipped is None] == [
+        ("width", 32), ("width", 64), ("num_pairs", 2), ("num_pairs", 4)]  # the cell's own sizes, then x2
+    width = points["width", 0.3].skipped  # 32 x 0.3 rounds to 10, which 4 heads do not divide
+    assert "'dim' got 10" in width and "multiple of heads = 4" in width
+    assert points["num_pairs", 2.2].skipped == "num_pairs 2 x2.2 rounds to 4, a size the cell already trains at"
+    pairs = points["num_pairs", 4].skipped  # 8 pairs do not fit in 16 tokens
+    assert "'seq_len' got 16" in pairs and "4 * num_pairs = 32" in pairs
+    ledger = settle_tuning_and_confirmation(bench, optuna.create_study())
+    assert {(job.axis, job.value) for job in ledger.missing()} == {("width", 64), ("num_pairs", 4)}
+    header = benchmark.command.header(bench, workers=1)
+    assert "capacity width 10 skipped in 1 cell: " in header and "capacity num_pairs 8 skipped in 1 cell" in header
+
+
+def test_capacity_is_off_with_none_and_its_settings_are_part_of_the_benchmark(tmp_path):
+    bench = plan(tmp_path, task="mqar", variants="dense", tiny=TINY_MQAR, capacity_widths="none",
+                 capacity_scales="none")
+    assert bench.cells[0].capacity == ()
+    ledger = settle_tuning_and_confirmation(bench, optuna.create_study())
     assert ledger.complete and ledger.missing() == []
+    assert "capacity: off" in benchmark.command.header(bench, workers=1)
+    assert "--capacity-widths none --capacity-scales none" in bench.command()
+    benchmark.open_study(bench)
+    with pytest.raises(ValueError, match=r"its capacity_widths, capacity_scales differ"):
+        benchmark.open_study(plan(tmp_path, task="mqar", variants="dense", tiny=TINY_MQAR))
 
 
 def test_a_job_queued_twice_belongs_to_its_first_trial_and_a_retry_continues_it(tmp_path):
@@ -136,16 +231,48 @@ def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run
     ledger = Ledger(bench, study.get_trials())
     assert ledger.complete
     runs = summaries(bench.folder)
-    assert len(runs) == 5 == len(ledger.states)  # one run per job: the stopped job continued its own run
+    # One run per job (3 learning rates, 2 seeds, 2 widths): the stopped job continued its own run.
+    assert len(runs) == 7 == len(ledger.states)
     assert runs[stopped["run_id"]]["status"] == "completed" and runs[stopped["run_id"]]["steps"] == 20
     (diverged,) = [state for state in ledger.states.values() if state.state != COMPLETED]
     assert diverged.state == "diverged" and "non-finite" in diverged.reason and diverged.job.lr == 0.0003
     cell = ledger.cells[0]
     assert cell.best_lr in (0.001, 0.003) and [job.job.seed for job in cell.confirmation] == [1, 2]
     assert {runs[job.result["run_id"]]["tags"]["stage"] for job in cell.confirmation} == {"confirm"}
+    assert {runs[job.result["run_id"]]["tags"]["stage"] for job in cell.capacity} == {"capacity"}
     (resumed,) = [state for state in ledger.states.values() if state.result["run_id"] == stopped["run_id"]]
     assert [step for step, seconds, accuracy in resumed.result["curve"]] == [10, 20]  # its evaluations, each once
-    assert Counter(trial.state for trial in study.get_trials())[TrialState.COMPLETE] == 4
+    assert Counter(trial.state for trial in study.get_trials())[TrialState.COMPLETE] == 6
+
+
+def test_a_tiny_benchmark_trains_its_capacity_points_and_its_page_has_the_capacity_table(tmp_path, capsys):
+    out = tmp_path / "reports"
+    words = [word for assignment in TINY_MQAR for word in ("--set", assignment)]
+    assert main(["benchmark", "--variant", "dense", "--task", "mqar", "--seeds", "2", *words, "--name", "tiny",
+                 "--runs-dir", str(tmp_path), "--out", str(out), "--heartbeat-seconds", "1", "--quiet"]) == 0
+    assert "capacity: the confirmed configuration at model widths x0.5, x2; each task's capacity option x2, seed 1" \
+        in capsys.readouterr().out
+    configs = [json.loads(path.read_text()) for path in (tmp_path / "benchmark" / "tiny").glob("*/config.json")]
+    sizes = sorted((config["model"]["dim"], config["task_options"]["num_pairs"]) for config in configs
+                   if config["seed"] == 1)  # the first confirmation seed: the cell's own size, then capacity's
+    assert sizes == [(16, 2), (32, 2), (32, 4), (64, 2)] and len(configs) == 3 + 2 + 3
+    folder = out / "benchmark-tiny"
+    table = pd.read_csv(folder / "tables" / "capacity.csv")
+    assert sorted(zip(table["axis"], table["value"], strict=True)) == [
+        ("num_pairs", 2), ("num_pairs", 4), ("width", 16), ("width", 32), ("width", 64)]
+    assert table["test accuracy"].between(0, 1).all() and set(table["seeds"]) == {1}
+    assert all((folder / "figures" / f"capacity-{axis}.png").is_file() for axis in ("width", "count"))
+
+
+def test_a_benchmark_with_capacity_off_trains_no_capacity_run_and_says_so(tmp_path):
+    out = tmp_path / "reports"
+    assert main(["benchmark", "--variant", "dense", "--task", "passkey", "--seeds", "1", *TINY, "--name", "tiny",
+                 "--capacity-widths", "none", "--capacity-scales", "none", "--runs-dir", str(tmp_path), "--out",
+                 str(out), "--heartbeat-seconds", "1", "--quiet"]) == 0
+    assert len(list((tmp_path / "benchmark" / "tiny").glob("*/config.json"))) == 3 + 1
+    text = (out / "benchmark-tiny" / "report.md").read_text()
+    assert "Capacity: off (--capacity-widths none and --capacity-scales none)." in text
+    assert not (out / "benchmark-tiny" / "tables" / "capacity.csv").exists()
 
 
 def test_a_run_that_raises_is_listed_as_failed_with_its_error_and_the_benchmark_goes_on(tmp_path, monkeypatch):
@@ -208,13 +335,14 @@ def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_t
         trials = study.get_trials(deepcopy=False)
         complete = Counter(Job.from_attr(trial.user_attrs["job"]).key for trial in trials
                            if trial.state == TrialState.COMPLETE)
-        assert len(complete) == 10 and set(complete.values()) == {1}  # 2 cells x (3 learning rates + 2 seeds), once
+        # 2 cells x (3 learning rates + 2 seeds + 2 capacity widths), each once
+        assert len(complete) == 14 and set(complete.values()) == {1}
         assert all(trial.user_attrs.get(OUTCOME) == DUPLICATE for trial in trials
                    if trial.state == TrialState.FAIL and trial.number != killed.number)
         (retry,) = [trial for trial in trials if trial.system_attrs.get("failed_trial") == killed.number]
         assert retry.state == TrialState.COMPLETE and retry.user_attrs["run_id"] == killed.user_attrs["run_id"]
         runs = summaries(folder)
-        assert len(runs) == 10 and all(run["status"] == "completed" and run["steps"] == 60 for run in runs.values())
+        assert len(runs) == 14 and all(run["status"] == "completed" and run["steps"] == 60 for run in runs.values())
         evaluations = [json.loads(line)["step"] for line in (folder / killed.user_attrs["run_id"] / "metrics.jsonl")
                        .read_text().splitlines() if json.loads(line)["kind"] == "eval"]
         assert evaluations == [10, 20, 30, 40, 50, 60]  # resumed from its checkpoint: each evaluation once
@@ -238,6 +366,11 @@ def one_line_error(capsys, argv):
     (["--set", "train.lr=0.01"], ["train.lr", "--lr-multiples"]),
     (["--set", "task.num_kyes=4"], ["task.num_kyes", "did you mean 'num_keys'"]),
     (["--name", "../elsewhere"], ["'../elsewhere'", "plain name"]),
+    (["--capacity-widths", "0.5,x"], ["capacity-widths got '0.5,x'", "multiples of each cell's model width"]),
+    (["--capacity-widths", "1,2"], ["capacity-widths got '1,2'", "other than 1"]),
+    (["--capacity-scales", "2,-2"], ["capacity-scales got '2,-2'", "each > 0"]),
+    (["--capacity-scales", "2,2"], ["capacity-scales got '2,2'", "listed once"]),
+    (["--capacity-seeds", "4"], ["capacity-seeds got 4", "from 1 to seeds = 3"]),
 ])
 def test_bad_benchmark_input_gets_one_sentence_and_exit_code_2(tmp_path, capsys, args, fragments):
     line = one_line_error(capsys, ["benchmark", "--variant", "dense", "--task", "passkey", "--runs-dir",
@@ -277,5 +410,5 @@ def test_benchmark_help_names_its_options():
     result = subprocess.run([sys.executable, "-m", "experiments", "benchmark", "--help"], capture_output=True,
                             text=True, cwd=ROOT)
     for option in ("--variant", "--task", "--seeds", "--profile", "--lr-multiples", "--name", "--storage", "--workers",
-                   "--heartbeat-seconds", "--out"):
+                   "--heartbeat-seconds", "--out", "--capacity-widths", "--capacity-scales", "--capacity-seeds"):
         assert option in result.stdout, option

@@ -236,6 +236,17 @@ def test_registering_a_task_name_twice_is_an_error():
         tasks.register_task("passkey")(tasks.task_class("mqar"))
 
 
+def test_a_task_whose_capacity_option_is_not_one_of_its_options_is_refused_when_it_registers():
+    class Misnamed(tasks.task_class("mqar")):
+        capacity_option = "num_pears"
+
+    with pytest.raises(ValueError, match="capacity option 'num_pears'.*accepted: one of"):
+        tasks.register_task("mqar_misnamed")(Misnamed)
+    assert "mqar_misnamed" not in tasks.list_tasks()
+    declared = {name: tasks.task_class(name).capacity_option for name in tasks.list_tasks()}
+    assert declared["mqar"] == "num_pairs" and declared["passkey"] is None
+
+
 def one_sentence(error):
     message = str(error.value)
     assert "\n" not in message and message.endswith(".")

@@ -1,0 +1,102 @@
+"""The benchmark's capacity stage: each cell trained again at other model widths and, on a task that declares
+a capacity option (`Task.capacity_option`: MQAR's key-value pairs, the tokens selective copying copies,
+Pathfinder's distractor paths), at other values of it. Accuracy against width and against that count is
+then a curve per variant (as in Zoology's accuracy against d_model for MQAR), where one number per cell is
+a ceiling that two variants may both reach.
+
+A point is the cell's model or task with one setting scaled by a multiple of the cell's own value, rounded:
+the width (model.dim; model.head_dim with it where the config fixes one, so that the heads widen alike; the
+number of heads stays), or the capacity option. Every point is resolved before anything runs, like a cell:
+one that cannot be built (a width the heads do not divide, more pairs than the sequence holds) is kept as
+skipped with the reason, never dropped. The cell's own point (multiple 1) is its confirmation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from common.options import OptionError
+from experiments import config as configs
+from experiments import tasks
+
+WIDTH = "width"  # the axis of model width; the other axis is named by the task's capacity option
+
+
+@dataclass(frozen=True)
+class Point:
+    """One size of a cell on one capacity axis: `value` is the width (model.dim) or the capacity option's
+    value, `changes` the settings that make it (none for the cell's own point), `skipped` why it cannot run."""
+
+    axis: str
+    multiple: float
+    value: int
+    changes: tuple[tuple[str, Any], ...] = ()
+    skipped: str | None = None
+
+    @property
+    def own(self) -> bool:
+        """Whether this is the cell's own size, which its confirmation runs train."""
+        return not self.changes
+
+
+def parse_multiples(text: str, what: str, of: str) -> tuple[float, ...]:
+    """'0.5,2' -> (0.5, 2.0); 'none' (or nothing) -> (): that axis off. Anything else, a multiple <= 0 or of 1
+    (the confirmation runs are 1x), or one listed twice, is a one-sentence error."""
+    if text.strip().lower() in ("", "none"):
+        return ()
+    accepted = (f"accepted: comma-separated multiples of {of}, each > 0, other than 1 (the confirmation runs are "
+                f"1x) and listed once, e.g. 0.5,2, or none")
+    try:
+        multiples = tuple(float(item) for item in text.split(","))
+    except ValueError:
+        raise OptionError(f"Benchmark {what} got {text!r}; {accepted}.") from None
+    if min(multiples) <= 0 or 1.0 in multiples or len(set(multiples)) < len(multiples):
+        raise OptionError(f"Benchmark {what} got {text!r}; {accepted}.")
+    return multiples
+
+
+def changed(overrides: dict[str, dict[str, Any]], changes: tuple[tuple[str, Any], ...]) -> dict[str, dict[str, Any]]:
+    """`overrides` (section -> field -> value) with `changes` (('model.dim', 128), ...) set on top."""
+    result = {section: dict(values) for section, values in overrides.items()}
+    for key, value in changes:
+        section, name = key.split(".")
+        result[section][name] = value
+    return result
+
+
+def _width_changes(model: configs.ModelConfig, multiple: float) -> tuple[tuple[str, Any], ...]:
+    widths = (("model.dim", round(model.dim * multiple)),)
+    return widths + ((("model.head_dim", round(model.head_dim * multiple)),) if model.head_dim is not None else ())
+
+
+def points(config: configs.RunConfig, widths: tuple[float, ...], scales: tuple[float, ...],
+           resolve: Callable[[tuple[tuple[str, Any], ...]], Any]) -> tuple[Point, ...]:
+    """The capacity points of the cell whose config is `config`: on each axis asked for (widths; scales, where
+    the task declares a capacity option), the cell's own point, then one per multiple, each checked by
+    `resolve(changes)` (the cell's config with those changes, or an OptionError)."""
+    option = tasks.task_class(config.task).capacity_option
+    axes = [(WIDTH, config.model.dim, widths, lambda multiple: _width_changes(config.model, multiple))]
+    if option is not None:
+        axes.append((option, config.task_options[option], scales,
+                     lambda multiple: ((f"task.{option}", round(config.task_options[option] * multiple)),)))
+    found: list[Point] = []
+    for axis, own, multiples, changes_at in axes:
+        if not multiples:
+            continue
+        found.append(Point(axis, 1.0, own))
+        for multiple in multiples:
+            changes = changes_at(multiple)
+            value = changes[0][1]
+            if value in {point.value for point in found if point.axis == axis}:
+                found.append(Point(axis, multiple, value, changes, f"{axis} {own} x{multiple:g} rounds to {value}, "
+                                                                   "a size the cell already trains at"))
+                continue
+            try:
+                resolve(changes)
+            except ValueError as reason:  # the task, the model or the variant refuses this size
+                found.append(Point(axis, multiple, value, changes, str(reason)))
+                continue
+            found.append(Point(axis, multiple, value, changes))
+    return tuple(found)

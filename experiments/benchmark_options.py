@@ -1,0 +1,49 @@
+"""The options of `attnlab benchmark` that say what the benchmark is (its cells, seeds, learning-rate grid and
+capacity stage) and where its jobs live and run (its name, storage and workers).
+
+They live apart from `experiments.cli`, which adds the options every command shares, so that the command
+line stays short to read and building it imports neither optuna nor the benchmark (`experiments.benchmark`,
+imported by the command alone, validates the values).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from experiments import tasks
+
+DEFAULT_LR_MULTIPLES = "0.3,1,3"
+DEFAULT_CAPACITY_WIDTHS = "0.5,2"
+DEFAULT_CAPACITY_SCALES = "2"
+DEFAULT_CAPACITY_SEEDS = 1
+
+
+def capacity_options() -> str:
+    """'mqar.num_pairs, ...': each task's capacity option, for the help."""
+    return ", ".join(f"{name}.{tasks.task_class(name).capacity_option}" for name in tasks.list_tasks()
+                     if tasks.task_class(name).capacity_option is not None)
+
+
+def add_arguments(bench: argparse.ArgumentParser) -> None:
+    """The benchmark's own options; `experiments.cli` adds the shared ones (profile, --set, device, ...)."""
+    bench.add_argument("--variant", help="comma-separated (default: every variant and baseline)")
+    bench.add_argument("--task", help="comma-separated (default: the default suite)")
+    bench.add_argument("--seeds", type=int, default=3, help="fresh seeds of the confirmation (default: 3)")
+    bench.add_argument("--seed", type=int, default=0, help="the tuning runs' seed (default: 0)")
+    bench.add_argument("--lr-multiples", default=DEFAULT_LR_MULTIPLES,
+                       help="the grid: multiples of each task's lr (%(default)s)")
+    bench.add_argument("--capacity-widths", default=DEFAULT_CAPACITY_WIDTHS, metavar="MULTIPLES",
+                       help="capacity: train each confirmed cell again at these multiples of its model width "
+                            "(model.dim; the heads widen with it); none: no width axis (default: %(default)s)")
+    bench.add_argument("--capacity-scales", default=DEFAULT_CAPACITY_SCALES, metavar="MULTIPLES",
+                       help=f"capacity: and at these multiples of its task's capacity option ({capacity_options()}); "
+                            "none: no such axis (default: %(default)s)")
+    bench.add_argument("--capacity-seeds", type=int, default=DEFAULT_CAPACITY_SEEDS, metavar="N",
+                       help="capacity: the first N confirmation seeds train each point (default: %(default)s)")
+    bench.add_argument("--name", help="the benchmark's name (default: the profile)")
+    bench.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL (postgresql://...) shared by "
+                       "machines (default: the journal RUNS_DIR/benchmark/NAME/jobs.journal)")
+    bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else 1)")
+    bench.add_argument("--heartbeat-seconds", type=int, default=60, help="a job silent twice as long is retried")
+    bench.add_argument("--worker-index", type=int, metavar="I", help="run as worker I of a benchmark started with "
+                       "--workers: no page at the end")
