@@ -3,6 +3,7 @@ when it is not, the chunked selective scan equal to the plain recurrence, the co
 its options say, and each trains through the real loop."""
 
 import json
+from functools import partial
 
 import optuna
 import pytest
@@ -189,6 +190,31 @@ def test_mamba_chunked_scan_equals_the_sequential_recurrence_outputs_and_gradien
     wanted, had = torch.autograd.grad(expected, inputs, grad), torch.autograd.grad(got, inputs, grad)
     for want, have in zip(wanted, had, strict=True):
         torch.testing.assert_close(have, want, rtol=1e-9, atol=1e-11)
+
+
+def _backward_nodes(output: torch.Tensor) -> list[str]:
+    """The names of every node of the autograd graph behind `output`."""
+    seen, stack, names = set(), [output.grad_fn], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+@pytest.mark.parametrize("scan", [sequential_scan, partial(chunked_scan, chunk_size=4)], ids=["sequential", "chunked"])
+def test_mamba_scans_index_no_position_one_at_a_time(scan):
+    """x[:, t]'s backward writes a zero gradient the size of the whole sequence at every step: O(n^2) time in
+    all, which made the sequential scan's backward superlinear. Unbound slices keep it O(n): the graph's
+    indexing nodes do not grow with the length."""
+    def selects(length: int) -> int:
+        nodes = _backward_nodes(scan(*[tensor.requires_grad_() for tensor in scan_inputs(length)]))
+        return sum(name.startswith("SelectBackward") for name in nodes)
+
+    assert selects(37) == selects(19)
 
 
 def test_mamba_chunked_scan_stays_finite_where_a_plain_cumulative_sum_would_overflow():

@@ -32,12 +32,13 @@ from einops import rearrange
 def sequential_scan(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                     D: torch.Tensor) -> torch.Tensor:
     """The recurrence as written, one position at a time: y (batch, seq, channels)."""
-    batch, seq, channels = x.shape
+    batch, _, channels = x.shape
     h = x.new_zeros(batch, channels, A.shape[1])  # (batch, channels, state)
     outputs = []
-    for t in range(seq):
-        h = torch.exp(delta[:, t, :, None] * A) * h + (delta[:, t] * x[:, t])[:, :, None] * B[:, t, None, :]
-        outputs.append(torch.einsum("ben,bn->be", h, C[:, t]))
+    # unbind, not x[:, t]: each indexing's backward writes a zero tensor of the whole sequence, O(n^2) in all
+    for x_t, delta_t, B_t, C_t in zip(x.unbind(1), delta.unbind(1), B.unbind(1), C.unbind(1), strict=True):
+        h = torch.exp(delta_t[:, :, None] * A) * h + (delta_t * x_t)[:, :, None] * B_t[:, None, :]
+        outputs.append(torch.einsum("ben,bn->be", h, C_t))
     return torch.stack(outputs, dim=1) + x * D
 
 
@@ -67,9 +68,11 @@ def chunked_scan(x: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch
     inputs = (delta_ * x_)[..., None] * B_[:, :, :, None, :]  # delta B x: (batch, chunk, position, channels, state)
     local = _decayed_cumsum(inputs, log_decay)  # each chunk's states from its own inputs alone
     entering, state = [], torch.zeros_like(local[:, 0, 0])  # (batch, channels, state)
-    for chunk in range(local.shape[1]):
+    # each chunk's last position, unbound once (indexing per chunk would cost a whole-tensor gradient each)
+    ends = zip(torch.exp(log_decay[:, :, -1]).unbind(1), local[:, :, -1].unbind(1), strict=True)
+    for decay_end, local_end in ends:
         entering.append(state)
-        state = torch.exp(log_decay[:, chunk, -1]) * state + local[:, chunk, -1]
+        state = decay_end * state + local_end
     states = local + torch.exp(log_decay) * torch.stack(entering, dim=1)[:, :, None]
     y = torch.einsum("bclen,bcln->bcle", states, C_)
     return rearrange(y, "b c l e -> b (c l) e")[:, :seq] + x * D
