@@ -56,6 +56,15 @@ def _log_x(ax, values) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
+def _head_dim_panel(ax, head_dims, ylabel: str, num_keys: int) -> None:
+    """A study A panel: log head dims on x, the statistic on y, titled by its key count, legend drawn apart."""
+    style.log_axes(ax, head_dims, y=False)
+    ax.set_xlabel("head dim d_k (log scale)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"n = {num_keys} keys")
+    _no_legend(ax)
+
+
 def _no_legend(ax) -> None:
     if ax.get_legend() is not None:
         ax.get_legend().remove()
@@ -79,13 +88,9 @@ def _init_figures(init: pd.DataFrame) -> list[Drawn]:
             for label, line in cell.groupby("logits"):
                 ax.errorbar(line["head_dim"], line[statistic], yerr=line[f"{statistic}_se"], fmt="none",
                             ecolor=colours[label], capsize=3)
-            style.log_axes(ax, head_dims, y=False)
             if statistic == "jacobian_norm":
                 _log_y(ax)
-            ax.set_xlabel("head dim d_k (log scale)")
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"n = {num_keys} keys")
-            _no_legend(ax)
+            _head_dim_panel(ax, head_dims, ylabel, num_keys)
     _legend_outside(axes[0, -1])
     style.suptitle(fig, f"Study A at initialisation ({dtype}): how much weight one key takes, and how much "
                         "gradient the softmax passes, against head dim")
@@ -127,12 +132,8 @@ def _normaliser_init_figure(table: pd.DataFrame) -> Drawn:
             sns.lineplot(data=drawn[drawn["num_keys"] == num_keys], x="head_dim", y=statistic, hue="normaliser",
                          hue_order=list(colours), palette=colours, style="normalisation",
                          style_order=["scaled", "unscaled"], markers=True, errorbar=None, ax=ax)
-            style.log_axes(ax, head_dims, y=False)
             ax.set_ylim(-0.03, 1.03)
-            ax.set_xlabel("head dim d_k (log scale)")
-            ax.set_ylabel(ylabel)
-            ax.set_title(f"n = {num_keys} keys")
-            _no_legend(ax)
+            _head_dim_panel(ax, head_dims, ylabel, num_keys)
     _legend_outside(axes[0, -1])
     style.suptitle(fig, f"Study A at initialisation ({dtype}): each normaliser on the same q.k, scaled (solid) and "
                         "unscaled (dashed)")

@@ -139,7 +139,7 @@ CAPACITY = {
     "dense": {("width", 32): 0.5, ("width", 128): 1.0, ("num_pairs", 16): 0.9},
     "local": {("width", 32): 0.2, ("width", 128): 0.4, ("num_pairs", 16): None},
 }
-OWN = {"dense": [0.8, 0.6], "local": [0.3, 0.1]}  # the confirmation seeds' test accuracy, seed 1 first
+OWN = {"dense": [0.8, 0.6], "local": [0.3, 0.1]}  # the confirmation runs' test accuracy, seed 1 first
 
 
 @pytest.fixture

@@ -18,10 +18,7 @@ from analysis.render import Table
 from analysis.sections import attention as attention_section
 from analysis.sections import results as results_section
 from experiments import config as configs
-from experiments import tasks
 from experiments.launch import start_record
-from experiments.model import Transformer
-from experiments.records import RunRecord
 from experiments.train import train
 
 # variant name -> (variant, options): the softmax by default, two sparse normalisers, the kernelised family's sum
@@ -128,15 +125,10 @@ def _picture(runs_dir: Path, variant_name: str):
 
 def _exact_weights(run, caption: str) -> list[torch.Tensor]:
     """The trained model's weights, unrounded, on the example the caption names: rebuilt from the run's record."""
-    record = RunRecord(Path(run["path"]))
-    config = configs.from_dict(record.read_config())
-    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
-    model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
-                        variant=config.variant, variant_options=config.variant_options, seed=config.seed)
-    model.load_state_dict(record.load_checkpoint()["model"])
+    task, model = attention_section._trained_model(run)
     example = int(caption.split("eval example ")[1].split(" ")[0])
     with torch.no_grad():
-        return model.eval()(task.eval_set("cpu").inputs[example : example + 1], return_weights=True)[1]
+        return model(task.eval_set("cpu").inputs[example : example + 1], return_weights=True)[1]
 
 
 def test_heat_maps_of_sparsemax_mark_its_exact_zeros_apart_from_small_weights(normaliser_runs):
