@@ -124,3 +124,10 @@ def test_files_and_functions_stay_short_enough_to_read(module):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert not long, f"{module}: functions over {MAX_FUNCTION_LINES} lines: {', '.join(long)}"
+
+
+def test_no_two_test_files_share_a_name():
+    """tests/ has no __init__.py files, so pytest imports each test file by its bare name: two files of one name
+    in different folders stop the whole collection with an import mismatch."""
+    names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({name for name in names if names.count(name) > 1}) == []
