@@ -106,7 +106,7 @@ def _calibration(args: argparse.Namespace) -> int:
     device = launch.checked_device(args.device)
     problems = calibration.run(args.variant.split(","), args.task.split(",") if args.task else None,
                                profile=args.profile, seed=args.seed, device=device, runs_dir=Path(args.runs_dir),
-                               quiet=args.quiet)
+                               quiet=args.quiet, sets=args.set or [])
     written = table.write(calibration.runs_folder(Path(args.runs_dir), args.profile), args.profile, Path(args.out))
     for problem in problems:
         print(f"run {problem}", file=sys.stderr)
@@ -339,6 +339,7 @@ def _add_calibration(commands) -> None:
     calibration.add_argument("--profile", default="quick", help=PROFILE_HELP)
     calibration.add_argument("--seed", type=int, default=0)
     calibration.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
+    calibration.add_argument("--set", **SETS)
     calibration.add_argument("--out", default="docs/calibration.md", help="default: docs/calibration.md")
     _runs_dir(calibration)
     calibration.add_argument("--quiet", **QUIET)

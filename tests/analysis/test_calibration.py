@@ -18,6 +18,16 @@ def test_the_plan_is_one_run_per_task_and_variant_at_the_profiles_defaults():
     assert all(run.name.startswith(run.config.task + "-") for run in runs)
 
 
+def test_a_set_reaches_the_variants_that_have_the_option_and_names_their_runs_apart():
+    runs = calibration.plan(["dense", "lstm"], ["passkey"], profile="quick", seed=0, device="cpu",
+                            sets=["variant.normaliser=entmax15"])
+    by_variant = {run.config.variant: run for run in runs}
+    assert by_variant["dense"].config.variant_options["normaliser"] == "entmax15"
+    assert "normaliser" not in by_variant["lstm"].config.variant_options
+    plain = calibration.plan(["dense"], ["passkey"], profile="quick", seed=0, device="cpu")[0]
+    assert by_variant["dense"].name != plain.name  # both can sit in one calibration folder
+
+
 def _tiny(run):
     train = dataclasses.replace(run.config.train, steps=2, eval_every=2, checkpoint_every=2, warmup_steps=0)
     return dataclasses.replace(run, config=dataclasses.replace(run.config, train=train))
