@@ -25,17 +25,13 @@ not a row: it is listed in `attrs["skipped"]` with its reason, and the report sh
 
 from __future__ import annotations
 
-import functools
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 import variants
-from common.options import closest
-from experiments import config as configs
-from experiments import tasks
+from common.options import build_options, closest
 from experiments.config import parse_value
 from experiments.records import RecordError, RunRecord, Summary
 
@@ -72,24 +68,10 @@ def _number_or_none(value: Any) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
-@functools.cache
-def _built_normaliser(resolved: str) -> str:
-    """The normaliser of the variant's module as the run's model built it (`resolved`: the config's variant,
-    options, model and task as JSON, the cache's key); UNKNOWN_NORMALISER when this version cannot build it."""
-    config = json.loads(resolved)
-    try:
-        max_len = tasks.create_task(config["task"], profile=config["profile"], **config["task_options"]).max_len
-        module = configs.variant_module(config["variant"], configs.ModelConfig(**config["model"]), "auto",
-                                        config["variant_options"], max_len)
-    except (KeyError, TypeError, ValueError):  # a variant no longer registered, options it no longer takes
-        return UNKNOWN_NORMALISER
-    return str(module.normaliser)
-
-
 def normaliser_of(config: dict[str, Any]) -> str:
     """How a run's attention turns a row of logits into weights: the config's `variant.normaliser` where the
     variant has that option (softmax, sigmoid, sparsemax, entmax15, entmax_adaptive); else what the variant's
-    module sets for the run's options, as `variants.create` builds it (the kernelised family's `sum`, linear
+    class gives for the run's options (`Attention.normaliser_for`: the kernelised family's `sum`, linear
     attention's `none` with identity features, `softmax` for the rest); BASELINE_NORMALISER for a baseline;
     UNKNOWN_NORMALISER for a variant this version does not register (or no longer builds) and whose config
     names no normaliser."""
@@ -98,9 +80,12 @@ def normaliser_of(config: dict[str, Any]) -> str:
         return BASELINE_NORMALISER
     if isinstance(options, dict) and isinstance(options.get("normaliser"), str):
         return options["normaliser"]
-    resolved = {name: config.get(name) for name in ("variant", "variant_options", "model", "task", "profile",
-                                                    "task_options")}
-    return _built_normaliser(json.dumps(resolved, sort_keys=True, default=str))
+    try:
+        cls = variants.variant_class(config["variant"])
+        options = build_options(cls.Options, f"Variant {config['variant']!r}", dict(options or {}))
+    except (KeyError, TypeError, ValueError):  # a variant no longer registered, options it no longer takes
+        return UNKNOWN_NORMALISER
+    return cls.class_for(options).normaliser_for(options)  # the first block's (Based's window blocks: softmax)
 
 
 def _row(record: RunRecord) -> dict[str, Any]:

@@ -140,7 +140,7 @@ class Attention(nn.Module):
     # departs from its paper; `attnlab list` and the report print it. None: exact to its paper.
     approximation: ClassVar[str | None] = None
     # How a row of similarities becomes weights (`variants.normalisers`): the option of a variant whose Options
-    # inherit NormaliserOptions; a variant without it may set it per instance (the kernelised family's "sum").
+    # inherit NormaliserOptions, else this (the kernelised family's "sum"); see `normaliser_for`.
     normaliser: str = "softmax"
 
     def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str, layer_index: int = 0,
@@ -158,10 +158,15 @@ class Attention(nn.Module):
         self.max_len = max_len
         # Follows the module across .to(device), so `kernel` can answer for the device it lives on.
         self.register_buffer("_device_probe", torch.empty(0), persistent=False)
-        if isinstance(options, NormaliserOptions):
-            self.normaliser = options.normaliser
+        self.normaliser = self.normaliser_for(options)
         if self.normaliser == "entmax_adaptive":  # Correia et al.: a per head, alpha = 1 + sigmoid(a), a at random
             self.alpha_preactivation = nn.Parameter(torch.randn(num_heads))  # (heads,)
+
+    @classmethod
+    def normaliser_for(cls, options: Any) -> str:
+        """The normaliser a module of this class built with `options` uses: the `normaliser` option of one that
+        has it, else the class's (overridden where an option decides it: linear attention's identity map)."""
+        return options.normaliser if isinstance(options, NormaliserOptions) else cls.normaliser
 
     @classmethod
     def class_for(cls, options: Any, layer_index: int = 0) -> type[Attention]:

@@ -76,10 +76,10 @@ class BasedLinear(Based):
     """A linear layer: q and k projected to feature_dim, then the Taylor feature map."""
 
     complexity = Complexity("O(n d'^2 d)", 1, 1)  # d' the projected feature dim
+    normaliser = "sum"
 
     def __init__(self, options: Based.Options, **kwargs) -> None:
         super().__init__(options, **kwargs)
-        self.normaliser = "sum"
         # (heads, head_dim, feature_dim), initialised so that a projected coordinate has the variance of one of x;
         # the matrices of linear maps, decayed like a linear layer's weight (the training loop reads this).
         self.linear_weights = ("query_projection", "key_projection")

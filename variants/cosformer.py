@@ -38,14 +38,11 @@ class CosFormer(Attention):
     """ReLU features re-weighted by cos(pi/2 (i - j) / M), split into cos and sin halves; O(n d^2)."""
 
     complexity = Complexity("O(n d^2)", 1, 2)
+    normaliser = "sum"
 
     @dataclass(frozen=True)
     class Options:
         pass
-
-    def __init__(self, options: Options, **kwargs) -> None:
-        super().__init__(options, **kwargs)
-        self.normaliser = "sum"
 
     def features(self, q, k, q_pos, k_pos, causal, key_padding_mask) -> tuple[torch.Tensor, torch.Tensor]:
         horizon = max(len(q_pos), len(k_pos))  # M

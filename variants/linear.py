@@ -44,9 +44,9 @@ class LinearAttention(Attention):
             require(self.feature_map in FEATURE_MAPS, "feature_map", self.feature_map,
                     ", ".join(repr(name) for name in FEATURE_MAPS))
 
-    def __init__(self, options: Options, **kwargs) -> None:
-        super().__init__(options, **kwargs)
-        self.normaliser = "none" if options.feature_map == "identity" else "sum"
+    @classmethod
+    def normaliser_for(cls, options: Options) -> str:
+        return "none" if options.feature_map == "identity" else "sum"
 
     def features(self, q, k, q_pos, k_pos, causal, key_padding_mask) -> tuple[torch.Tensor, torch.Tensor]:
         if self.options.feature_map == "elu":

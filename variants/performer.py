@@ -84,6 +84,7 @@ class Performer(Attention):
     """FAVOR+: positive (orthogonal) random features whose dot products estimate exp(q.k / sqrt(d)); O(n m d)."""
 
     complexity = Complexity("O(n m d)", 1, 1)  # m random features
+    normaliser = "sum"
 
     approximation = ("Approximates softmax attention with num_features positive random features: unbiased in "
                      "expectation, with an error that falls as num_features grows.")
@@ -105,7 +106,6 @@ class Performer(Attention):
 
     def __init__(self, options: Options, **kwargs) -> None:
         super().__init__(options, **kwargs)
-        self.normaliser = "sum"
         self.draws = 0  # redraws so far: W was drawn from (run seed, layer index, draws)
         self.calls_since_draw = 0  # training forward calls that have used the current W
         self.num_features = options.num_features or max(1, round(self.head_dim * math.log(self.head_dim)))
