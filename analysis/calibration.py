@@ -3,7 +3,12 @@
 
 One row per run: the task, the variant as it describes itself, its position scheme, the test accuracy (the
 eval set), the validation accuracy, chance, the extra splits and evaluation lengths, the steps, wall time and
-throughput, and the command that trains the same config again.
+throughput, the commit it trained at, and the command that trains the same config again.
+
+The rows of record live in a CSV beside the page (docs/calibration.csv); the page is rendered from it. Writing
+merges: a completed run under the runs folder replaces the row of the same task, variant and seed, and every
+other row is kept as it was measured, so a calibration can be extended on another machine, or after its runs
+folder is gone, without losing or hand-copying the rows measured before.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from experiments.records import RunRecord
 from experiments.rerun import rerun_command
 
 COLUMNS = ("task", "variant", "seed", "positions", "test accuracy", "validation accuracy", "chance",
-           "splits and lengths", "steps", "wall time (s)", "tokens/s")
-ORDER = ["task", "variant_name", "seed"]
+           "splits and lengths", "steps", "wall time (s)", "tokens/s", "commit")
+RECORD = (*COLUMNS, "device", "command")  # the CSV's columns: the table's, then what the page says beside it
+KEY = ["task", "variant", "seed"]  # one row per run of the same config
 
 
 def _accuracy(value) -> str:
@@ -36,41 +42,69 @@ def _extras(run: dict) -> str:
     return "; ".join(parts) or "–"
 
 
-def _devices(runs: pd.DataFrame) -> str:
-    """The devices the runs trained on, by name where the run recorded one (a CPU's name is often empty)."""
-    names = {str(name) for name in runs["device_name"].dropna() if str(name)}
-    return ", ".join(sorted(names)) or "cpu"
+def _device(run: dict) -> str:
+    """Where a run trained, e.g. `cpu, torch 2.13.0+cpu` (a CPU's name is often empty, so the device type)."""
+    name = run.get("device_name")
+    where = str(name) if isinstance(name, str) and name else str(run.get("device") or "?")
+    return f"{where}, torch {run.get('torch_version') or '?'}"
 
 
 def rows(runs: pd.DataFrame) -> pd.DataFrame:
-    """The table's rows: completed runs only, by task, then variant."""
-    completed = runs[runs["status"] == "completed"].sort_values(ORDER, kind="stable")
-    return pd.DataFrame([
-        {"task": run["task"], "variant": run["variant_name"], "seed": run["seed"],
-         "positions": run.get("model.positions"),
+    """The records of the completed runs, by task, then variant, then seed: every column a string."""
+    completed = runs[runs["status"] == "completed"]
+    frame = pd.DataFrame([
+        {"task": run["task"], "variant": run["variant_name"], "seed": str(run["seed"]),
+         "positions": str(run.get("model.positions")),
          "test accuracy": _accuracy(run["eval_accuracy"]), "validation accuracy": _accuracy(run["val_accuracy"]),
-         "chance": _accuracy(run["chance_accuracy"]), "splits and lengths": _extras(run), "steps": int(run["steps"]),
-         "wall time (s)": f"{run['wall_seconds']:.0f}", "tokens/s": f"{run['tokens_per_second']:,.0f}"}
-        for run in completed.to_dict("records")], columns=list(COLUMNS))
+         "chance": _accuracy(run["chance_accuracy"]), "splits and lengths": _extras(run),
+         "steps": str(int(run["steps"])), "wall time (s)": f"{run['wall_seconds']:.0f}",
+         "tokens/s": f"{run['tokens_per_second']:,.0f}", "commit": (run.get("git_commit") or "unknown")[:12],
+         "device": _device(run), "command": rerun_command(RunRecord(Path(run["path"])).read_config())}
+        for run in completed.to_dict("records")], columns=list(RECORD))
+    return _sorted(frame)
 
 
-def markdown(runs_dir: Path, profile: str) -> str:
-    """The whole page: how it was made, the table, the commands, and the runs that did not complete."""
-    runs = load_runs(runs_dir)
-    table = rows(runs)
+def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    order = frame.assign(seed_number=pd.to_numeric(frame["seed"]))
+    return frame.loc[order.sort_values(["task", "variant", "seed_number"], kind="stable").index].reset_index(drop=True)
+
+
+def read_record(path: Path) -> pd.DataFrame:
+    """The rows a CSV of record holds (none where it does not exist yet); a CSV without the record's columns is a
+    ValueError naming the missing ones."""
+    if not path.exists():
+        return pd.DataFrame(columns=list(RECORD))
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [column for column in RECORD if column not in frame]
+    if missing:
+        raise ValueError(f"Calibration record {str(path)!r} lacks the columns {missing}; accepted: a CSV with the "
+                         f"columns {', '.join(RECORD)}.")
+    return frame[list(RECORD)]
+
+
+def merged(fresh: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    """The fresh rows, and every kept row whose task, variant and seed no fresh row has."""
+    fresh_keys = set(map(tuple, fresh[KEY].to_numpy()))
+    still = kept[[key not in fresh_keys for key in map(tuple, kept[KEY].to_numpy())]]
+    return _sorted(pd.concat([still, fresh], ignore_index=True))
+
+
+def markdown(table: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path, profile: str) -> str:
+    """The whole page: how it was made, the table, the commands, and the runs under `runs_dir` that did not
+    complete."""
+    devices = "; ".join(sorted(set(table["device"]))) or "none yet"
     lines = [f"# Task calibration ({profile} profile)", "",
-             f"Generated by `make calibration` from the runs under `{runs_dir}` on {time.strftime('%Y-%m-%d')}: "
-             f"{_devices(runs)}, "
-             f"{os.cpu_count()} cores, torch {', '.join(sorted(set(runs['torch_version'].dropna()))) or '?'}, "
-             f"commit {(git_commit() or 'unknown')[:12]}. Test accuracy is on each task's eval set, which nothing "
-             "selects on; chance is the task's `chance_accuracy`; wall time includes the evaluations.", "",
+             f"Generated by `make calibration` on {time.strftime('%Y-%m-%d')} from the runs under `{runs_dir}` and "
+             f"the rows measured before them, kept in `calibration.csv` beside this page (a run replaces the row of "
+             f"its task, variant and seed); written at commit {(git_commit() or 'unknown')[:12]} on a machine of "
+             f"{os.cpu_count()} cores. Each row names the commit its run trained at; the rows trained on: "
+             f"{devices}. Test accuracy is on each task's eval set, which nothing selects on; chance is the "
+             "task's `chance_accuracy`; wall time includes the evaluations.", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(str(value).replace("|", "\\|") for value in row) + " |"
-              for row in table.itertuples(index=False)]
+    lines += ["| " + " | ".join(value.replace("|", "\\|") for value in row) + " |"
+              for row in table[list(COLUMNS)].itertuples(index=False)]
     lines += ["", "Each row's run, and the command that trains it again:", ""]
-    for run in runs[runs["status"] == "completed"].sort_values(ORDER).itertuples(index=False):
-        config = RunRecord(Path(run.path)).read_config()
-        lines.append(f"- {run.task} / {run.variant_name} / seed {run.seed}: `{rerun_command(config)}`")
+    lines += [f"- {row.task} / {row.variant} / seed {row.seed}: `{row.command}`" for row in table.itertuples()]
     unfinished = runs[runs["status"] != "completed"]
     if len(unfinished) or runs.attrs["skipped"]:
         lines += ["", "Not in the table: " + "; ".join(
@@ -80,5 +114,10 @@ def markdown(runs_dir: Path, profile: str) -> str:
 
 
 def write(runs_dir: Path, profile: str, out: Path) -> Path:
-    atomic_write_text(out, markdown(runs_dir, profile))
+    """Merge the runs under `runs_dir` into the record beside `out` (`out` with the suffix .csv), then write both."""
+    runs = load_runs(runs_dir)
+    record = out.with_suffix(".csv")
+    table = merged(rows(runs), read_record(record))
+    atomic_write_text(record, table.to_csv(index=False))
+    atomic_write_text(out, markdown(table, runs, runs_dir, profile))
     return out

@@ -142,6 +142,9 @@ class Attention(nn.Module):
     # How a row of similarities becomes weights (`variants.normalisers`): the option of a variant whose Options
     # inherit NormaliserOptions, else this (the kernelised family's "sum"); see `normaliser_for`.
     normaliser: str = "softmax"
+    # Whether which keys a query attends depends on the input (Reformer's hash buckets, Sinkhorn's learned
+    # sorting): the report then draws `example_layout` on an example through the trained model, not `layout`.
+    layout_depends_on_input: ClassVar[bool] = False
 
     def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str, layer_index: int = 0,
                  run_seed: int = 0, max_len: int | None = None) -> None:
@@ -323,6 +326,12 @@ class Attention(nn.Module):
             return drawn[head if len(drawn) > 1 else 0]
         everything = torch.ones(seq_q, seq_k, dtype=torch.bool)
         return everything.tril() if causal else everything
+
+    def example_layout(self, q: torch.Tensor, k: torch.Tensor, *, causal: bool, head: int = 0) -> torch.Tensor:
+        """Float (seq_q, seq_k) in [0, 1]: how much `head` attends each pair on one example, q and k (heads, seq,
+        head_dim) after `prepare`; 1 for a pair attended outright, 0 for one never attended. Here the `layout`,
+        the same on every input; variants with `layout_depends_on_input` compute it from q and k."""
+        return self.layout(q.shape[1], k.shape[1], causal=causal, head=head).to(q.dtype)
 
     # ----------------------------------------------------------------------------------------------
 

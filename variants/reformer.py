@@ -75,6 +75,7 @@ class Reformer(Attention):
         "num_buckets": Choice((2, 4, 8, 16, 32, 64)),
         "chunk_size": Range(4, "seq_len", log=True),
     }
+    layout_depends_on_input = True
     approximation = ("Approximates softmax attention by the keys that share a query's LSH bucket; the random "
                      "rotations are drawn once per layer and head from the run's seed and kept, where the paper's "
                      "code draws new ones at every forward pass; causal, as in the paper, where the sorted chunks "
@@ -119,18 +120,12 @@ class Reformer(Attention):
         own_key = (q_pos[:, None] == k_pos[None, :]).to(scores.dtype)
         return (scores - SELF * own_key).masked_fill(~attended, -OUTSIDE)
 
-    def layout(self, seq_q: int, seq_k: int, *, causal: bool = False, head: int = 0,
-               queries: torch.Tensor | None = None) -> torch.Tensor:
-        """Bool (seq_q, seq_k) of the pairs `head` attends. Which pairs depends on the queries: with `queries`,
-        one example's (heads, seq, head_dim), the pairs it attended on that example (its buckets, chunks and
-        the rule for its own key); without, every pair it may attend (all, or j <= i when causal)."""
-        everything = super().layout(seq_q, seq_k, causal=causal, head=head)
-        if queries is None:
-            return everything
-        keys = F.normalize(queries, dim=-1)[None]  # (1, H, seq, d)
-        positions = torch.arange(queries.shape[1], device=queries.device)
-        attended = lsh_attended(lsh_buckets(keys, self.rotations), self.options.chunk_size, positions)[0, head]
-        attended = attended.cpu() & everything
-        own = torch.eye(*attended.shape, dtype=torch.bool)
+    def example_layout(self, q: torch.Tensor, k: torch.Tensor, *, causal: bool, head: int = 0) -> torch.Tensor:
+        """The pairs `head` attended on the example whose keys (heads, seq, head_dim) are k, the queries
+        normalised: its buckets, chunks and the rule for its own key (attended only when nothing else is)."""
+        positions = torch.arange(k.shape[1], device=k.device)
+        attended = lsh_attended(lsh_buckets(k[None], self.rotations), self.options.chunk_size, positions)[0, head]
+        attended = attended & self.layout(len(positions), len(positions), causal=causal, head=head).to(k.device)
+        own = torch.eye(*attended.shape, dtype=torch.bool, device=k.device)
         others = attended & ~own
-        return torch.where(others.any(dim=-1, keepdim=True), others, attended & own)
+        return torch.where(others.any(dim=-1, keepdim=True), others, attended & own).to(q.dtype)

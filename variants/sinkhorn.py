@@ -87,6 +87,7 @@ def key_blocks(k: torch.Tensor, block_size: int,
 class Sinkhorn(Attention):
     """Learned block sorting: each query block attends its own block and a soft-sorted mixture of blocks."""
 
+    layout_depends_on_input = True
     search_space = {
         "block_size": Range(2, "seq_len", log=True),
         "sinkhorn_iters": Range(0, 10),
@@ -143,14 +144,32 @@ class Sinkhorn(Attention):
         scores = F.relu(self.sort_scores(F.relu(self.sort_hidden(summaries))))[..., : blocks.shape[2]]
         return sinkhorn(scores / self.options.temperature, self.options.sinkhorn_iters, causal)
 
+    def mixture(self, k: torch.Tensor, causal: bool, key_padding_mask: torch.Tensor | None):
+        """The key blocks (B, H, N, size, d), which of their positions are real keys (B or 1, 1, N, size), the
+        mixture (B, H, I, J, t) whose entry is block J's share of position t of block I's sorted block, and the
+        cover (B, H, I, 1, t), 0 where that position is empty (no sorted-to block has a key there)."""
+        blocks, real = key_blocks(k, self.options.block_size, key_padding_mask)
+        mix = self.sorting(blocks, causal)[..., None] * real[:, :, None]
+        cover = mix.sum(dim=3, keepdim=True)
+        return blocks, real, mix / cover.clamp_min(torch.finfo(mix.dtype).tiny), cover
+
+    def example_layout(self, q: torch.Tensor, k: torch.Tensor, *, causal: bool, head: int = 0) -> torch.Tensor:
+        """On the example whose keys (heads, seq, head_dim) are k: 1 for the keys of a query's own block (up to
+        itself when causal), and for a key of another block that block's share of its position in the query's
+        sorted block (the learned soft sorting, S_IJ renormalised over the blocks that have that position)."""
+        size, seq = self.options.block_size, k.shape[1]
+        _, _, mix, _ = self.mixture(k[None], causal, None)  # (1, H, I, J, t)
+        positions = torch.arange(seq, device=k.device)
+        own = self.layout(seq, seq, causal=causal, head=head).to(k.device) & (
+            positions[:, None] // size == positions[None, :] // size)
+        from_sorted = mix[0, head][positions // size].flatten(-2)[:, :seq]  # (seq_q, N * size) -> the keys
+        return torch.where(own, torch.ones_like(from_sorted), from_sorted).clamp(max=1)
+
     def weights(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, causal: bool,
                 key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """W (B, H, len(q_pos), seq_k): each query's weight on each key, through its own block and its sorted one."""
         size = self.options.block_size
-        blocks, real = key_blocks(k, size, key_padding_mask)  # (B, H, N, size, d), (B or 1, 1, N, size)
-        mix = self.sorting(blocks, causal)[..., None] * real[:, :, None]  # (B, H, I, J, t): J's share of I's t
-        cover = mix.sum(dim=3, keepdim=True)  # (B, H, I, 1, t); 0 where position t of I's sorted block is empty
-        mix = mix / cover.clamp_min(torch.finfo(mix.dtype).tiny)
+        blocks, real, mix, cover = self.mixture(k, causal, key_padding_mask)
         sorted_keys = torch.einsum("bhijt,bhjtd->bhitd", mix, blocks)
         rows, within = torch.div(q_pos, size, rounding_mode="floor"), q_pos % size
         local = real[:, :, rows]  # (B or 1, 1, seq_q, size): the real keys of each query's block

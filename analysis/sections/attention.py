@@ -1,5 +1,6 @@
-"""The report's attention pictures: heat maps of trained models' attention weights, and the layouts of
-the local and sparse variants the runs used.
+"""The report's attention pictures: heat maps of trained models' attention weights, the layouts of the local
+and sparse variants the runs used, and, for variants whose layout depends on the input (Reformer's hash buckets,
+Sinkhorn's learned sorting), the layout each trained model really used on an example.
 
 The weights are those of each variant's reference formula (`return_weights=True`): the softmax of its logits,
 another normaliser's weights, the kernelised family's normalised phi(q).phi(k), or the low-rank family's product
@@ -20,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 import torch
-from matplotlib.colors import ListedColormap
+from matplotlib.colors import LinearSegmentedColormap, ListedColormap
 from matplotlib.patches import Patch
 
 import variants
@@ -44,14 +45,22 @@ MAX_LAYOUT_DRAWN = 128  # positions of a layout drawn (the top-left corner of lo
 ZERO_COLOUR, ZERO_COLOUR_NAME = "#f28e2b", "orange"  # exact zeros: apart from Blues and from RdBu_r's white centre
 
 
-def _attention_runs(context: Context) -> pd.DataFrame:
-    """A handful of completed runs with a checkpoint: the lowest seed of each (task, variant, setting); baselines
-    have no attention weights to draw."""
+def _checkpointed_runs(context: Context) -> pd.DataFrame:
+    """The completed attention runs with a checkpoint, the lowest seed of each (task, variant, setting);
+    baselines have no attention to draw."""
     completed = context.completed
     candidates = completed[~completed["variant"].map(variants.is_baseline).astype(bool)]
     candidates = candidates.sort_values(["task", "label", "seed", "run_id"])
     candidates = candidates[[Path(path, "checkpoint.pt").is_file() for path in candidates["path"]]]
-    return candidates.drop_duplicates(["task", "label"]).head(MAX_ATTENTION_RUNS)
+    return candidates.drop_duplicates(["task", "label"])
+
+
+def _farthest_example(task: tasks.Task) -> tuple[tasks.Batch, torch.Tensor, int]:
+    """The eval set, each example's farthest dependency, and the example whose dependency lies farthest back."""
+    eval_set = task.eval_set("cpu")
+    scored = eval_set.targets != tasks.IGNORE
+    farthest = torch.where(scored, eval_set.distance, -1).max(dim=1).values
+    return eval_set, farthest, int(farthest.argmax())
 
 
 def _trained_model(run: pd.Series) -> tuple[tasks.Task, Transformer]:
@@ -116,10 +125,8 @@ def _attention_picture(run: pd.Series, index: int) -> Figure:
     per layer and head, exact zeros at seen keys marked (module docstring); raises ValueError (RecordError,
     OptionError) or RuntimeError for unusable records."""
     task, model = _trained_model(run)
-    eval_set = task.eval_set("cpu")
+    eval_set, farthest, example = _farthest_example(task)
     scored = eval_set.targets != tasks.IGNORE
-    farthest = torch.where(scored, eval_set.distance, -1).max(dim=1).values
-    example = int(farthest.argmax())
     inputs = eval_set.inputs[example : example + 1]
     with torch.no_grad():
         _, weights = model(inputs, return_weights=True)  # per layer (1, H, T, T)
@@ -204,13 +211,80 @@ def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
                              "attended", fig, pd.DataFrame(data))
 
 
+def _example_layouts(model: Transformer, inputs: torch.Tensor) -> list[list[torch.Tensor]]:
+    """Per layer and head, `example_layout` (seq, seq) on `inputs` (1, seq) through the trained model: each
+    block's q and k as it computed them, after the variant's `prepare`."""
+    drawn = []
+    with torch.no_grad():
+        x = model.embedded(inputs)  # (1, T, dim)
+        for block in model.blocks:
+            q, k = block.attn.prepare(*block.heads_qkv(x)[:2])  # (1, H, T, head_dim) each
+            drawn.append([block.attn.example_layout(q[0], k[0], causal=model.config.causal, head=head)
+                          for head in range(block.attn.num_heads)])
+            x, _ = block(x, model.config.causal)
+    return drawn
+
+
+def _example_layout_figure(context: Context, run: pd.Series, index: int) -> Figure:
+    """The pairs a Reformer or Sinkhorn model attended on the eval example with the farthest dependency, per layer
+    and head (the first MAX_LAYOUT_DRAWN positions); raises as `_trained_model` does."""
+    task, model = _trained_model(run)
+    eval_set, farthest, example = _farthest_example(task)
+    drawn = _example_layouts(model, eval_set.inputs[example : example + 1])
+    shown = min(task.seq_len, MAX_LAYOUT_DRAWN)
+    depth, heads = len(drawn), len(drawn[0])
+    fig, axes = figures.figure(depth, heads, width=3.8 * heads, height=4.0 * depth)
+    cmap = LinearSegmentedColormap.from_list("attended", ["white", context.colour(run["variant_name"])])
+    positions, step = [str(position) for position in range(shown)], max(1, math.ceil(shown / 16))
+    data = []
+    for layer, per_head in enumerate(drawn):
+        for head, matrix in enumerate(per_head):
+            share = matrix[:shown, :shown].numpy()
+            figures.heatmap(axes[layer, head], share, positions, positions, every=step, vmin=0, vmax=1, cmap=cmap,
+                            square=True, cbar=head == heads - 1, cbar_kws={"shrink": 0.6, "label": "attended"})
+            ax = axes[layer, head]
+            ax.set_title(f"layer {layer}, head {head}", fontsize=10)
+            ax.set_xlabel("key position")
+            ax.set_ylabel("query position")
+            ax.tick_params(labelsize=8)
+            data += [{"layer": layer, "head": head, "query": int(query), "key": int(key),
+                      "attended": round(float(share[query, key]), 5)}
+                     for query, key in zip(*share.nonzero(), strict=True)]
+    corner = "" if shown == task.seq_len else f", first {shown} of {task.seq_len} positions"
+    figures.suptitle(fig, f"{run['label']} on {run['task']} (seed {run['seed']}): the pairs attended on eval example "
+                          f"{example}, farthest dependency {int(farthest[example])}{corner}")
+    caption = (f"{run['label']} on {run['task']}, run {run['run_id']}: which keys each query attended on eval example "
+               f"{example} (the one whose dependency lies farthest back), per layer and head, computed by the trained "
+               "model from that example's own queries and keys, since this variant's layout depends on its input: 1 "
+               "(full colour) for a pair attended outright, a fraction for a key reached through a soft mixture (the "
+               "share of that key in Sinkhorn's sorted block), white for a pair not attended")
+    return Figure(f"example-layout-{index:02d}-{shared.slug(run['task'])}-{shared.slug(run['variant_name'])}",
+                  caption, fig, pd.DataFrame(data))
+
+
+def _example_layout_blocks(context: Context, problems: list[dict[str, str]]) -> list[Block]:
+    """A figure per run of a variant whose layout depends on its input, at most MAX_LAYOUTS."""
+    runs = _checkpointed_runs(context)
+    if runs.empty:
+        return []
+    runs = runs[runs["variant"].map(lambda name: variants.variant_class(name).layout_depends_on_input).astype(bool)]
+    blocks: list[Block] = []
+    for index, (_, run) in enumerate(runs.head(MAX_LAYOUTS).iterrows()):
+        try:
+            blocks.append(_example_layout_figure(context, run, index))
+        except (ValueError, RuntimeError, KeyError) as error:
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            problems.append({"run": run["run_id"], "reason": f"layout on an example not drawn ({reason})"})
+    return blocks
+
+
 @section("attention", "Attention pictures")
 def attention(context: Context) -> list[Block]:
     blocks: list[Block] = [Text(
         f"Heat maps of trained models' attention (rows: queries, columns: keys, labelled 'position token'), for "
         f"the lowest seed of each task and variant, at most {MAX_ATTENTION_RUNS} checkpoints."
     )]
-    chosen = _attention_runs(context)
+    chosen = _checkpointed_runs(context).head(MAX_ATTENTION_RUNS)
     problems = []
     for index, (_, run) in enumerate(chosen.iterrows()):
         try:
@@ -235,5 +309,6 @@ def attention(context: Context) -> list[Block]:
         blocks.append(_layout_figure(context, layouts[:MAX_LAYOUTS]))
     else:
         blocks.append(Text("No local or sparse variant among the runs: no layout to draw."))
+    blocks += _example_layout_blocks(context, problems)
     blocks += shared.problems_table("attention-problems", "Runs whose pictures could not be drawn", problems)
     return blocks

@@ -2,6 +2,9 @@
 
 import dataclasses
 
+import pandas as pd
+import pytest
+
 from analysis import calibration as table
 from experiments import calibration, tasks
 from experiments import config as configs
@@ -48,6 +51,44 @@ def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp
                 in page)
     assert page.count("make experiment VARIANT=") == 2 and "train.steps=2" in page
     assert "Not in the table" not in page
+    commit = table.load_runs(folder)["git_commit"].iloc[0]
+    assert set(frame["commit"]) == {(commit or "unknown")[:12]}
+
+
+def _record_row(**values) -> dict:
+    row = dict.fromkeys(table.RECORD, "–")
+    row.update(values)
+    return row
+
+
+def test_writing_keeps_the_rows_of_runs_no_longer_here_and_replaces_those_run_again(tmp_path):
+    run = _tiny(calibration.plan(["dense"], ["passkey"], profile="quick", seed=0, device="cpu")[0])
+    folder = calibration.runs_folder(tmp_path, "quick")
+    assert train_all([run], folder, workers=1, quiet=True, threads=None) == []
+    variant = configs.described_variant(run.config)
+    earlier = pd.DataFrame([
+        _record_row(task="passkey", variant=variant, seed="0", **{"test accuracy": "0.123", "commit": "aaaaaaaaaaaa"}),
+        _record_row(task="mqar", variant="gru", seed="0", **{"test accuracy": "0.456", "commit": "bbbbbbbbbbbb",
+                                                              "command": "make experiment VARIANT=gru TASK=mqar"}),
+        _record_row(task="passkey", variant=variant, seed="1", **{"test accuracy": "0.789", "commit": "cccccccccccc"}),
+    ])
+    (tmp_path / "calibration.csv").write_text(earlier.to_csv(index=False))
+
+    page = table.write(folder, "quick", tmp_path / "calibration.md").read_text()
+    record = table.read_record(tmp_path / "calibration.csv")
+    assert list(zip(record["task"], record["variant"], record["seed"], strict=True)) == [
+        ("mqar", "gru", "0"), ("passkey", variant, "0"), ("passkey", variant, "1")]
+    fresh = record[(record["task"] == "passkey") & (record["seed"] == "0")].iloc[0]
+    accuracy = table.load_runs(folder)["eval_accuracy"].iloc[0]
+    assert fresh["test accuracy"] == f"{accuracy:.3f}" and fresh["commit"] != "aaaaaaaaaaaa"
+    assert "0.123" not in page and "| 0.456 |" in page and "| 0.789 |" in page and "| bbbbbbbbbbbb |" in page
+    assert "- mqar / gru / seed 0: `make experiment VARIANT=gru TASK=mqar`" in page
+
+
+def test_a_record_without_the_columns_is_refused_naming_them(tmp_path):
+    (tmp_path / "calibration.csv").write_text("task,variant\npasskey,dense\n")
+    with pytest.raises(ValueError, match=r"lacks the columns \['seed'"):
+        table.read_record(tmp_path / "calibration.csv")
 
 
 def test_a_run_that_did_not_complete_is_named_under_the_table(tmp_path):
@@ -55,5 +96,6 @@ def test_a_run_that_did_not_complete_is_named_under_the_table(tmp_path):
     folder = calibration.runs_folder(tmp_path, "quick")
     folder.mkdir(parents=True)
     train(run.config, open_record(folder, run), quiet=True, should_stop=lambda step: step >= 1)
-    page = table.markdown(folder, "quick")
+    page = table.write(folder, "quick", tmp_path / "calibration.md").read_text()
     assert "Not in the table" in page and "(interrupted)" in page
+    assert table.read_record(tmp_path / "calibration.csv").empty  # an unfinished run is no row of record

@@ -91,8 +91,11 @@ def test_reformer_draws_on_an_example_the_pairs_it_attends_and_its_own_key_only_
     with torch.no_grad():
         _, weights = module(q, k, v, causal=causal, return_weights=True)
     alone = 0
+    prepared_q, prepared_k = module.prepare(q[0], q[0])  # the keys are the queries, normalised
     for head in range(HEADS):
-        drawn = module.layout(12, 12, causal=causal, head=head, queries=q[0].detach())
+        drawn = module.example_layout(prepared_q, prepared_k, causal=causal, head=head)
+        assert set(drawn.unique().tolist()) <= {0.0, 1.0}
+        drawn = drawn.bool()
         assert torch.equal(drawn, weights[0, head] > 0)
         own = drawn.diagonal()
         assert (drawn.sum(dim=-1)[own] == 1).all()  # the own key is attended only alone
@@ -234,6 +237,36 @@ def test_sinkhorn_with_a_hard_permutation_attends_its_own_block_and_the_block_so
         expected[:, :, i] = torch.einsum("bhj,bhjd->bhd", logits.softmax(dim=-1), v[:, :, chosen])
     with torch.no_grad():
         assert torch.allclose(module(q, k, v), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_sinkhorn_draws_on_an_example_its_own_block_and_the_blocks_sorted_to_it(monkeypatch, causal):
+    module = create("sinkhorn", block_size=2)
+    # Block I gets block I - 1 (block 0 none: causal sorting allows only earlier blocks), or, not causal, an even
+    # mixture of the other two.
+    permutation = (torch.tensor([[0, 0, 0], [1, 0, 0], [0, 1, 0]]) if causal
+                   else torch.tensor([[0, 0.5, 0.5], [0.5, 0, 0.5], [0.5, 0.5, 0]])).double()
+    monkeypatch.setattr(module, "sorting", lambda keys, causal: permutation.expand(1, HEADS, 3, 3))
+    _, k, _, _ = random_inputs(1, 6, 6, seed=5, heads=HEADS, head_dim=HEAD_DIM)
+    expected = torch.zeros(6, 6, dtype=torch.float64)
+    for i, j in itertools.product(range(6), range(6)):
+        if i // 2 == j // 2:
+            expected[i, j] = float(j <= i or not causal)
+        else:
+            expected[i, j] = permutation[i // 2, j // 2]
+    for head in range(HEADS):
+        assert torch.equal(module.example_layout(k[0], k[0], causal=causal, head=head), expected)
+
+
+def test_a_layout_the_input_does_not_change_is_drawn_on_an_example_as_it_is_everywhere():
+    _, k, _, _ = random_inputs(1, 10, 10, seed=6, heads=HEADS, head_dim=HEAD_DIM)
+    for name, options in [("local", {"window": 4}), ("dense", {})]:
+        module = create(name, **options)
+        assert not module.layout_depends_on_input
+        for causal in (False, True):
+            assert torch.equal(module.example_layout(k[0], k[0], causal=causal).bool(),
+                               module.layout(10, 10, causal=causal))
+    assert create("reformer").layout_depends_on_input and create("sinkhorn").layout_depends_on_input
 
 
 # -- Synthesizer --------------------------------------------------------------------------------------------
