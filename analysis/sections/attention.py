@@ -211,6 +211,11 @@ def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
                              "attended", fig, pd.DataFrame(data))
 
 
+def _reason(error: Exception) -> str:
+    """An error's first line, for the table of runs whose pictures could not be drawn."""
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
 def _example_layouts(model: Transformer, inputs: torch.Tensor) -> list[list[torch.Tensor]]:
     """Per layer and head, `example_layout` (seq, seq) on `inputs` (1, seq) through the trained model: each
     block's q and k as it computed them, after the variant's `prepare`."""
@@ -240,9 +245,9 @@ def _example_layout_figure(context: Context, run: pd.Series, index: int) -> Figu
     for layer, per_head in enumerate(drawn):
         for head, matrix in enumerate(per_head):
             share = matrix[:shown, :shown].numpy()
-            figures.heatmap(axes[layer, head], share, positions, positions, every=step, vmin=0, vmax=1, cmap=cmap,
-                            square=True, cbar=head == heads - 1, cbar_kws={"shrink": 0.6, "label": "attended"})
             ax = axes[layer, head]
+            figures.heatmap(ax, share, positions, positions, every=step, vmin=0, vmax=1, cmap=cmap, square=True,
+                            cbar=head == heads - 1, cbar_kws={"shrink": 0.6, "label": "attended"})
             ax.set_title(f"layer {layer}, head {head}", fontsize=10)
             ax.set_xlabel("key position")
             ax.set_ylabel("query position")
@@ -267,14 +272,15 @@ def _example_layout_blocks(context: Context, problems: list[dict[str, str]]) -> 
     runs = _checkpointed_runs(context)
     if runs.empty:
         return []
-    runs = runs[runs["variant"].map(lambda name: variants.variant_class(name).layout_depends_on_input).astype(bool)]
+    registered = set(variants.list_variants())  # a run of a variant since removed is drawn nowhere
+    runs = runs[[name in registered and variants.variant_class(name).layout_depends_on_input
+                 for name in runs["variant"]]]
     blocks: list[Block] = []
     for index, (_, run) in enumerate(runs.head(MAX_LAYOUTS).iterrows()):
         try:
             blocks.append(_example_layout_figure(context, run, index))
         except (ValueError, RuntimeError, KeyError) as error:
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            problems.append({"run": run["run_id"], "reason": f"layout on an example not drawn ({reason})"})
+            problems.append({"run": run["run_id"], "reason": f"layout on an example not drawn ({_reason(error)})"})
     return blocks
 
 
@@ -290,8 +296,7 @@ def attention(context: Context) -> list[Block]:
         try:
             blocks.append(_attention_picture(run, index))
         except (ValueError, RuntimeError, KeyError) as error:
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            problems.append({"run": run["run_id"], "reason": f"attention not drawn ({reason})"})
+            problems.append({"run": run["run_id"], "reason": f"attention not drawn ({_reason(error)})"})
     if chosen.empty:
         blocks.append(Text("No completed run with a checkpoint to draw attention from."))
     layouts = []
