@@ -70,11 +70,15 @@ def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_record(path: Path) -> pd.DataFrame:
-    """The rows a CSV of record holds (none where it does not exist yet); a CSV without the record's columns is a
-    ValueError naming the missing ones."""
+    """The rows a CSV of record holds (none where it does not exist yet); an unreadable file, or a CSV without the
+    record's columns, is a ValueError naming what is wrong."""
     if not path.exists():
         return pd.DataFrame(columns=list(RECORD))
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (ValueError, UnicodeDecodeError) as error:  # pandas' parser and empty-file errors are ValueErrors
+        raise ValueError(f"Calibration record {str(path)!r} is not a readable CSV ({str(error).splitlines()[0]}); "
+                         f"accepted: a CSV with the columns {', '.join(RECORD)}.") from None
     missing = [column for column in RECORD if column not in frame]
     if missing:
         raise ValueError(f"Calibration record {str(path)!r} lacks the columns {missing}; accepted: a CSV with the "

@@ -104,6 +104,7 @@ def _calibration(args: argparse.Namespace) -> int:
     from experiments import calibration
 
     device = launch.checked_device(args.device)
+    table.read_record(Path(args.out).with_suffix(".csv"))  # a record it could not merge into is refused before training
     problems = calibration.run(args.variant.split(","), args.task.split(",") if args.task else None,
                                profile=args.profile, seed=args.seed, device=device, runs_dir=Path(args.runs_dir),
                                quiet=args.quiet, sets=args.set or [])

@@ -85,6 +85,13 @@ def test_writing_keeps_the_rows_of_runs_no_longer_here_and_replaces_those_run_ag
     assert "- mqar / gru / seed 0: `make experiment VARIANT=gru TASK=mqar`" in page
 
 
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe\x00garbage", b'"unterminated\n'], ids=["empty", "binary", "quote"])
+def test_an_unreadable_record_is_refused_in_one_sentence(tmp_path, content):
+    (tmp_path / "calibration.csv").write_bytes(content)
+    with pytest.raises(ValueError, match=r"^Calibration record .* is not a readable CSV \(.*\); accepted: a CSV"):
+        table.read_record(tmp_path / "calibration.csv")
+
+
 def test_a_record_without_the_columns_is_refused_naming_them(tmp_path):
     (tmp_path / "calibration.csv").write_text("task,variant\npasskey,dense\n")
     with pytest.raises(ValueError, match=r"lacks the columns \['seed'"):

@@ -130,6 +130,14 @@ def test_bad_input_gets_one_sentence_and_exit_code_2(tmp_path, args, fragments):
     assert not any(tmp_path.iterdir())  # nothing was created
 
 
+def test_a_calibration_record_it_cannot_merge_into_is_refused_before_anything_trains(tmp_path):
+    (tmp_path / "calibration.csv").write_text("task,variant\npasskey,dense\n")
+    line = one_line_error(attnlab("calibration", "--variant", "dense", "--task", "passkey", "--runs-dir",
+                                  str(tmp_path / "runs"), "--out", str(tmp_path / "calibration.md")))
+    assert "calibration.csv" in line and "lacks the columns" in line
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "calibration.md").exists()
+
+
 def test_a_corrupt_checkpoint_is_named_and_left_as_it_was(tmp_path):
     attnlab("run", *TINY, "--set", "train.steps=10", "--runs-dir", str(tmp_path), "--quiet", check=True)
     run = only_run(tmp_path)
