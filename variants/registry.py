@@ -22,6 +22,10 @@ def _check_kernels(name: str, cls: type) -> None:
     if unread:  # the reference is the truth every other kernel is tested against
         raise ValueError(f"Variant {name!r} overrides {', '.join(unread)}, which the reference kernel does not "
                          "read; accepted: override pair_bias, which sdpa and blocked read through logit_bias.")
+    if cls.layout_depends_on_input and cls.example_layout is Attention.example_layout:
+        raise ValueError(f"Variant {name!r} says its layout depends on the input but does not override "
+                         "example_layout, so the report would draw the input-independent layout as the one that ran; "
+                         "accepted: override example_layout, or layout_depends_on_input = False.")
 
 
 VARIANTS = Registry("variant", _check_kernels)

@@ -50,6 +50,15 @@ def test_a_variant_overriding_a_hook_the_reference_does_not_read_is_refused_when
         VARIANTS.register("biased_only")(Biased)
 
 
+def test_a_variant_whose_layout_depends_on_the_input_without_drawing_it_is_refused_when_registered():
+    class Hashed(Dense):
+        layout_depends_on_input = True
+
+    with pytest.raises(ValueError, match=r"^Variant 'hashed_undrawn' says its layout depends on the input but does "
+                                         r"not override example_layout"):
+        VARIANTS.register("hashed_undrawn")(Hashed)
+
+
 def test_a_variant_that_overrides_score_mod_runs_only_where_score_mod_is_read_without_a_kernel_list():
     class Capped(Dense):
         def score_mod(self, q, k, q_pos, causal):
