@@ -355,7 +355,7 @@ def test_the_layout_figure_draws_bigbirds_random_blocks_as_the_run_drew_them(tmp
              "causal": False, "seq_len": 48, "seed": 3}
     figure = attention._layout_figure(SimpleNamespace(colour=lambda name: "#123456"), [entry])
     drawn = torch.zeros(48, 48, dtype=torch.bool)
-    drawn[figure.data["query"].to_numpy(), figure.data["key"].to_numpy()] = True
+    drawn[figure.data["query"].to_numpy(copy=True), figure.data["key"].to_numpy(copy=True)] = True
 
     model = Transformer(config.model, vocab_size=8, num_classes=2, max_len=48, variant="sparse",
                         variant_options=config.variant_options, seed=3)
