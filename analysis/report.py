@@ -34,13 +34,14 @@ REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 def default_name(study: str | None, filters: Mapping[str, list[str]]) -> str:
-    """The study's name, or the filters as a name ('task-passkey_variant-local'), or 'all'."""
+    """The study's name, or the filters as a plain name (REPORT_NAME: 'task-passkey_variant-local',
+    'variant-sinkhorn-or-reformer' for a column given two values), or 'all'."""
     if study:
         return study
     if not filters:
         return "all"
-    name = "_".join(f"{column}-{'+'.join(values)}" for column, values in filters.items())
-    return re.sub(r"[^A-Za-z0-9._+-]", "-", name).strip("-.")[:100] or "filtered"
+    name = "_".join(f"{column}-{'-or-'.join(values)}" for column, values in filters.items())
+    return re.sub(r"\.\.+", ".", re.sub(r"[^A-Za-z0-9._-]", "-", name)).strip("-._")[:100] or "filtered"
 
 
 def _swap_in(built: Path, target: Path) -> None:

@@ -234,6 +234,23 @@ def test_a_missing_runs_folder_or_unknown_study_or_filter_column_is_a_one_senten
     assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
 
 
+@pytest.mark.parametrize("filters, expected", [
+    ({"variant": ["sinkhorn", "reformer"], "task": ["passkey"]}, "variant-sinkhorn-or-reformer_task-passkey"),
+    ({"variant": ["../up", "a b+c"]}, "variant-.-up-or-a-b-c"),
+    ({"variant": ["..."]}, "variant"),
+])
+def test_a_report_named_after_its_filters_gets_a_plain_name_whatever_the_values(filters, expected):
+    from analysis.report import REPORT_NAME, default_name
+
+    name = default_name(None, filters)
+    assert name == expected and REPORT_NAME.fullmatch(name) and ".." not in name
+
+
+def test_a_report_filtered_on_two_values_of_a_column_is_written_under_its_derived_name(tmp_path, runs_dir):
+    report = build_report(runs_dir, tmp_path / "reports", filters="variant=dense,variant=local")
+    assert report.parent.name == "variant-dense-or-local" and report.is_file()
+
+
 def test_a_folder_that_is_not_a_report_is_never_replaced(tmp_path):
     (tmp_path / "runs").mkdir()
     (tmp_path / "reports" / "all").mkdir(parents=True)
