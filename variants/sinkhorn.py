@@ -144,7 +144,8 @@ class Sinkhorn(Attention):
         scores = F.relu(self.sort_scores(F.relu(self.sort_hidden(summaries))))[..., : blocks.shape[2]]
         return sinkhorn(scores / self.options.temperature, self.options.sinkhorn_iters, causal)
 
-    def mixture(self, k: torch.Tensor, causal: bool, key_padding_mask: torch.Tensor | None):
+    def mixture(self, k: torch.Tensor, causal: bool, key_padding_mask: torch.Tensor | None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The key blocks (B, H, N, size, d), which of their positions are real keys (B or 1, 1, N, size), the
         mixture (B, H, I, J, t) whose entry is block J's share of position t of block I's sorted block, and the
         cover (B, H, I, 1, t), 0 where that position is empty (no sorted-to block has a key there)."""
