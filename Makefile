@@ -23,7 +23,7 @@ NAME ?=
 SETTING ?= quick
 SEEDS ?=
 
-.PHONY: setup test lint list experiment sweep benchmark report saturation calibration bench-variants bench-train gpu-check
+.PHONY: setup test lint list experiment sweep benchmark benchmark-estimate report saturation calibration bench-variants bench-train gpu-check
 
 setup: $(STAMP)
 
@@ -56,11 +56,17 @@ sweep: setup
 		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
 
 # Every variant and baseline on the suite unless VARIANT or TASK is given on the command line.
+BENCHMARK = $(BIN)/attnlab benchmark $(if $(filter command line,$(origin VARIANT)),--variant $(VARIANT)) \
+	$(if $(TASK),--task $(TASK)) $(if $(SEEDS),--seeds $(SEEDS)) --profile $(PROFILE) \
+	$(if $(WORKERS),--workers $(WORKERS)) $(if $(STORAGE),--storage '$(STORAGE)') $(if $(NAME),--name $(NAME)) \
+	$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) --out $(OUT) $(ARGS)
+
 benchmark: setup
-	$(BIN)/attnlab benchmark $(if $(filter command line,$(origin VARIANT)),--variant $(VARIANT)) \
-		$(if $(TASK),--task $(TASK)) $(if $(SEEDS),--seeds $(SEEDS)) --profile $(PROFILE) \
-		$(if $(WORKERS),--workers $(WORKERS)) $(if $(STORAGE),--storage '$(STORAGE)') $(if $(NAME),--name $(NAME)) \
-		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) --out $(OUT) $(ARGS)
+	$(BENCHMARK)
+
+# How long the same benchmark (or what remains of it) will take here, measured; it trains nothing.
+benchmark-estimate: setup
+	$(BENCHMARK) --estimate
 
 report: setup
 	$(BIN)/attnlab report --runs-dir $(RUNS_DIR) --out $(OUT) $(if $(STUDY),--study $(STUDY)) \

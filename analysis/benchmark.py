@@ -248,7 +248,7 @@ def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
                   "over the tasks and the tasks where its model is more than 10% larger than dense's (the Long Range "
                   "Arena's rule for a fair comparison)", shown, data=board),
             *(Text(line) for line in separation(cells))]),
-        Section("axes", "Length, speed of learning and capacity", axes(ledger, cells)),
+        Section("axes", "Distance, length, speed of learning and capacity", axes(ledger, cells)),
         Section("cells", "Cells", [Table("cells", "Every cell: tuning (validation accuracy per learning rate), the "
                                          "chosen learning rate, test accuracy over seeds, size and cost",
                                          shown_cells, data=cells)]),

@@ -1,5 +1,7 @@
 """The benchmark's axes beside its leaderboard, read from the confirmation runs' figures in the storage:
 
+- distance: the test accuracy per dependency-distance bucket of each task (how many positions back the
+  evidence lies), mean over the seeds, a line per variant;
 - length: the test accuracy at each evaluation length of a task that evaluates at lengths beyond its
   training length (1x, 2x, 4x where the task's profile does, e.g. induction), mean over the seeds;
 - speed of learning: the steps and the wall time a confirmation run takes to first reach 90% of the task's
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 
 import pandas as pd
 import seaborn as sns
@@ -51,6 +54,38 @@ def length_table(ledger: Ledger) -> pd.DataFrame:
                          "test accuracy": statistics.fmean(accuracies) if accuracies else math.nan,
                          "seeds": len(accuracies)})
     return pd.DataFrame(rows, columns=["variant", "task", "length", "x training length", "test accuracy", "seeds"])
+
+
+DISTANCE_COLUMNS = ["variant", "task", "lo", "hi", "distance", "test accuracy", "seeds"]
+
+
+def distance_table(ledger: Ledger) -> pd.DataFrame:
+    """One row per (variant, task, dependency-distance bucket lo..hi): the bucket's middle and the mean test
+    accuracy there over the confirmation seeds that have it."""
+    rows = []
+    for state in ledger.cells:
+        accuracies: dict[tuple[int, int], list[float]] = {}
+        for result in _confirmed(state):
+            for bucket in result.get("accuracy_by_distance", []):
+                if bucket.get("accuracy") is not None:
+                    accuracies.setdefault((bucket["lo"], bucket["hi"]), []).append(bucket["accuracy"])
+        rows += [{"variant": state.cell.variant, "task": state.cell.task, "lo": lo, "hi": hi, "distance": (lo + hi) / 2,
+                  "test accuracy": statistics.fmean(values), "seeds": len(values)}
+                 for (lo, hi), values in sorted(accuracies.items())]
+    return pd.DataFrame(rows, columns=DISTANCE_COLUMNS)
+
+
+def distance_blocks(ledger: Ledger) -> list[Block]:
+    """Accuracy against dependency distance: one panel per task, a line per variant."""
+    table = distance_table(ledger)
+    if table.empty:
+        return [Text("Distance: no confirmation run reports its accuracy by dependency distance yet.")]
+    return [_per_task_figure(table, ledger.benchmark, "distance", "distance",
+                             lambda task, rows: "dependency distance (tokens back; middle of each bucket)",
+                             lambda task, rows: f"{task}: test accuracy by dependency distance", log_x=False,
+                             caption="Distance: test accuracy per dependency-distance bucket (how many positions "
+                                     "back the evidence lies), one line per variant, mean over the confirmation "
+                                     "seeds")]
 
 
 def _first_reach(curve: list[list[float]], threshold: float) -> tuple[float, float] | None:
@@ -146,29 +181,43 @@ def _capacity_shown(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task", "variant", *sorted(labels, key=labels.__getitem__), "sizes"])
 
 
-def _capacity_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, what: str) -> Figure:
-    """One panel per task of `table` (one axis each): test accuracy against the axis's value, a line per
-    variant."""
+def _per_task_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, x: str,
+                     xlabel: Callable[[str, pd.DataFrame], str], title: Callable[[str, pd.DataFrame], str], *,
+                     log_x: bool, caption: str) -> Figure:
+    """One panel per task of `table` (its rows with a test accuracy): test accuracy against column `x`, a line per
+    variant; `xlabel` and `title` of each panel from its task and rows."""
     task_names = list(dict.fromkeys(table["task"]))
     columns = min(PANELS_PER_ROW, len(task_names))
     fig, panels = figures.figure(math.ceil(len(task_names) / columns), columns)
     colours = figures.palette(benchmark.variants)
     for index, (ax, task) in enumerate(zip(panels.flat, task_names, strict=False)):
-        frame = table[(table["task"] == task) & table["test accuracy"].notna()]
-        axis = table[table["task"] == task]["axis"].iloc[0]
+        rows = table[table["task"] == task]
+        frame = rows[rows["test accuracy"].notna()]
         if not frame.empty:
-            sns.lineplot(data=frame, x="value", y="test accuracy", hue="variant", palette=colours, marker="o",
+            sns.lineplot(data=frame, x=x, y="test accuracy", hue="variant", palette=colours, marker="o",
                          errorbar=None, ax=ax, legend=index == 0)
-            if (frame["value"] > 0).all():
-                figures.log_axes(ax, frame["value"], y=False)
+            if log_x and (frame[x] > 0).all():
+                figures.log_axes(ax, frame[x], y=False)
         accuracy_axis(ax)
         ax.set_ylabel("test accuracy (fraction correct)")
-        ax.set_xlabel("model width (model.dim)" if axis == WIDTH else f"{axis} (task option)")
-        ax.set_title(f"{task}: test accuracy by {'width' if axis == WIDTH else axis}")
+        ax.set_xlabel(xlabel(task, rows))
+        ax.set_title(title(task, rows))
     for ax in panels.flat[len(task_names):]:
         ax.set_visible(False)
-    return Figure(name, f"Capacity: test accuracy against {what}, one line per variant, mean over the capacity "
-                  "seeds (the cell's own size: its confirmation runs with those seeds)", fig, table)
+    return Figure(name, caption, fig, table)
+
+
+def _capacity_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, what: str) -> Figure:
+    """Test accuracy against one capacity axis's value, a panel per task."""
+    def axis(rows: pd.DataFrame) -> str:
+        return rows["axis"].iloc[0]
+
+    return _per_task_figure(
+        table, benchmark, name, "value",
+        lambda task, rows: "model width (model.dim)" if axis(rows) == WIDTH else f"{axis(rows)} (task option)",
+        lambda task, rows: f"{task}: test accuracy by {'width' if axis(rows) == WIDTH else axis(rows)}", log_x=True,
+        caption=f"Capacity: test accuracy against {what}, one line per variant, mean over the capacity seeds (the "
+                "cell's own size: its confirmation runs with those seeds)")
 
 
 def capacity_blocks(ledger: Ledger) -> list[Block]:
@@ -198,9 +247,9 @@ def capacity_blocks(ledger: Ledger) -> list[Block]:
 
 
 def axes(ledger: Ledger, cells: pd.DataFrame) -> list[Block]:
-    """The length, speed-of-learning and capacity tables and figures."""
+    """The distance, length, speed-of-learning and capacity tables and figures."""
     lengths = length_table(ledger)
-    blocks: list[Block] = []
+    blocks: list[Block] = distance_blocks(ledger)
     if (lengths["x training length"] > 1).any():
         shown = lengths.assign(column=[f"{task} n={length} ({ratio:g}x)" for task, length, ratio in
                                        zip(lengths["task"], lengths["length"], lengths["x training length"],

@@ -45,7 +45,8 @@ from common.files import atomic_write_text
 from experiments import bench_fits
 from experiments.bench_plan import GROWTH, Point, axis, plan
 from experiments.config import parse_value
-from experiments.measure import peak_memory_bytes, seconds
+from experiments.measure import peak_memory_bytes
+from experiments.timing import seconds
 from variants import layouts
 from variants.kernels import KERNELS
 

@@ -45,5 +45,8 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
                        "machines (default: the journal RUNS_DIR/benchmark/NAME/jobs.journal)")
     bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else 1)")
     bench.add_argument("--heartbeat-seconds", type=int, default=60, help="a job silent twice as long is retried")
+    bench.add_argument("--estimate", action="store_true", help="train nothing: time a few steps and one evaluation "
+                       "of every size the benchmark trains at, and print how long what remains of it will take "
+                       "with --workers (the table: RUNS_DIR/benchmark/NAME/estimate.csv)")
     bench.add_argument("--worker-index", type=int, metavar="I", help="run as worker I of a benchmark started with "
                        "--workers: no page at the end")

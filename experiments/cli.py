@@ -50,6 +50,7 @@ def _sweep(args: argparse.Namespace) -> int:
 def _benchmark(args: argparse.Namespace) -> int:
     from analysis import benchmark as page
     from experiments import benchmark
+    from experiments.benchmark import estimate
 
     plan = benchmark.prepare(
         variant_names=args.variant, task_names=args.task, profile=args.profile, seed=args.seed, seeds=args.seeds,
@@ -57,6 +58,8 @@ def _benchmark(args: argparse.Namespace) -> int:
         capacity_seeds=args.capacity_seeds, device=launch.checked_device(args.device), kernel=args.kernel,
         sets=args.set or [], name=args.name, storage=args.storage, runs_dir=Path(args.runs_dir),
         heartbeat_seconds=args.heartbeat_seconds)
+    if args.estimate:
+        return estimate.run(plan, workers=args.workers, quiet=args.quiet)
     exit_code, state = benchmark.run(plan, workers=args.workers, worker_index=args.worker_index, quiet=args.quiet)
     if state is not None:  # the process that started the benchmark (not one of its workers) writes the page
         index, board = page.write(state, Path(args.out))

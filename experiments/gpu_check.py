@@ -32,7 +32,8 @@ import torch
 import variants
 from common.files import atomic_write_text
 from experiments import bench
-from experiments.measure import peak_memory_bytes, seconds
+from experiments.measure import peak_memory_bytes
+from experiments.timing import seconds
 from variants import layouts
 
 SECONDS = 300  # the whole check, tests and timing

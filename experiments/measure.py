@@ -1,4 +1,4 @@
-"""Wall time and peak memory of a callable, on CPU and CUDA, for benchmarks and memory tests.
+"""Peak memory of a callable, on CPU and CUDA, for benchmarks and memory tests (its wall time: `experiments.timing`).
 
 CPU peak memory is the process's resident high-water mark (Linux `VmHWM`), reset just before the call
 through /proc/self/clear_refs, minus the resident size at that moment. glibc's allocator is told to
@@ -12,7 +12,6 @@ import ctypes
 import ctypes.util
 import gc
 import math
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,14 +65,3 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> float:
     before = _status_kib("VmRSS")
     fn()
     return float((_status_kib("VmHWM") - before) * 1024)
-
-
-def seconds(fn: Callable[[], object], device: torch.device) -> float:
-    """Wall time of one call, waiting for the device to finish."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start

@@ -30,6 +30,7 @@ again continues where it stopped. The modules, by job:
     ledger      each job's and each cell's state, read from the storage
     worker      plan, take a job, train it, write its figures; until every job has settled
     command     `attnlab benchmark` from start to end
+    estimate    `attnlab benchmark --estimate`: what remains of it, timed here before it runs
 """
 
 from experiments.benchmark.command import open_study, run

@@ -7,8 +7,9 @@ a ceiling that two variants may both reach.
 A point is the cell's model or task with one setting scaled by a multiple of the cell's own value, rounded:
 the width (model.dim; model.head_dim with it where the config fixes one, so that the heads widen alike; the
 number of heads stays), or the capacity option. Every point is resolved before anything runs, like a cell:
-one that cannot be built (a width the heads do not divide, more pairs than the sequence holds) is kept as
-skipped with the reason, never dropped. The cell's own point (multiple 1) is its confirmation.
+one that cannot be built (a width the heads do not divide, more pairs than the sequence holds, a task size
+whose held-out sets cannot be drawn) is kept as skipped with the reason, never dropped. The cell's own point
+(multiple 1) is its confirmation.
 """
 
 from __future__ import annotations

@@ -145,6 +145,18 @@ class Benchmark:
                 for point in cell.capacity if not point.own and point.skipped is None
                 for seed in self.capacity_seed_list]
 
+    def planned_jobs(self) -> list[Job]:
+        """Every job the protocol will call for: confirmation's and capacity's learning rate is not known before
+        tuning has settled, and the grid's middle one stands in for it (what a job costs does not depend on it)."""
+        jobs = []
+        for cell in self.cells:
+            if cell.skipped is None:
+                rates = self.learning_rates(cell)
+                stand_in = rates[len(rates) // 2]
+                jobs += [*self.tuning_jobs(cell), *self.confirmation_jobs(cell, stand_in),
+                         *self.capacity_jobs(cell, stand_in)]
+        return jobs
+
     def point(self, job: Job) -> Point | None:
         """The capacity point a job trains, or None for the cell's own size."""
         return next((point for cell in self.cells if (cell.variant, cell.task) == (job.variant, job.task)
@@ -211,8 +223,12 @@ def resolve_cell(variant: str, task: str, *, profile: str, seed: int, device: st
     """The cell resolved at the tuning seed with its own overrides: its base learning rate and its capacity
     points at the multiples `widths` and `scales`, or the reason it cannot run."""
     def resolved(changes: tuple[tuple[str, Any], ...]) -> configs.RunConfig:
-        return configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device,
-                               kernel=kernel, overrides=capacity.changed(overrides, changes))
+        config = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device,
+                                 kernel=kernel, overrides=capacity.changed(overrides, changes))
+        # A task size of the capacity stage must be drawable too, or every run there fails drawing its eval set.
+        if any(key.startswith("task.") for key, _ in changes):
+            tasks.check_drawable(config.task, profile=config.profile, **config.task_options)
+        return config
 
     try:
         config = resolved(())

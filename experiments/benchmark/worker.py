@@ -25,7 +25,17 @@ from optuna.trial import FrozenTrial, TrialState
 from experiments import config as configs
 from experiments import tasks
 from experiments.benchmark.definition import Benchmark, Job
-from experiments.benchmark.ledger import DIVERGED, DUPLICATE, FAILED, IDLE, OUTCOME, RESULT, Ledger, owns_its_job
+from experiments.benchmark.ledger import (
+    DIVERGED,
+    DUPLICATE,
+    FAILED,
+    IDLE,
+    OUTCOME,
+    RESULT,
+    SETTLED,
+    Ledger,
+    owns_its_job,
+)
 from experiments.records import RecordError, RunRecord
 from experiments.sweep.liveness import machine
 from experiments.sweep.objective import inherited_record
@@ -43,8 +53,9 @@ class JobInterrupted(Exception):
 
 def job_result(summary: dict[str, Any], config: configs.RunConfig, metrics: list[dict[str, Any]]) -> dict[str, Any]:
     """The figures of a job's run that the storage keeps, so that the result needs no run folder: its
-    accuracies, size and cost, its test accuracy at each evaluation (`curve`: step, wall seconds, accuracy)
-    and at each evaluation length of its task (`accuracy_by_length`)."""
+    accuracies, size and cost, its test accuracy at each evaluation (`curve`: step, wall seconds, accuracy),
+    per dependency-distance bucket (`accuracy_by_distance`) and at each evaluation length of its task
+    (`accuracy_by_length`)."""
     seq_len = tasks.create_task(config.task, profile=config.profile, **config.task_options).seq_len
     steps = summary.get("steps") or 0
     curve = [[line["step"], line["wall_seconds"], line["eval_accuracy"]] for line in metrics if line["kind"] == "eval"]
@@ -54,6 +65,7 @@ def job_result(summary: dict[str, Any], config: configs.RunConfig, metrics: list
             "parameters": summary.get("parameters"), "steps": steps,
             "tokens": steps * config.train.batch_size * seq_len, "wall_seconds": summary.get("wall_seconds"),
             "device": summary.get("device"), "device_name": summary.get("device_name"), "curve": curve,
+            "accuracy_by_distance": summary.get("accuracy_by_distance") or [],
             "accuracy_by_length": summary.get("accuracy_by_length") or []}
 
 
@@ -112,7 +124,10 @@ def describe(job: Job) -> str:
     return f"{job.stage} {job.variant} on {job.task}, lr {job.lr:g}, seed {job.seed}{size}"
 
 
-def announce(prefix: str) -> Callable[[optuna.Study, FrozenTrial], None]:
+def announce(benchmark: Benchmark, prefix: str) -> Callable[[optuna.Study, FrozenTrial], None]:
+    """Print each job's outcome as its trial ends, with how many of the benchmark's jobs have settled so far."""
+    planned = len(benchmark.planned_jobs())
+
     def callback(study: optuna.Study, trial: FrozenTrial) -> None:
         job = Job.from_attr(trial.user_attrs.get("job"))
         result = trial.user_attrs.get(RESULT) or {}
@@ -123,7 +138,9 @@ def announce(prefix: str) -> Callable[[optuna.Study, FrozenTrial], None]:
             outcome = f"{trial.user_attrs[OUTCOME]}: {result.get('error')}; run {result.get('run_id')}"
         else:
             return  # a trial that held no job of its own: nothing ran
-        print(f"{prefix}{describe(job)}: {outcome}", flush=True)
+        ledger = Ledger(benchmark, study.get_trials(deepcopy=False))
+        settled = sum(state.state in SETTLED for cell in ledger.cells for state in cell.jobs)
+        print(f"{prefix}{describe(job)}: {outcome} [{settled:,} of {planned:,} jobs settled]", flush=True)
 
     return callback
 
@@ -134,7 +151,7 @@ def work(benchmark: Benchmark, study: optuna.Study, *, worker: int | None = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
         objective = Objective(benchmark, quiet=quiet, should_stop=should_stop)
-        callbacks = [announce("" if worker is None else f"[worker {worker}] ")]
+        callbacks = [announce(benchmark, "" if worker is None else f"[worker {worker}] ")]
         poll = max(0.5, min(5.0, benchmark.heartbeat_seconds / 2))
         while not should_stop(0):
             optuna.storages.fail_stale_trials(study)

@@ -22,7 +22,14 @@ from experiments.tasks.base import (
     train_generator,
     validation_seed,
 )
-from experiments.tasks.registry import create_task, describe_tasks, list_tasks, register_task, task_class
+from experiments.tasks.registry import (
+    check_drawable,
+    create_task,
+    describe_tasks,
+    list_tasks,
+    register_task,
+    task_class,
+)
 
 # Importing a task module registers it.
 from experiments.tasks import flipflop, induction, listops, mqar, passkey, pathfinder, selective_copy  # noqa: E402,F401  isort: skip
@@ -40,6 +47,7 @@ __all__ = [
     "VALIDATION_SEED_OFFSET",
     "Batch",
     "Task",
+    "check_drawable",
     "create_task",
     "describe_tasks",
     "distance_buckets",

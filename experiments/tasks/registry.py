@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from common.options import OptionError, build_options, closest, describe_options
@@ -55,6 +56,26 @@ def create_task(name: str, *, profile: str = "quick", **options: Any) -> Task:
             raise OptionError(f"{owner} option 'eval_lengths' got {length!r}, at which the task cannot be drawn "
                               f"({str(error).rstrip('.')}).") from None
     return task
+
+
+def check_drawable(name: str, *, profile: str = "quick", **options: Any) -> None:
+    """Build task `name` and draw its held-out sets, as every run does first: a ValueError says why the task
+    cannot be drawn with these options, which its checks accept but its sampler cannot fill (Pathfinder's paths in
+    too small an image). Remembered per task, profile and options: the same size is drawn once."""
+    reason = _drawing_fails(name, profile, tuple(sorted(options.items())))
+    if reason is not None:
+        raise ValueError(reason)
+
+
+@functools.cache
+def _drawing_fails(name: str, profile: str, options: tuple[tuple[str, Any], ...]) -> str | None:
+    try:
+        task = create_task(name, profile=profile, **dict(options))
+        for draw in (task.eval_set, task.validation_set, task.extra_eval_sets):
+            draw("cpu")
+    except ValueError as error:
+        return str(error)
+    return None
 
 
 def describe_tasks() -> str:

@@ -38,7 +38,13 @@ def add(study, job, value, parameters):
               # evaluated at twice its training length
               "curve": [[10, 0.5, 0.95 * (value or 0)], [20, 1.0, value]],
               "accuracy_by_length": ([{"length": 64, "accuracy": value}, {"length": 128, "accuracy": (value or 0) / 2}]
-                                     if job.task == "flipflop" else [])}
+                                     if job.task == "flipflop" else []),
+              # passkey's near bucket at the run's accuracy, its far one at half of it; flip-flop's results are
+              # of a worker from before the distance buckets were kept
+              **({"accuracy_by_distance": [{"lo": 1, "hi": 8, "accuracy": value, "count": 12},
+                                           {"lo": 9, "hi": 16, "accuracy": (value or 0) / 2, "count": 4},
+                                           {"lo": 17, "hi": 24, "accuracy": None, "count": 0}]}
+                 if job.task == "passkey" else {})}
     if value is None:
         result.update(status="failed", error=EVIL_ERROR)
         study.add_trial(create_trial(state=TrialState.FAIL, user_attrs={"job": job.to_attr(), RESULT: result,
@@ -131,6 +137,18 @@ def test_accuracy_against_length_and_the_speed_of_learning_come_from_the_confirm
     assert speed.loc[("linformer", "passkey"), "seeds reaching"] == "1 of 3"
     assert speed.loc[("local", "passkey"), "seeds reaching"] == "0 of 3"
     assert math.isnan(speed.loc[("local", "passkey"), "steps to threshold"])
+
+
+def test_accuracy_against_distance_is_the_mean_over_the_confirmation_seeds_per_bucket(ledger, tmp_path):
+    folder = page.write(ledger, tmp_path)[0].parent
+    table = pd.read_csv(folder / "tables" / "distance.csv").set_index(["variant", "task", "lo"])
+    assert table.loc[("dense", "passkey", 1), "test accuracy"] == pytest.approx(0.70)  # 0.68, 0.70, 0.72
+    assert table.loc[("dense", "passkey", 9), "test accuracy"] == pytest.approx(0.35)
+    assert table.loc[("dense", "passkey", 9), "distance"] == 12.5 and table.loc[("dense", "passkey", 9), "seeds"] == 3
+    assert table.loc[("linformer", "passkey", 1), "test accuracy"] == pytest.approx(2.0 / 3)  # its best lr's seeds
+    # A bucket no example falls in, and results that keep no buckets, add no row.
+    assert 17 not in table.index.get_level_values("lo") and "flipflop" not in table.index.get_level_values("task")
+    assert (folder / "figures" / "distance.png").is_file()
 
 
 # Capacity: test accuracy per variant at each (axis, value) of mqar (quick: width 64, 8 pairs) and passkey (width

@@ -20,10 +20,12 @@ from poison import poison_forward
 from postgres import postgres_server
 
 from experiments import benchmark, benchmark_options
-from experiments.benchmark import Job, worker
+from experiments.benchmark import Job, estimate, worker
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
 from experiments.cli import main
+from experiments.records import RunRecord
 from experiments.sweep.storage import MAX_RETRIES
+from experiments.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_RUNS = ["model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
@@ -171,6 +173,19 @@ def test_a_capacity_size_that_cannot_be_built_is_kept_as_skipped_with_its_reason
     assert "capacity width 10 skipped in 1 cell: " in header and "capacity num_pairs 8 skipped in 1 cell" in header
 
 
+def test_a_capacity_task_size_whose_held_out_sets_cannot_be_drawn_is_skipped_with_the_reason(tmp_path):
+    sets = ["task.eval_size=2", *TINY_RUNS]  # the quick 10x10 image with 1 distractor path; x3 is 3 of them
+    bench = plan(tmp_path, task="pathfinder", variants="dense,local", tiny=sets, capacity_widths="none",
+                 capacity_scales="2,3")
+    for cell in bench.cells:
+        points = {point.multiple: point for point in cell.capacity}
+        assert points[1.0].skipped is None and points[2.0].skipped is None  # 2 distractors fit
+        assert points[3.0].skipped == ("Pathfinder could not place 6 paths of up to 5 points 3 pixels apart in a "
+                                       "10x10 image; accepted: fewer or shorter paths, or a larger image.")
+    assert "capacity num_distractors 3 skipped in 2 cells: Pathfinder could not place" in \
+        benchmark.command.header(bench, workers=1)
+
+
 def test_capacity_is_off_with_none_and_its_settings_are_part_of_the_benchmark(tmp_path):
     bench = plan(tmp_path, task="mqar", variants="dense", tiny=TINY_MQAR, capacity_widths="none",
                  capacity_scales="none")
@@ -250,8 +265,12 @@ def test_a_tiny_benchmark_trains_its_capacity_points_and_its_page_has_the_capaci
     words = [word for assignment in TINY_MQAR for word in ("--set", assignment)]
     assert main(["benchmark", "--variant", "dense", "--task", "mqar", "--seeds", "2", *words, "--name", "tiny",
                  "--runs-dir", str(tmp_path), "--out", str(out), "--heartbeat-seconds", "1", "--quiet"]) == 0
+    printed = capsys.readouterr().out
     assert "capacity: the confirmed configuration at model widths x0.5, x2; each task's capacity option x2, seed 1" \
-        in capsys.readouterr().out
+        in printed
+    # Each job's line counts the jobs settled so far: 3 tuning, 2 confirmation and 3 capacity jobs in all.
+    counts = [line.rsplit("[", 1)[1] for line in printed.splitlines() if line.endswith("jobs settled]")]
+    assert counts == [f"{settled} of 8 jobs settled]" for settled in range(1, 9)]
     configs = [json.loads(path.read_text()) for path in (tmp_path / "benchmark" / "tiny").glob("*/config.json")]
     sizes = sorted((config["model"]["dim"], config["task_options"]["num_pairs"]) for config in configs
                    if config["seed"] == 1)  # the first confirmation seed: the cell's own size, then capacity's
@@ -262,6 +281,9 @@ def test_a_tiny_benchmark_trains_its_capacity_points_and_its_page_has_the_capaci
         ("num_pairs", 2), ("num_pairs", 4), ("width", 16), ("width", 32), ("width", 64)]
     assert table["test accuracy"].between(0, 1).all() and set(table["seeds"]) == {1}
     assert all((folder / "figures" / f"capacity-{axis}.png").is_file() for axis in ("width", "count"))
+    distance = pd.read_csv(folder / "tables" / "distance.csv")  # the workers keep each run's distance buckets
+    assert set(distance["task"]) == {"mqar"} and set(distance["seeds"]) == {2} and len(distance) > 1
+    assert distance["test accuracy"].between(0, 1).all()
 
 
 def test_a_benchmark_with_capacity_off_trains_no_capacity_run_and_says_so(tmp_path):
@@ -387,10 +409,10 @@ def test_joining_a_benchmark_with_other_settings_is_refused(tmp_path):
         benchmark.open_study(plan(tmp_path, task="passkey", seeds=3))
 
 
-def make_benchmark(*variables):
-    """The `attnlab benchmark` command `make benchmark` runs with these variables, on one line (make -n)."""
+def make_benchmark(*variables, target="benchmark"):
+    """The `attnlab benchmark` command `make TARGET` runs with these variables, on one line (make -n)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("MAKE", "MFLAGS"))}
-    result = subprocess.run(["make", "-n", "--no-print-directory", "benchmark", *variables], cwd=ROOT,
+    result = subprocess.run(["make", "-n", "--no-print-directory", target, *variables], cwd=ROOT,
                             capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     (line,) = [line for line in result.stdout.replace("\\\n", " ").splitlines() if "attnlab benchmark" in line]
     return " ".join(line.split())
@@ -412,3 +434,91 @@ def test_benchmark_help_names_its_options():
     for option in ("--variant", "--task", "--seeds", "--profile", "--lr-multiples", "--name", "--storage", "--workers",
                    "--heartbeat-seconds", "--out", "--capacity-widths", "--capacity-scales", "--capacity-seeds"):
         assert option in result.stdout, option
+
+
+def test_the_estimate_counts_every_job_the_protocol_will_run_at_the_size_it_runs_at(tmp_path, monkeypatch):
+    monkeypatch.setattr(estimate, "time_run", lambda config: estimate.Timing(0.5, 2.0))
+    sizes = estimate.estimate(plan(tmp_path), workers=1, quiet=True)
+    # Three cells (linformer on flip-flop is skipped), each at its own width 32 and at widths 16 and 64.
+    assert sorted(zip(sizes["variant"], sizes["task"], sizes["size"], strict=True)) == sorted(
+        (variant, task, size) for variant, task in [("dense", "passkey"), ("linformer", "passkey"),
+                                                    ("dense", "flipflop")]
+        for size in ("own", "width 16", "width 64"))
+    own = sizes[sizes["size"] == "own"]
+    assert (own["tune jobs"] == 3).all() and (own["confirm jobs"] == 2).all() and (own["capacity jobs"] == 0).all()
+    points = sizes[sizes["size"] != "own"]
+    assert (points[["tune jobs", "confirm jobs"]] == 0).all().all() and (points["capacity jobs"] == 1).all()
+    # 20 steps at 0.5 s and 2 evaluations (every 10 steps) at 2 s: 14 s a job.
+    assert (sizes["job seconds"] == 14.0).all() and sizes["seconds"].sum() == 14.0 * (9 + 6 + 6)
+    assert not any(tmp_path.iterdir())  # no storage is created to estimate
+
+
+def test_the_estimate_leaves_out_the_jobs_the_storage_holds_as_settled(tmp_path, monkeypatch):
+    monkeypatch.setattr(estimate, "time_run", lambda config: estimate.Timing(0.5, 2.0))
+    bench = plan(tmp_path, task="passkey", variants="dense", capacity_widths="none", capacity_scales="none")
+    study = benchmark.open_study(bench)
+    first, second, third = bench.tuning_jobs(bench.cells[0])
+    add(study, first, TrialState.COMPLETE, val=0.5, test=0.5)
+    add(study, second, TrialState.FAIL, outcome=FAILED)  # settled: failed
+    add(study, third, TrialState.RUNNING)  # not settled: it still costs what it costs
+    (row,) = estimate.estimate(bench, workers=1, quiet=True).to_dict("records")
+    assert (row["tune jobs"], row["confirm jobs"]) == (1, 2)
+
+
+def test_a_size_that_cannot_be_set_up_is_listed_with_its_error_and_not_counted(tmp_path, monkeypatch):
+    def time_run(config):
+        if config.model.dim == 64:
+            raise RuntimeError("out of memory")
+        return estimate.Timing(0.5, 2.0)
+
+    monkeypatch.setattr(estimate, "time_run", time_run)
+    bench = plan(tmp_path, task="passkey", variants="dense", capacity_scales="none")
+    sizes = estimate.estimate(bench, workers=1, quiet=True).set_index("size")
+    assert sizes.loc["width 64", "error"] == "RuntimeError: out of memory" and pd.isna(sizes.loc["own", "error"])
+    text = estimate.summary(sizes.reset_index(), bench, workers=1)
+    assert sizes["seconds"].sum() == 14.0 * 6  # (3 + 2 + 1) jobs of 14 s; the failing size adds nothing
+    assert "not counted: dense on passkey (width 64) could not be set up, so its 1 job(s) would fail: RuntimeError: " \
+           "out of memory" in text
+
+
+def test_an_evaluation_is_timed_as_often_as_a_run_evaluates(tmp_path):
+    config = plan(tmp_path, task="passkey", variants="dense", sets=["train.steps=25"]).config(
+        Job("tune", "dense", "passkey", 1e-3, 0))
+    record = RunRecord.create(tmp_path, "run")
+    train(config, record, quiet=True)
+    assert sum(line["kind"] == "eval" for line in record.read_metrics()) == estimate.evaluations(config.train) == 3
+    timing = estimate.time_run(config)
+    assert 0 < timing.step_seconds < 60 and 0 < timing.eval_seconds < 60
+    assert [path.name for path in tmp_path.iterdir()] == ["run"]  # the timed run leaves nothing behind
+
+
+def test_the_estimate_times_runs_with_the_allocator_a_training_process_has():
+    # experiments.measure makes glibc map every allocation over 64 KiB afresh, for its peak-memory readings;
+    # a run's steps then take up to twice as long as they do in a worker.
+    code = "import sys, experiments.benchmark.estimate; print('experiments.measure' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert result.stdout.strip() == "False"
+
+
+def test_benchmark_estimate_prints_the_hours_writes_the_table_trains_nothing_and_the_benchmark_then_runs(
+        tmp_path, capsys):
+    words = ["benchmark", "--variant", "dense,lstm", "--task", "passkey", "--seeds", "1", *TINY, "--name", "tiny",
+             "--capacity-widths", "none", "--capacity-scales", "none", "--runs-dir", str(tmp_path / "runs"),
+             "--out", str(tmp_path / "reports"), "--quiet"]
+    assert main([*words, "--estimate", "--workers", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "benchmark tiny: 8 jobs to run" in printed and "with 2 workers, about" in printed
+    assert "not counted" not in printed  # every size was set up
+    folder = tmp_path / "runs" / "benchmark" / "tiny"
+    table = pd.read_csv(folder / "estimate.csv")
+    assert list(table["variant"]) == ["dense", "lstm"] and (table["seconds"] > 0).all()
+    assert [path.name for path in folder.iterdir()] == ["estimate.csv"]  # no journal, no run
+    assert main(words) == 0  # the same benchmark, run: its page beside nothing the estimate wrote in its way
+    assert (tmp_path / "reports" / "benchmark-tiny" / "index.html").is_file()
+
+
+def test_make_benchmark_estimate_hands_the_benchmark_its_variables():
+    line = make_benchmark("VARIANT=dense,local", "TASK=mqar", "SEEDS=5", "WORKERS=2", "NAME=main",
+                          target="benchmark-estimate")
+    for words in ("--estimate", "--variant dense,local", "--task mqar", "--seeds 5", "--workers 2", "--name main"):
+        assert words in line, (words, line)

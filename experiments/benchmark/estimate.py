@@ -1,0 +1,174 @@
+"""What a benchmark will cost before it runs (`attnlab benchmark --estimate`), measured rather than guessed.
+
+Every size the benchmark trains at (each cell's own size, which its tuning and confirmation jobs share, and
+each capacity point) is set up exactly as a job's run is (`experiments.train.set_up`), then timed on this
+device for a few optimiser steps and one evaluation, with the threads each of the workers would get. A job's
+time is its profile's steps times the time of a step plus its evaluations times the time of one; the learning
+rate and the seed do not change it. Jobs the benchmark's storage already holds as settled are left out, so
+the estimate of a benchmark that has started is what remains of it. A size that cannot be set up is listed
+with the error and counts for nothing: its jobs would fail as they start.
+
+What it leaves out, so that a benchmark takes somewhat longer than this: starting a worker, writing
+checkpoints, and the time a worker waits at a stage boundary (a cell's confirmation waits for the last of its
+tuning runs). A run that diverges ends early and takes less.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from common.files import atomic_write_text
+from experiments import config as configs
+from experiments.benchmark.command import open_study
+from experiments.benchmark.definition import CAPACITY, CONFIRM, TUNE, Benchmark, Job
+from experiments.benchmark.ledger import SETTLED, Ledger
+from experiments.records import RunRecord
+from experiments.sweep.pool import worker_count
+from experiments.timing import seconds
+from experiments.train import evaluation_line, resume, set_up, train_step
+
+WARMUP_STEPS = 2  # the first steps allocate what the others reuse: not timed
+TIMED_STEPS = 5
+STAGES = (TUNE, CONFIRM, CAPACITY)
+
+
+@dataclass(frozen=True)
+class Timing:
+    step_seconds: float  # one optimiser step on a fresh batch
+    eval_seconds: float  # one evaluation: the test set, its extra sets and the validation set
+
+
+def time_run(config: configs.RunConfig) -> Timing:
+    """Seconds per optimiser step and per evaluation of a run of `config`, set up as `train` sets one up, in a
+    throwaway folder."""
+    with tempfile.TemporaryDirectory() as folder:
+        run = set_up(config, RunRecord.create(Path(folder), "estimate"), {})
+        state = resume(run)
+        for _ in range(WARMUP_STEPS):
+            train_step(run, state)
+        step = seconds(lambda: [train_step(run, state) for _ in range(TIMED_STEPS)], run.device) / TIMED_STEPS
+        evaluation = seconds(lambda: evaluation_line(run, state), run.device)
+    return Timing(step, evaluation)
+
+
+def evaluations(train: configs.TrainConfig) -> int:
+    """How many times a run of `train` evaluates: every eval_every steps, after the last, and before the first
+    when it records attention statistics (`experiments.train.train`)."""
+    return math.ceil(train.steps / train.eval_every) + int(train.attention_stats)
+
+
+def size_of(job: Job) -> tuple[str, str, str | None, int | None]:
+    """What a job's cost depends on: its cell and its capacity point (None, None: the cell's own size)."""
+    return job.variant, job.task, job.axis, job.value
+
+
+def settled_jobs(benchmark: Benchmark) -> Counter:
+    """Settled jobs per (size, stage) in the benchmark's storage, whose study is joined as a worker joins it (a
+    study created with other settings is refused); none without a storage URL or a journal (none is created)."""
+    if benchmark.storage_url is None and not benchmark.journal.exists():
+        return Counter()
+    ledger = Ledger(benchmark, open_study(benchmark).get_trials(deepcopy=False))
+    return Counter((size_of(state.job), state.job.stage) for state in ledger.states.values()
+                   if state.state in SETTLED)
+
+
+def threads_per_worker(workers: int, device: str) -> int:
+    """The threads each of `workers` workers gets on the CPU: one worker runs in this process with its threads;
+    several are processes with OMP_NUM_THREADS, or their share of the cores (`experiments.sweep.pool`)."""
+    if device != "cpu" or workers == 1:
+        return torch.get_num_threads()
+    return int(os.environ.get("OMP_NUM_THREADS") or max(1, (os.cpu_count() or 1) // workers))
+
+
+def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.DataFrame:
+    """One row per size still to train: the variant, task and capacity point, the jobs of each stage left at
+    that size, the measured seconds of a step and of an evaluation, a job's seconds and the size's total."""
+    planned = benchmark.planned_jobs()
+    remaining = Counter((size_of(job), job.stage) for job in planned)
+    remaining.subtract(settled_jobs(benchmark))
+    by_size: dict[tuple, dict[str, int]] = {}
+    for (size, stage), count in remaining.items():
+        if count > 0:
+            by_size.setdefault(size, dict.fromkeys(STAGES, 0))[stage] = count
+    examples = {size_of(job): job for job in planned}  # a job of each size, whose config that size trains
+    rows = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads_per_worker(workers, benchmark.device))
+    try:
+        for size, counts in tqdm(by_size.items(), desc=f"timing {benchmark.name}", unit="size", disable=quiet,
+                                 dynamic_ncols=True):
+            config = benchmark.config(examples[size])
+            try:
+                timing, error = time_run(config), None
+            except Exception as failure:  # its jobs will fail alike: the benchmark lists them, so does this
+                timing, error = Timing(math.nan, math.nan), f"{type(failure).__name__}: {failure}"
+            job_seconds = config.train.steps * timing.step_seconds + evaluations(config.train) * timing.eval_seconds
+            variant, task, axis, value = size
+            rows.append({"variant": variant, "task": task, "size": "own" if axis is None else f"{axis} {value}",
+                         **{f"{stage} jobs": counts[stage] for stage in STAGES},
+                         "steps": config.train.steps, "step seconds": timing.step_seconds,
+                         "eval seconds": timing.eval_seconds, "job seconds": job_seconds,
+                         "seconds": job_seconds * sum(counts.values()), "error": error})
+    finally:
+        torch.set_num_threads(threads)
+    return pd.DataFrame(rows, columns=["variant", "task", "size", *(f"{stage} jobs" for stage in STAGES), "steps",
+                                       "step seconds", "eval seconds", "job seconds", "seconds", "error"])
+
+
+def hours(total_seconds: float) -> str:
+    return f"{total_seconds / 3600:,.1f}"
+
+
+def duration(total_seconds: float) -> str:
+    """'129.5 hours', or '35 minutes' below an hour."""
+    return f"{hours(total_seconds)} hours" if total_seconds >= 3600 else f"{total_seconds / 60:.0f} minutes"
+
+
+def summary(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> str:
+    """The estimate as a person reads it: jobs and CPU-hours per stage, per variant and per task, and the
+    wall time with `workers` workers."""
+    device = benchmark.device if benchmark.device != "cpu" else \
+        f"cpu, {threads_per_worker(workers, 'cpu')} thread(s) per worker"
+    if sizes.empty:
+        return f"benchmark {benchmark.name}: every job has settled; nothing remains to run."
+    stages = pd.DataFrame({"jobs": [int(sizes[f"{stage} jobs"].sum()) for stage in STAGES],
+                           "hours": [hours((sizes[f"{stage} jobs"] * sizes["job seconds"]).sum())
+                                     for stage in STAGES]}, index=list(STAGES))
+    per = {key: sizes.groupby(key, sort=False)["seconds"].sum().sort_values(ascending=False).map(hours)
+           for key in ("variant", "task")}
+    total = sizes["seconds"].sum()  # sizes that could not be set up count for nothing (NaN)
+    failed = sizes[sizes["error"].notna()]
+    jobs = failed[[f"{stage} jobs" for stage in STAGES]].sum(axis=1)
+    return "\n".join([
+        f"benchmark {benchmark.name}: {stages['jobs'].sum():,} jobs to run, measured on {device} "
+        f"({TIMED_STEPS} steps and one evaluation of each of {len(sizes)} sizes)",
+        stages.rename_axis("stage").to_string(),
+        f"total: {duration(total)} of runs; with {workers} worker{'s' if workers > 1 else ''}, about "
+        f"{duration(total / workers)} of wall time (more for the waits between stages, checkpoints and starts)",
+        "hours by variant: " + ", ".join(f"{name} {value}" for name, value in per["variant"].items()),
+        "hours by task: " + ", ".join(f"{name} {value}" for name, value in per["task"].items()),
+        *(f"not counted: {row['variant']} on {row['task']} ({row['size']}) could not be set up, so its "
+          f"{count} job(s) would fail: {row['error']}"
+          for (_, row), count in zip(failed.iterrows(), jobs, strict=True)),
+    ])
+
+
+def run(benchmark: Benchmark, *, workers: int | None, quiet: bool) -> int:
+    """`attnlab benchmark --estimate`: time what remains of `benchmark` for `workers` workers (the benchmark's
+    default count when None), print the summary and write every size's row to estimate.csv in the benchmark's
+    folder of this machine (RUNS_DIR/benchmark/NAME/, beside its journal; the page's folder is the page's)."""
+    workers = worker_count(workers, benchmark.device)
+    sizes = estimate(benchmark, workers=workers, quiet=quiet)
+    path = benchmark.folder / "estimate.csv"
+    atomic_write_text(path, sizes.to_csv(index=False))
+    print(summary(sizes, benchmark, workers), f"wrote {path}", sep="\n")
+    return 0
