@@ -80,9 +80,9 @@ def distance_blocks(ledger: Ledger) -> list[Block]:
     table = distance_table(ledger)
     if table.empty:
         return [Text("Distance: no confirmation run reports its accuracy by dependency distance yet.")]
-    return [_per_task_figure(table, ledger.benchmark, "distance", "distance",
-                             lambda task, rows: "dependency distance (tokens back; middle of each bucket)",
-                             lambda task, rows: f"{task}: test accuracy by dependency distance", log_x=False,
+    return [_per_task_figure(table, ledger.benchmark, "distance", "distance", log_x=False,
+                             labels=lambda rows: ("dependency distance (tokens back; middle of each bucket)",
+                                                  "dependency distance"),
                              caption="Distance: test accuracy per dependency-distance bucket (how many positions "
                                      "back the evidence lies), one line per variant, mean over the confirmation "
                                      "seeds")]
@@ -181,11 +181,10 @@ def _capacity_shown(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["task", "variant", *sorted(labels, key=labels.__getitem__), "sizes"])
 
 
-def _per_task_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, x: str,
-                     xlabel: Callable[[str, pd.DataFrame], str], title: Callable[[str, pd.DataFrame], str], *,
-                     log_x: bool, caption: str) -> Figure:
+def _per_task_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, x: str, *, log_x: bool,
+                     labels: Callable[[pd.DataFrame], tuple[str, str]], caption: str) -> Figure:
     """One panel per task of `table` (its rows with a test accuracy): test accuracy against column `x`, a line per
-    variant; `xlabel` and `title` of each panel from its task and rows."""
+    variant; `labels(rows)` of a task's rows: its x-axis label, and the name of x in its title."""
     task_names = list(dict.fromkeys(table["task"]))
     columns = min(PANELS_PER_ROW, len(task_names))
     fig, panels = figures.figure(math.ceil(len(task_names) / columns), columns)
@@ -200,8 +199,9 @@ def _per_task_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, x: st
                 figures.log_axes(ax, frame[x], y=False)
         accuracy_axis(ax)
         ax.set_ylabel("test accuracy (fraction correct)")
-        ax.set_xlabel(xlabel(task, rows))
-        ax.set_title(title(task, rows))
+        xlabel, quantity = labels(rows)
+        ax.set_xlabel(xlabel)
+        ax.set_title(f"{task}: test accuracy by {quantity}")
     for ax in panels.flat[len(task_names):]:
         ax.set_visible(False)
     return Figure(name, caption, fig, table)
@@ -209,13 +209,12 @@ def _per_task_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, x: st
 
 def _capacity_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, what: str) -> Figure:
     """Test accuracy against one capacity axis's value, a panel per task."""
-    def axis(rows: pd.DataFrame) -> str:
-        return rows["axis"].iloc[0]
+    def labels(rows: pd.DataFrame) -> tuple[str, str]:
+        axis = rows["axis"].iloc[0]
+        return ("model width (model.dim)", "width") if axis == WIDTH else (f"{axis} (task option)", axis)
 
     return _per_task_figure(
-        table, benchmark, name, "value",
-        lambda task, rows: "model width (model.dim)" if axis(rows) == WIDTH else f"{axis(rows)} (task option)",
-        lambda task, rows: f"{task}: test accuracy by {'width' if axis(rows) == WIDTH else axis(rows)}", log_x=True,
+        table, benchmark, name, "value", log_x=True, labels=labels,
         caption=f"Capacity: test accuracy against {what}, one line per variant, mean over the capacity seeds (the "
                 "cell's own size: its confirmation runs with those seeds)")
 
