@@ -16,7 +16,6 @@ tuning runs). A run that diverges ends early and takes less.
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from experiments.benchmark.command import open_study
 from experiments.benchmark.definition import CAPACITY, CONFIRM, TUNE, Benchmark, Job
 from experiments.benchmark.ledger import SETTLED, Ledger
 from experiments.records import RunRecord
-from experiments.sweep.pool import worker_count
+from experiments.sweep.pool import cpu_threads, worker_count
 from experiments.timing import seconds
 from experiments.train import evaluation_line, resume, set_up, train_step
 
@@ -86,7 +85,7 @@ def threads_per_worker(workers: int, device: str) -> int:
     several are processes with OMP_NUM_THREADS, or their share of the cores (`experiments.sweep.pool`)."""
     if device != "cpu" or workers == 1:
         return torch.get_num_threads()
-    return int(os.environ.get("OMP_NUM_THREADS") or max(1, (os.cpu_count() or 1) // workers))
+    return cpu_threads(workers)
 
 
 def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.DataFrame:

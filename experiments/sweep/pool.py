@@ -99,6 +99,12 @@ def worker_count(workers: int | None, device: str) -> int:
     return workers
 
 
+def cpu_threads(workers: int) -> int:
+    """The threads each of `workers` processes on this machine's CPU gets: OMP_NUM_THREADS where it is set, else
+    its share of the cores."""
+    return int(os.environ.get("OMP_NUM_THREADS") or max(1, (os.cpu_count() or 1) // workers))
+
+
 def spawn_workers(command: list[str], workers: int, *, device: str, label: str) -> list[int]:
     """Run `workers` processes of `command --worker-index I` and wait for them; their exit codes. On CUDA each
     sees one GPU (round robin), on CPU each gets its share of the cores. SIGINT or SIGTERM here is passed on
@@ -112,14 +118,13 @@ def spawn_workers(command: list[str], workers: int, *, device: str, label: str) 
             ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
     gpus = torch.cuda.device_count() if device == "cuda" else 0
-    threads = max(1, (os.cpu_count() or 1) // workers)
     processes = []
     for index in range(workers):
         env = dict(os.environ)
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = str(index % gpus)
         else:
-            env.setdefault("OMP_NUM_THREADS", str(threads))
+            env["OMP_NUM_THREADS"] = str(cpu_threads(workers))
         processes.append(subprocess.Popen([*command, "--worker-index", str(index)], env=env,
                                           stdin=subprocess.DEVNULL, start_new_session=True,
                                           preexec_fn=die_with_parent))
