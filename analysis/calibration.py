@@ -2,7 +2,7 @@
 `make calibration` (`experiments.calibration`), so the figures in the docs are the ones measured.
 
 One row per run: the task, the variant as it describes itself, its position scheme, the test accuracy (the
-eval set), the validation accuracy, chance, the extra splits and evaluation lengths, the steps, wall time and
+test set), the validation accuracy, chance, the extra splits and evaluation lengths, the steps, wall time and
 throughput, the commit it trained at, and the command that trains the same config again.
 
 The rows of record live in a CSV beside the page (docs/calibration.csv); the page is rendered from it. Writing
@@ -55,7 +55,7 @@ def rows(runs: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame([
         {"task": run["task"], "variant": run["variant_name"], "seed": str(run["seed"]),
          "positions": str(run.get("model.positions")),
-         "test accuracy": _accuracy(run["eval_accuracy"]), "validation accuracy": _accuracy(run["val_accuracy"]),
+         "test accuracy": _accuracy(run["test_accuracy"]), "validation accuracy": _accuracy(run["val_accuracy"]),
          "chance": _accuracy(run["chance_accuracy"]), "splits and lengths": _extras(run),
          "steps": str(int(run["steps"])), "wall time (s)": f"{run['wall_seconds']:.0f}",
          "tokens/s": f"{run['tokens_per_second']:,.0f}", "commit": (run.get("git_commit") or "unknown")[:12],
@@ -102,7 +102,7 @@ def markdown(table: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path, profile: s
              f"the rows measured before them, kept in `calibration.csv` beside this page (a run replaces the row of "
              f"its task, variant and seed); written at commit {(git_commit() or 'unknown')[:12]} on a machine of "
              f"{os.cpu_count()} cores. Each row names the commit its run trained at; the rows trained on: "
-             f"{devices}. Test accuracy is on each task's eval set, which nothing selects on; chance is the "
+             f"{devices}. Test accuracy is on each task's test set, which nothing selects on; chance is the "
              "task's `chance_accuracy`; wall time includes the evaluations.", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(value.replace("|", "\\|") for value in row) + " |"

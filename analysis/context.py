@@ -105,9 +105,9 @@ class Context:
 
     @cached_property
     def completed(self) -> pd.DataFrame:
-        """Ordinary runs that completed with an eval accuracy: the runs averaged over seeds."""
+        """Ordinary runs that completed with an test accuracy: the runs averaged over seeds."""
         ordinary = self.ordinary
-        return ordinary[(ordinary["status"] == "completed") & ordinary["eval_accuracy"].notna()]
+        return ordinary[(ordinary["status"] == "completed") & ordinary["test_accuracy"].notna()]
 
     def colour(self, variant_name: str) -> Any:
         return self.palette[variant_name]
@@ -136,8 +136,8 @@ class Context:
                               "setting": run.setting, "label": run.label, "seed": run.seed,
                               "kind": line["kind"], "step": line.get("step"), "wall_seconds": line.get("wall_seconds"),
                               "loss": line.get("loss"), "accuracy": line.get("accuracy"),
-                              "eval_accuracy": line.get("eval_accuracy"), "eval_loss": line.get("eval_loss")})
+                              "test_accuracy": line.get("test_accuracy"), "test_loss": line.get("test_loss")})
         columns = ["run_id", "task", "variant_name", "setting", "label", "seed", "kind", "step", "wall_seconds",
-                   "loss", "accuracy", "eval_accuracy", "eval_loss"]
+                   "loss", "accuracy", "test_accuracy", "test_loss"]
         return pd.DataFrame(lines, columns=columns), unreadable
 

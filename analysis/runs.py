@@ -2,7 +2,7 @@
 
     >>> from analysis import load_runs
     >>> runs = load_runs("runs")
-    >>> runs.groupby(["task", "variant_name"])["eval_accuracy"].agg(["mean", "std", "count"])
+    >>> runs.groupby(["task", "variant_name"])["test_accuracy"].agg(["mean", "std", "count"])
     >>> runs.attrs["skipped"]          # [{"run": "<folder>", "reason": "..."}] for unreadable records
 
 Columns: `run_id` and `path`; the config flattened (`variant`, `task`, `profile`, `seed`, `device`, then every
@@ -11,7 +11,7 @@ or the kernel the config forced) and, derived from the config, `normaliser` (how
 of logits into weights: `softmax`, `sparsemax`, `entmax15`, ..., the kernelised family's `sum` or `none`;
 `baseline` for a baseline, `unknown` where this version cannot tell; see `normaliser_of`);
 the summary's `status`, `error`, `variant_name` (the variant as it describes itself, e.g. `local_w16`),
-`kernel` (the kernel it ran on), `eval_accuracy`, `eval_loss`, `chance_accuracy`, `steps`,
+`kernel` (the kernel it ran on), `test_accuracy`, `test_loss`, `chance_accuracy`, `steps`,
 `total_steps`, `wall_seconds`, `tokens_per_second`, `peak_memory_bytes`, `device_name`,
 `torch_version`, `git_commit`, the sweep tags `study` and `trial` (None outside sweeps), `confirm` (True for a
 study's confirmation runs, tagged `confirm: true`), and the
@@ -38,7 +38,7 @@ from experiments.records import RecordError, RunRecord, Summary
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "checkpoint.pt")
 CONFIG_SECTIONS = {"variant_options": "variant", "task_options": "task", "model": "model", "train": "train"}
 CONFIG_FIELDS = ("variant", "task", "profile", "seed", "device")
-SUMMARY_FIELDS = ("status", "error", "variant_name", "eval_accuracy", "eval_loss", "chance_accuracy", "steps",
+SUMMARY_FIELDS = ("status", "error", "variant_name", "test_accuracy", "test_loss", "chance_accuracy", "steps",
                   "total_steps", "wall_seconds", "tokens_per_second", "peak_memory_bytes", "device_name",
                   "torch_version", "git_commit", "val_accuracy", "val_loss", "parameters")
 LIST_FIELDS = ("accuracy_by_distance", "accuracy_by_length")
@@ -100,7 +100,7 @@ def _row(record: RunRecord) -> dict[str, Any]:
         _check(isinstance(config.get(name), str), f"config.json field {name!r} is not a string")
     _check(isinstance(config.get("seed"), int), "config.json field 'seed' is not an integer")
     _check(isinstance(summary.status, str), "summary.json field 'status' is not a string")
-    for name in ("eval_accuracy", "chance_accuracy", "wall_seconds", "steps", "peak_memory_bytes"):
+    for name in ("test_accuracy", "chance_accuracy", "wall_seconds", "steps", "peak_memory_bytes"):
         _check(_number_or_none(getattr(summary, name)), f"summary.json field {name!r} is not a number")
     for name in LIST_FIELDS:
         entries = getattr(summary, name)

@@ -160,20 +160,20 @@ def _dynamics_figures(study: SaturationStudy) -> list[Drawn]:
 
     fig, axes = style.figure(1, len(head_dims), width=width, height=4.6)
     for ax, head_dim in zip(axes[0], head_dims, strict=True):
-        sns.lineplot(data=evaluations[evaluations["head_dim"] == head_dim], x="step", y="eval_accuracy",
+        sns.lineplot(data=evaluations[evaluations["head_dim"] == head_dim], x="step", y="test_accuracy",
                      hue="variant_name", hue_order=names, palette=colours, errorbar="se", marker="o", markersize=4,
                      ax=ax)
         ax.axhline(THRESHOLD, color="black", linestyle="--", linewidth=1)
         ax.axvline(half, color="grey", linestyle=":", linewidth=1)
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("training step")
-        ax.set_ylabel("eval accuracy")
+        ax.set_ylabel("test accuracy")
         ax.set_title(f"d_k = {head_dim}")
         _no_legend(ax)
     _legend_outside(axes[0, -1])
     style.suptitle(fig, f"Study B: learning curves per head dim (dashed: accuracy {THRESHOLD:g}; dotted: the end "
                         "of the first half, over which the early accuracy is averaged)")
-    curves = ("b-learning-curves", "Study B: eval accuracy against step, one panel per head dim, one line per "
+    curves = ("b-learning-curves", "Study B: test accuracy against step, one panel per head dim, one line per "
               "variant, mean over seeds with a ± 1 standard error band", fig, evaluations)
 
     heads = study.dynamics[study.dynamics["part"] == "B"]
@@ -247,8 +247,8 @@ def _steps_heatmap(study: SaturationStudy, names: list[str], head_dims: list[int
                 bbox={"facecolor": "white", "alpha": 0.6, "linewidth": 0, "boxstyle": "round,pad=0.15"})
     ax.set_xlabel("head dim d_k")
     ax.set_ylabel("variant")
-    ax.set_title(f"Study B: steps to eval accuracy {THRESHOLD:g}")
-    return ("b-steps-to-accuracy", f"Study B: steps to a first eval accuracy ≥ {THRESHOLD:g}, mean ± standard "
+    ax.set_title(f"Study B: steps to test accuracy {THRESHOLD:g}")
+    return ("b-steps-to-accuracy", f"Study B: steps to a first test accuracy ≥ {THRESHOLD:g}, mean ± standard "
             "error over the seeds that reached it (reached/seeds); grey: no seed reached it (grey and empty: not "
             "trained at that head dim)", fig, speed)
 
@@ -262,7 +262,7 @@ def _lr_figures(study: SaturationStudy) -> list[Drawn]:
     names = sorted(table["variant_name"].unique())
     colours = style.palette(names)
     fig, axes = style.figure(1, 3, width=17.0, height=4.6)
-    for ax, (statistic, ylabel) in zip(axes[0], (("final_loss", "final eval loss (nats)"),
+    for ax, (statistic, ylabel) in zip(axes[0], (("final_loss", "final test loss (nats)"),
                                                  ("max_logit_abs", "largest |logit| (log)"),
                                                  ("min_entropy_over_log_n", "smallest entropy / log n")),
                                        strict=True):
@@ -280,7 +280,7 @@ def _lr_figures(study: SaturationStudy) -> list[Drawn]:
     _legend_outside(axes[0, -1])
     style.suptitle(fig, "Study C: final loss, largest attention logit and smallest entropy against the learning "
                         "rate (over all evaluations, layers and heads)")
-    result = [("c-learning-rates", "Study C: final eval loss, largest |logit| and smallest entropy / log n against "
+    result = [("c-learning-rates", "Study C: final test loss, largest |logit| and smallest entropy / log n against "
                "the learning rate, dense and qknorm (mean over seeds)", fig, table)]
 
     heads = study.dynamics[(study.dynamics["part"] == "C") & study.dynamics["entropy_bound"].notna()]
@@ -365,10 +365,10 @@ def _length_figures(study: SaturationStudy) -> list[Drawn]:
         style.log_axes(ax, table["length"], y=False)
         ax.set_ylim(-0.03, 1.03)
         ax.set_xlabel("evaluation length (tokens, log scale; dotted: trained length)")
-        ax.set_ylabel("eval accuracy")
+        ax.set_ylabel("test accuracy")
         ax.set_title("passkey accuracy beyond the trained length")
         _legend_outside(ax)
-        result.append(("d-lengths", "Study D: eval accuracy against evaluation length per variant (trained at the "
+        result.append(("d-lengths", "Study D: test accuracy against evaluation length per variant (trained at the "
                        "dotted length, no position embeddings), mean over seeds with a ± 1 standard error band", fig,
                        table))
     return result

@@ -185,7 +185,7 @@ def _b_unscaled(speed: pd.DataFrame, source: str, head_dims: list, margin: str, 
         details.append(f"d_k = {dim}: {early_text(u)} against {early_text(d)}")
     verdict = (f"Yes, {_onset(compared, flags)}: its early accuracy there is below dense's {margin}" if any(flags) else
                f"Not here: at no measured d_k ({listing(compared)}) is its early accuracy below dense's {margin}")
-    result = [f"{source}: does unscaled attention learn slower than dense, by early accuracy (the mean eval accuracy "
+    result = [f"{source}: does unscaled attention learn slower than dense, by early accuracy (the mean test accuracy "
               f"over steps 0 to {early_until})? {verdict}: unscaled against dense, " + "; ".join(details) + "."]
     if compared:
         top = compared[-1]
@@ -233,7 +233,7 @@ def _findings_b(study: SaturationStudy) -> list[str]:
     early_until = listing([float(study.steps_to_accuracy["early_until_step"].max())])
     per_dim = [f"d_k = {head_dim}: " + ", ".join(f"{name} {steps_text(row)}" for (name, dim), row in speed.iterrows()
                                                  if dim == head_dim) for head_dim in head_dims]
-    result = [f"{source}: steps to a first eval accuracy ≥ {THRESHOLD:g}, mean ± se over the seeds that reached it "
+    result = [f"{source}: steps to a first test accuracy ≥ {THRESHOLD:g}, mean ± se over the seeds that reached it "
               "(reached/seeds): " + "; ".join(per_dim) + "."]
     margin = (f"by more than {NOISE} standard errors" if speed["runs"].min() > 1
               else "at all (one seed per cell: no standard error)")
@@ -270,7 +270,7 @@ def _findings_c(study: SaturationStudy) -> list[str]:
         f"{source}: the largest attention logit |q.k| (scaled as the variant scales it, over all evaluations, layers "
         f"and heads{over}) per learning rate: {_by_lr(means, 'max_logit_abs')}; it is largest for "
         f"{_extreme(means, 'max_logit_abs', True)}.",
-        f"{source}: the final eval loss per learning rate{over}: {_by_lr(means, 'final_loss')}; lowest for "
+        f"{source}: the final test loss per learning rate{over}: {_by_lr(means, 'final_loss')}; lowest for "
         f"{_extreme(means, 'final_loss', False)}.",
         f"{source}: the smallest mean entropy / log n of any head at any evaluation (1: uniform, 0: one-hot{over}) "
         f"is {_extreme(means, 'min_entropy_over_log_n', False)}; the largest sigma is "
@@ -309,7 +309,7 @@ def _findings_d(study: SaturationStudy) -> list[str]:
     averaged = "" if means["seeds"].max() == 1 else ", mean over seeds"
     result.append(
         f"Study D, trained ({_experiment(runs, 'D')}; no position embeddings; evaluated at "
-        f"{listing(sorted(lengths['length'].unique()))} tokens): eval accuracy at {longest} tokens{averaged}: "
+        f"{listing(sorted(lengths['length'].unique()))} tokens): test accuracy at {longest} tokens{averaged}: "
         + ", ".join(f"{row['variant_name']} {number(row['accuracy'])}" for _, row in at_longest.iterrows())
         + f"; at the training length {trained_length}: "
         + ", ".join(f"{row['variant_name']} {number(row['accuracy'])}" for _, row in at_trained.iterrows()) + "."

@@ -23,11 +23,11 @@ Tables (`SaturationStudy` fields; `write` saves the run tables under tables/):
     variance           model_variance.csv: that variance of q and k, per head dim and layer, measured
 
     runs               load_runs' row per run, plus `part` (B, C, D), `head_dim`, `lr` and `normaliser`
-    evaluations        one row per finished run x evaluation: eval accuracy and loss at each step
+    evaluations        one row per finished run x evaluation: test accuracy and loss at each step
     dynamics           one row per finished run x evaluation x layer x head: the attention statistics
                        (`experiments.attention_stats.STATISTICS`)
-    steps_to_accuracy  B, per run: steps to a first eval accuracy >= THRESHOLD (NaN: never), the final
-                       accuracy, and the early accuracy (mean eval accuracy over the first half of training)
+    steps_to_accuracy  B, per run: steps to a first test accuracy >= THRESHOLD (NaN: never), the final
+                       accuracy, and the early accuracy (mean test accuracy over the first half of training)
     learning_rates     C, per run: final loss and accuracy, largest |logit|, smallest entropy / log n,
                        largest sigma, the bound's checks and violations
     lengths            D, per run and evaluation length: accuracy (`trained`: the training length)
@@ -55,7 +55,7 @@ from experiments.attention_stats import STATISTICS
 from experiments.records import RecordError, RunRecord
 from experiments.saturation import Setting
 
-THRESHOLD = 0.9  # study B: steps to a first eval accuracy at least this
+THRESHOLD = 0.9  # study B: steps to a first test accuracy at least this
 FINISHED = ("completed", "diverged")  # runs the derived tables read; others are still to train or resume
 PARTS = ("B", "C", "D")
 RUN_COLUMNS = ["run_id", "part", "variant", "variant_name", "normaliser", "head_dim", "seed", "lr", "status"]
@@ -168,8 +168,8 @@ def _read_metrics(runs: pd.DataFrame, skipped: list[dict[str, str]]) -> tuple[pd
         key["total_steps"] = run.get("train.steps")
         try:
             lines = [line for line in RunRecord(Path(run["path"])).read_metrics() if line.get("kind") == "eval"]
-            rows = [{**key, "step": int(line["step"]), "eval_accuracy": float(line["eval_accuracy"]),
-                     "eval_loss": float(line["eval_loss"])} for line in lines]
+            rows = [{**key, "step": int(line["step"]), "test_accuracy": float(line["test_accuracy"]),
+                     "test_loss": float(line["test_loss"])} for line in lines]
             stats = [{**row, "layer": int(entry["layer"]), "head": int(entry["head"]),
                       **{name: math.nan if entry.get(name) is None else float(entry[name]) for name in STATISTICS}}
                      for row, line in zip(rows, lines, strict=True) for entry in line.get("attention") or []]
@@ -181,7 +181,7 @@ def _read_metrics(runs: pd.DataFrame, skipped: list[dict[str, str]]) -> tuple[pd
             continue
         evaluations += rows
         heads += stats
-    evaluation_columns = [*RUN_COLUMNS, "total_steps", "step", "eval_accuracy", "eval_loss"]
+    evaluation_columns = [*RUN_COLUMNS, "total_steps", "step", "test_accuracy", "test_loss"]
     return (pd.DataFrame(evaluations, columns=evaluation_columns),
             pd.DataFrame(heads, columns=[*evaluation_columns, "layer", "head", *STATISTICS]))
 
@@ -192,12 +192,12 @@ def _steps_to_accuracy(evaluations: pd.DataFrame) -> pd.DataFrame:
         curve = curve.sort_values("step")
         first = curve.iloc[0]
         half = float(first["total_steps"]) / 2
-        reached = curve.loc[curve["eval_accuracy"] >= THRESHOLD, "step"]
+        reached = curve.loc[curve["test_accuracy"] >= THRESHOLD, "step"]
         rows.append({"run_id": run_id, "variant_name": first["variant_name"], "head_dim": first["head_dim"],
                      "seed": first["seed"], "status": first["status"], "threshold": THRESHOLD,
                      "steps_to_threshold": float(reached.iloc[0]) if len(reached) else math.nan,
-                     "final_accuracy": curve["eval_accuracy"].iloc[-1],
-                     "early_accuracy": curve.loc[curve["step"] <= half, "eval_accuracy"].mean(),
+                     "final_accuracy": curve["test_accuracy"].iloc[-1],
+                     "early_accuracy": curve.loc[curve["step"] <= half, "test_accuracy"].mean(),
                      "early_until_step": half, "total_steps": first["total_steps"]})
     return pd.DataFrame(rows, columns=["run_id", "variant_name", "head_dim", "seed", "status", "threshold",
                                        "steps_to_threshold", "final_accuracy", "early_accuracy",
@@ -211,7 +211,7 @@ def _learning_rates(evaluations: pd.DataFrame, dynamics: pd.DataFrame) -> pd.Dat
         heads = dynamics[dynamics["run_id"] == run_id]
         checked = heads["entropy_bound"].notna()
         rows.append({"run_id": run_id, "variant_name": last["variant_name"], "lr": last["lr"], "seed": last["seed"],
-                     "status": last["status"], "final_loss": last["eval_loss"], "final_accuracy": last["eval_accuracy"],
+                     "status": last["status"], "final_loss": last["test_loss"], "final_accuracy": last["test_accuracy"],
                      "max_logit_abs": heads["logit_max_abs"].max(),
                      "min_entropy_over_log_n": heads["entropy_over_log_n"].min(), "max_sigma": heads["sigma"].max(),
                      "bound_checks": int(checked.sum()), "max_entropy_bound": heads["entropy_bound"].max(),

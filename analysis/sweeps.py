@@ -51,7 +51,7 @@ class SweepStudy:
         return {name: count for name, count in counts.items() if count or name != "waiting"}
 
     def trials_frame(self) -> pd.DataFrame:
-        """One row per trial: number, state, value (the objective: final eval accuracy), the last reported
+        """One row per trial: number, state, value (the objective: final test accuracy), the last reported
         intermediate value and its step, the run id, and each parameter as `param.<name>`."""
         rows = []
         for trial in self.trials:
@@ -67,10 +67,10 @@ class SweepStudy:
                                                               "last_reported", "run_id"])
 
     def intermediate_frame(self) -> pd.DataFrame:
-        """The eval accuracy each trial reported at each evaluation step (long format)."""
-        rows = [{"trial": trial.number, "state": STATES[trial.state], "step": step, "eval_accuracy": value}
+        """The test accuracy each trial reported at each evaluation step (long format)."""
+        rows = [{"trial": trial.number, "state": STATES[trial.state], "step": step, "test_accuracy": value}
                 for trial in self.trials for step, value in sorted(trial.intermediate_values.items())]
-        return pd.DataFrame(rows, columns=["trial", "state", "step", "eval_accuracy"])
+        return pd.DataFrame(rows, columns=["trial", "state", "step", "test_accuracy"])
 
     def importances(self) -> tuple[pd.DataFrame | None, str]:
         """fANOVA importance of each parameter for the objective (Optuna's FanovaImportanceEvaluator,

@@ -51,7 +51,7 @@ from variants.base import Attention
 from variants.normalisers import softmax as masked_softmax
 
 SATURATED = 0.99  # a row whose largest weight exceeds this is saturated
-PROBE_SIZE = 16  # examples of the eval set the statistics are measured on
+PROBE_SIZE = 16  # examples of the test set the statistics are measured on
 BOUND_CHUNK = 1 << 22  # two-level entropies evaluated at once by entropy_lower_bound
 DISTRIBUTION_TOLERANCE = 1e-4  # a row of weights summing to 1 within this is a distribution (float32 sums)
 STATISTICS = ("entropy", "entropy_over_log_n", "max_weight", "saturated_fraction", "zero_fraction", "logit_std",
@@ -238,7 +238,7 @@ def measure(model: Transformer, inputs: torch.Tensor, targets: torch.Tensor) -> 
     return results
 
 
-def probe_batch(eval_set: tasks.Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fixed examples the statistics are measured on: the eval set's first PROBE_SIZE."""
-    return eval_set.inputs[:PROBE_SIZE], eval_set.targets[:PROBE_SIZE]
+def probe_batch(test_set: tasks.Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The fixed examples the statistics are measured on: the test set's first PROBE_SIZE."""
+    return test_set.inputs[:PROBE_SIZE], test_set.targets[:PROBE_SIZE]
 

@@ -66,7 +66,7 @@ def results_table(summaries: list[dict]) -> str:
         rows = []
         for summary in (s for s in summaries if s["task"] == task):
             row = {"variant": summary["variant_name"], "status": summary["status"],
-                   "eval_acc": summary["eval_accuracy"], "chance": summary["chance_accuracy"]}
+                   "test_acc": summary["test_accuracy"], "chance": summary["chance_accuracy"]}
             for bucket in summary["accuracy_by_distance"]:
                 row[f"d{bucket['lo']}-{bucket['hi']}"] = bucket["accuracy"]
             row.update({split: accuracy for split, accuracy in summary.get("accuracy_by_split", {}).items()})
@@ -78,7 +78,7 @@ def results_table(summaries: list[dict]) -> str:
             rows.append(row)
         table = pd.DataFrame(rows).to_string(index=False, float_format=lambda value: f"{value:.3f}", na_rep="-")
         blocks.append(f"task {task} (accuracy at scored positions; dN-M = dependency distance N..M; "
-                      f"n=L = at eval length L; other columns: extra eval splits)\n{table}")
+                      f"n=L = at eval length L; other columns: extra test splits)\n{table}")
     return "\n\n".join(blocks)
 
 

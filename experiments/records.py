@@ -50,8 +50,10 @@ def run_path(runs_dir: Path, run_id: str) -> Path:
     return path
 
 
-# Keys that records written by earlier versions use, and their names today.
-RENAMED_KEYS = {"backend": "kernel"}
+# Keys that records written by earlier versions use, and their names today: the kernel was once the backend,
+# and the held-out test set was once the "eval" set (summaries, metric lines and task options).
+RENAMED_KEYS = {"backend": "kernel", "eval_accuracy": "test_accuracy", "eval_loss": "test_loss",
+                "eval_size": "test_size"}
 
 
 def with_current_names(record: Any) -> Any:
@@ -61,6 +63,14 @@ def with_current_names(record: Any) -> Any:
         return record
     return {RENAMED_KEYS.get(key, key) if RENAMED_KEYS.get(key) not in record else key: value
             for key, value in record.items()}
+
+
+def metric_line_as_today(line: Any) -> Any:
+    """A metrics.jsonl line (or a checkpoint's history line) with today's names, its extra sets' too."""
+    line = with_current_names(line)
+    if isinstance(line, dict) and isinstance(line.get("splits"), dict):
+        line = {**line, "splits": {name: with_current_names(scores) for name, scores in line["splits"].items()}}
+    return line
 
 
 def _one_sided(window: Any) -> bool:
@@ -73,6 +83,8 @@ def config_as_today(config: Any) -> Any:
     Configs written before the kernel rename (they hold `backend`) counted `local`'s and longformer's
     `window` to one side, |i - j| < window; today a window counts keys as Longformer's w, |i - j| <= window
     // 2. The same reach is window' = 2 (window - 1), so an old run still means the layout it trained with."""
+    if isinstance(config, dict) and isinstance(config.get("task_options"), dict):
+        config = {**config, "task_options": with_current_names(config["task_options"])}
     if not isinstance(config, dict) or "backend" not in config:
         return with_current_names(config)
     options = dict(config.get("variant_options") or {})
@@ -103,8 +115,8 @@ class Summary:
     task_options: dict[str, Any] = field(default_factory=dict)
     profile: str | None = None
     seed: int | None = None
-    eval_accuracy: float | None = None  # the test set, at the last evaluation
-    eval_loss: float | None = None
+    test_accuracy: float | None = None  # the test set, at the last evaluation
+    test_loss: float | None = None
     val_accuracy: float | None = None  # the validation set (what sweeps select on), at the last evaluation
     val_loss: float | None = None
     chance_accuracy: float | None = None
@@ -189,7 +201,7 @@ class RunRecord:
 
     def read_metrics(self) -> list[dict[str, Any]]:
         path = self.path / "metrics.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return [metric_line_as_today(json.loads(line)) for line in path.read_text().splitlines()] if path.exists() else []
 
     # -- checkpoint ---------------------------------------------------------------------------------
 

@@ -142,11 +142,11 @@ def _dynamics_variants(setting: Setting, head_dim: int) -> list[tuple[str, dict[
 def plan(setting: Setting) -> list[PlannedRun]:
     """Every training run of studies D, B and C, in the order they start: the longest first, so that the
     workers finish together."""
-    task = {"seq_len": setting.seq_len, "num_buckets": 4, "eval_size": 128}
+    task = {"seq_len": setting.seq_len, "num_buckets": 4, "test_size": 128}
     train = {"steps": setting.steps, "batch_size": setting.batch_size, "eval_every": setting.eval_every,
              "checkpoint_every": 50, "warmup_steps": 20, "lr": 1e-3}
     runs = []
-    length_task = {"seq_len": setting.train_length, "num_buckets": 4, "eval_size": 128,
+    length_task = {"seq_len": setting.train_length, "num_buckets": 4, "test_size": 128,
                    "eval_lengths": setting.eval_lengths}
     for variant, options in LENGTH_VARIANTS:
         for seed in setting.length_seeds:

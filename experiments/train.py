@@ -34,7 +34,7 @@ from common.provenance import git_commit
 from experiments import attention_stats, tasks
 from experiments.config import RunConfig, TrainConfig
 from experiments.model import Transformer, scored_loss
-from experiments.records import RunRecord, Summary
+from experiments.records import RunRecord, Summary, metric_line_as_today
 
 
 def learning_rate(step: int, train: TrainConfig) -> float:
@@ -47,20 +47,20 @@ def learning_rate(step: int, train: TrainConfig) -> float:
 
 
 @torch.no_grad()
-def evaluate(model: Transformer, eval_set: tasks.Batch, batch_size: int,
+def evaluate(model: Transformer, test_set: tasks.Batch, batch_size: int,
              buckets: list[tuple[int, int]]) -> dict[str, Any]:
     """Accuracy over the scored positions of a held-out set, overall and per dependency-distance bucket
     (no buckets: overall only)."""
     model.eval()
     correct, distance, losses = [], [], []
-    for start in range(0, eval_set.inputs.shape[0], batch_size):
-        inputs = eval_set.inputs[start : start + batch_size]
-        targets = eval_set.targets[start : start + batch_size]
+    for start in range(0, test_set.inputs.shape[0], batch_size):
+        inputs = test_set.inputs[start : start + batch_size]
+        targets = test_set.targets[start : start + batch_size]
         logits = model(inputs)  # (B, T, classes)
         scored = targets != tasks.IGNORE
         losses.append(F.cross_entropy(logits[scored], targets[scored], reduction="sum"))
         correct.append(logits[scored].argmax(-1) == targets[scored])
-        distance.append(eval_set.distance[start : start + batch_size][scored])
+        distance.append(test_set.distance[start : start + batch_size][scored])
     model.train()
     correct, distance = torch.cat(correct).float(), torch.cat(distance)
     by_distance = []
@@ -69,14 +69,14 @@ def evaluate(model: Transformer, eval_set: tasks.Batch, batch_size: int,
         count = int(inside.sum())
         accuracy = float(correct[inside].mean()) if count else None
         by_distance.append({"lo": lo, "hi": hi, "accuracy": accuracy, "count": count})
-    result = {"eval_accuracy": float(correct.mean()), "eval_loss": float(torch.stack(losses).sum() / correct.numel())}
+    result = {"test_accuracy": float(correct.mean()), "test_loss": float(torch.stack(losses).sum() / correct.numel())}
     return {**result, "accuracy_by_distance": by_distance} if buckets else result
 
 
-def evaluate_all(model: Transformer, eval_set: tasks.Batch, extra_sets: dict[str, tasks.Batch], batch_size: int,
+def evaluate_all(model: Transformer, test_set: tasks.Batch, extra_sets: dict[str, tasks.Batch], batch_size: int,
                  buckets: list[tuple[int, int]]) -> dict[str, Any]:
-    """The eval set's accuracy (per distance bucket too), and each extra held-out set's under "splits"."""
-    result = evaluate(model, eval_set, batch_size, buckets)
+    """The test set's accuracy (per distance bucket too), and each extra held-out set's under "splits"."""
+    result = evaluate(model, test_set, batch_size, buckets)
     if extra_sets:
         result["splits"] = {name: evaluate(model, batch, batch_size, []) for name, batch in extra_sets.items()}
     return result
@@ -84,7 +84,7 @@ def evaluate_all(model: Transformer, eval_set: tasks.Batch, extra_sets: dict[str
 
 def validation_accuracy(line: dict[str, Any]) -> float | None:
     """The validation accuracy an evaluation line (or a summary) reports: what sweeps select and prune on,
-    so the eval set stays an untouched test set. None where there is none (a record from before it)."""
+    so the test set stays an untouched test set. None where there is none (a record from before it)."""
     return line.get("val_accuracy")
 
 
@@ -153,7 +153,7 @@ class Run:
     optimizer: torch.optim.AdamW
     decayed_parameters: list[str]
     generator: torch.Generator  # training batches only
-    eval_set: tasks.Batch  # the test set, from its own seed
+    test_set: tasks.Batch  # the test set, from its own seed
     validation_set: tasks.Batch  # what sweeps select on, from a seed of its own
     extra_sets: dict[str, tasks.Batch]  # splits and other lengths, each scored separately
     precision: str  # "float32" or "bf16"
@@ -192,8 +192,8 @@ def set_up(config: RunConfig, record: RunRecord, tags: dict[str, Any]) -> Run:
         config=config, record=record, tags=dict(tags), device=device, task=task, model=model,
         step_model=torch.compile(model) if config.train.compile else model,
         optimizer=optimizer, decayed_parameters=decayed,
-        generator=tasks.train_generator(config.seed, device), eval_set=task.eval_set(device),
-        validation_set=task.validation_set(device), extra_sets=task.extra_eval_sets(device),
+        generator=tasks.train_generator(config.seed, device), test_set=task.test_set(device),
+        validation_set=task.validation_set(device), extra_sets=task.extra_test_sets(device),
         precision=precision,
         autocast=torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"),
         described=model.variant_module.describe(),
@@ -213,7 +213,7 @@ def resume(run: Run) -> RunState:
         run.generator.set_state(checkpoint["generator"])
         # Checkpoints written before the rename call the running sums "window".
         state.running_sums.copy_(checkpoint["running_sums"] if "running_sums" in checkpoint else checkpoint["window"])
-        state.step, state.history = checkpoint["step"], checkpoint["history"]
+        state.step, state.history = checkpoint["step"], [metric_line_as_today(line) for line in checkpoint["history"]]
         state.wall_seconds, state.train_seconds = checkpoint["wall_seconds"], checkpoint["train_seconds"]
     state.last_eval = next((line for line in reversed(state.history) if line["kind"] == "eval"), None)
     return state
@@ -260,12 +260,12 @@ def evaluation_line(run: Run, state: RunState) -> dict[str, Any]:
     the validation set, and with `train.attention_stats` the statistics per layer and head."""
     batch_size = run.config.train.batch_size
     with run.autocast:
-        scores = evaluate_all(run.model, run.eval_set, run.extra_sets, batch_size, run.task.report_buckets())
+        scores = evaluate_all(run.model, run.test_set, run.extra_sets, batch_size, run.task.report_buckets())
         validation = evaluate(run.model, run.validation_set, batch_size, [])
     line = {"kind": "eval", "step": state.step, "wall_seconds": state.wall_seconds, **scores,
-            "val_accuracy": validation["eval_accuracy"], "val_loss": validation["eval_loss"]}
+            "val_accuracy": validation["test_accuracy"], "val_loss": validation["test_loss"]}
     if run.config.train.attention_stats:
-        line["attention"] = attention_stats.measure(run.model, *attention_stats.probe_batch(run.eval_set))
+        line["attention"] = attention_stats.measure(run.model, *attention_stats.probe_batch(run.test_set))
     return line
 
 
@@ -280,7 +280,7 @@ def summarise(run: Run, state: RunState, status: str, error: str | None = None) 
     config, task, last = run.config, run.task, state.last_eval or {}
 
     def extra_accuracy(name: str) -> float | None:  # an extra held-out set's accuracy at the last evaluation
-        return last["splits"][name]["eval_accuracy"] if "splits" in last else None
+        return last["splits"][name]["test_accuracy"] if "splits" in last else None
 
     tokens = state.step * config.train.batch_size * task.seq_len
     return Summary(
@@ -289,12 +289,12 @@ def summarise(run: Run, state: RunState, status: str, error: str | None = None) 
         kernel=run.model.kernel, precision=run.precision, compiled=config.train.compile,
         parameters=sum(parameter.numel() for parameter in run.model.parameters()),
         task=config.task, task_options=config.task_options, profile=config.profile, seed=config.seed,
-        eval_accuracy=last.get("eval_accuracy"), eval_loss=last.get("eval_loss"),
+        test_accuracy=last.get("test_accuracy"), test_loss=last.get("test_loss"),
         val_accuracy=last.get("val_accuracy"), val_loss=last.get("val_loss"),
         chance_accuracy=task.chance_accuracy, accuracy_by_distance=last.get("accuracy_by_distance", []),
         accuracy_by_split={split: extra_accuracy(split) for split in task.eval_splits},
         accuracy_by_length=[
-            {"length": task.seq_len, "accuracy": last.get("eval_accuracy")},
+            {"length": task.seq_len, "accuracy": last.get("test_accuracy")},
             *({"length": length, "accuracy": extra_accuracy(f"length={length}")} for length in task.eval_lengths),
         ] if task.eval_lengths else [],
         tags=dict(run.tags), steps=state.step, total_steps=config.train.steps, wall_seconds=state.wall_seconds,
@@ -323,7 +323,7 @@ def progress(state: RunState) -> dict[str, str]:
     line = next((line for line in reversed(state.history) if line["kind"] == "train"), None)
     figures = {"loss": line["loss"], "acc": line["accuracy"]} if line else {}
     if state.last_eval:
-        figures["eval"] = state.last_eval["eval_accuracy"]
+        figures["test"] = state.last_eval["test_accuracy"]
     return {name: f"{value:.3f}" for name, value in figures.items()}
 
 

@@ -56,11 +56,11 @@ def _checkpointed_runs(context: Context) -> pd.DataFrame:
 
 
 def _farthest_example(task: tasks.Task) -> tuple[tasks.Batch, torch.Tensor, int]:
-    """The eval set, each example's farthest dependency, and the example whose dependency lies farthest back."""
-    eval_set = task.eval_set("cpu")
-    scored = eval_set.targets != tasks.IGNORE
-    farthest = torch.where(scored, eval_set.distance, -1).max(dim=1).values
-    return eval_set, farthest, int(farthest.argmax())
+    """The test set, each example's farthest dependency, and the example whose dependency lies farthest back."""
+    test_set = task.test_set("cpu")
+    scored = test_set.targets != tasks.IGNORE
+    farthest = torch.where(scored, test_set.distance, -1).max(dim=1).values
+    return test_set, farthest, int(farthest.argmax())
 
 
 def _trained_model(run: pd.Series) -> tuple[tasks.Task, Transformer]:
@@ -125,9 +125,9 @@ def _attention_picture(run: pd.Series, index: int) -> Figure:
     per layer and head, exact zeros at seen keys marked (module docstring); raises ValueError (RecordError,
     OptionError) or RuntimeError for unusable records."""
     task, model = _trained_model(run)
-    eval_set, farthest, example = _farthest_example(task)
-    scored = eval_set.targets != tasks.IGNORE
-    inputs = eval_set.inputs[example : example + 1]
+    test_set, farthest, example = _farthest_example(task)
+    scored = test_set.targets != tasks.IGNORE
+    inputs = test_set.inputs[example : example + 1]
     with torch.no_grad():
         _, weights = model(inputs, return_weights=True)  # per layer (1, H, T, T)
     tokens = task.decode(inputs[0])
@@ -162,7 +162,7 @@ def _attention_picture(run: pd.Series, index: int) -> Figure:
                       "seen": bool(seen[layer][head][position, key]), "exact_zero": bool(head_zeros[position, key])}
                      for position, row in enumerate(rows) for key in range(length)]
     figures.suptitle(fig, f"{run['label']} on {run['task']} (seed {run['seed']}): attention on eval example "
-                          f"{example}, answer {task.label_text(eval_set, example)}, farthest dependency "
+                          f"{example}, answer {task.label_text(test_set, example)}, farthest dependency "
                           f"{int(farthest[example])}")
     shown = "every query row" if full else f"the scored query rows (sequence of {length} tokens)"
     caption = (f"{run['label']} on {run['task']}, run {run['run_id']}: attention weights of the trained model for "
@@ -234,8 +234,8 @@ def _example_layout_figure(context: Context, run: pd.Series, index: int) -> Figu
     """The pairs a Reformer or Sinkhorn model attended on the eval example with the farthest dependency, per layer
     and head (the first MAX_LAYOUT_DRAWN positions); raises as `_trained_model` does."""
     task, model = _trained_model(run)
-    eval_set, farthest, example = _farthest_example(task)
-    drawn = _example_layouts(model, eval_set.inputs[example : example + 1])
+    test_set, farthest, example = _farthest_example(task)
+    drawn = _example_layouts(model, test_set.inputs[example : example + 1])
     shown = min(task.seq_len, MAX_LAYOUT_DRAWN)
     depth, heads = len(drawn), len(drawn[0])
     fig, axes = figures.figure(depth, heads, width=3.8 * heads, height=4.0 * depth)

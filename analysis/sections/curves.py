@@ -1,4 +1,4 @@
-"""The report's learning curves: training loss and eval accuracy against steps and wall time."""
+"""The report's learning curves: training loss and test accuracy against steps and wall time."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from analysis.sections.registry import section
 def curves(context: Context) -> list[Block]:
     metrics, unreadable = context.metrics(context.ordinary)
     blocks: list[Block] = [Text(
-        "Training loss (mean over each logging interval) and eval accuracy against optimiser steps and against "
+        "Training loss (mean over each logging interval) and test accuracy against optimiser steps and against "
         "wall time, averaged over seeds (band: ± 1 standard deviation; wall time: the mean over seeds at each step)."
     )]
     if metrics.empty:
@@ -26,17 +26,17 @@ def curves(context: Context) -> list[Block]:
                  .agg(loss_mean=("loss", "mean"), loss_std=("loss", "std"), wall_seconds=("wall_seconds", "mean"),
                       seeds=("run_id", "nunique")).assign(kind="train"))
         evaluated = (frame[frame["kind"] == "eval"].groupby(keys, as_index=False)
-                     .agg(eval_accuracy_mean=("eval_accuracy", "mean"), eval_accuracy_std=("eval_accuracy", "std"),
+                     .agg(test_accuracy_mean=("test_accuracy", "mean"), test_accuracy_std=("test_accuracy", "std"),
                           wall_seconds=("wall_seconds", "mean"), seeds=("run_id", "nunique")).assign(kind="eval"))
         fig, axes = figures.figure(2, 2)
         for column, x, xlabel in ((0, "step", "training step"), (1, "wall_seconds", "wall time (s)")):
             shared.draw_lines(context, axes[column, 0], train, x, "loss_mean", "loss_std", marker=None)
             axes[column, 0].set_ylabel("training loss (cross-entropy, nats)")
             axes[column, 0].set_title(f"{task}: training loss by {xlabel.split(' (')[0]}")
-            shared.draw_lines(context, axes[column, 1], evaluated, x, "eval_accuracy_mean", "eval_accuracy_std",
+            shared.draw_lines(context, axes[column, 1], evaluated, x, "test_accuracy_mean", "test_accuracy_std",
                         bounded=True)
             shared.accuracy_axis(axes[column, 1])
-            axes[column, 1].set_title(f"{task}: eval accuracy by {xlabel.split(' (')[0]}")
+            axes[column, 1].set_title(f"{task}: test accuracy by {xlabel.split(' (')[0]}")
             for ax in axes[column]:
                 ax.set_xlabel(xlabel)
         axes[0, 1].legend(loc="best")

@@ -64,13 +64,13 @@ def _reach(variant: str, options_json: str, heads: int, head_dim: int, depth: in
 
 
 def _accuracy_figure(fig, name: str, task: str, against: str, xlabel: str, aggregated: pd.DataFrame) -> Figure:
-    """A task's eval accuracy curves against `against` (drawn on the figure's one axis), labelled and captioned."""
+    """A task's test accuracy curves against `against` (drawn on the figure's one axis), labelled and captioned."""
     ax = fig.axes[0]
     ax.set_xlabel(xlabel)
     shared.accuracy_axis(ax)
-    ax.set_title(f"{task}: eval accuracy by {against}")
+    ax.set_title(f"{task}: test accuracy by {against}")
     ax.legend(loc="best")
-    return Figure(name, f"{task}: eval accuracy against {against}, mean ± sd over seeds", fig, aggregated)
+    return Figure(name, f"{task}: test accuracy against {against}, mean ± sd over seeds", fig, aggregated)
 
 
 @section("distance", "Accuracy against dependency distance")
@@ -82,7 +82,7 @@ def distance(context: Context) -> list[Block]:
             for run in completed.itertuples(index=False) for bucket in run.accuracy_by_distance
             if bucket.get("accuracy") is not None]
     blocks: list[Block] = [Text(
-        "Eval accuracy per dependency-distance bucket (how many positions back the evidence lies), mean over "
+        "Test accuracy per dependency-distance bucket (how many positions back the evidence lies), mean over "
         "seeds with a ± 1 standard deviation band, one line per variant (baselines included). Dotted vertical "
         "lines mark the reach of local and sparse variants and of convolutions: the farthest distance up to "
         "which the last position sees every earlier position after all layers (computed from the variant's "
@@ -156,4 +156,4 @@ def _splits(completed: pd.DataFrame) -> list[Block]:
     if not rows:
         return []
     table = over_seeds(pd.DataFrame(rows), ["task", "variant", "split"], ["accuracy"], spread=True)
-    return [Table("splits", "Eval accuracy on each task's extra held-out splits, over seeds", table)]
+    return [Table("splits", "Test accuracy on each task's extra held-out splits, over seeds", table)]

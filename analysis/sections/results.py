@@ -1,4 +1,4 @@
-"""The report's first section: eval accuracy per task and variant over seeds, the variant x task table,
+"""The report's first section: test accuracy per task and variant over seeds, the variant x task table,
 what each variant present approximates (its own `approximation` sentence), the runs that did not complete,
 the records skipped, and the best setting of each sweep study."""
 
@@ -30,14 +30,14 @@ def _distinct(group: pd.DataFrame, column: str, lower: bool = False) -> str:
 
 def result_cells(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (task, variant, setting) of ordinary runs: seeds averaged (completed runs with an eval
-    accuracy), mean and sample standard deviation of the eval accuracy, chance level, the normaliser (`load_runs`'
+    accuracy), mean and sample standard deviation of the test accuracy, chance level, the normaliser (`load_runs`'
     column), the position scheme (`model.positions`), the causality (`model.causal`), and the number of runs in
     each status (`other`: a status this version does not know)."""
     rows = []
     for (task, name, setting, label), group in runs.groupby(["task", "variant_name", "setting", "label"],
                                                             sort=True):
-        done = group[(group["status"] == "completed") & group["eval_accuracy"].notna()]
-        accuracy = done["eval_accuracy"].astype(float)
+        done = group[(group["status"] == "completed") & group["test_accuracy"].notna()]
+        accuracy = done["test_accuracy"].astype(float)
         chance = group["chance_accuracy"].dropna()
         parameters = group["parameters"].dropna() if "parameters" in group else pd.Series(dtype=float)
         row = {"task": task, "variant": name, "setting": setting, "label": label,
@@ -142,7 +142,7 @@ def _by_task_table(cells: pd.DataFrame, normaliser: str | None) -> Table:
         ]
     text["average"] = table["average"].map(shared.fmt)
     text["tasks_averaged"] = table["tasks_averaged"].astype(int)
-    return Table("results-by-task", "Variant x task eval accuracy"
+    return Table("results-by-task", "Variant x task test accuracy"
                  + (f" (normaliser of every row: {normaliser})" if normaliser else "")
                  + "; the average is computed from the row's cell means (over the tasks the row has: "
                  "tasks_averaged), never typed in", text, data=table)
@@ -151,14 +151,14 @@ def _by_task_table(cells: pd.DataFrame, normaliser: str | None) -> Table:
 def _results_tables(ordinary: pd.DataFrame) -> list[Block]:
     """The per-cell table and the variant x task table."""
     cells = result_cells(ordinary)
-    shown = cells.assign(**{"eval accuracy": cells.apply(_cell_text, axis=1)})
+    shown = cells.assign(**{"test accuracy": cells.apply(_cell_text, axis=1)})
     status_columns = [status for status in (*STATUS_COLUMNS, "other") if shown[status].any()]
     causality, normaliser = causality_note(cells), shared_normaliser(cells)
     columns = ["task", "variant", *([] if normaliser else ["normaliser"]),
                *(["setting"] if shown["setting"].any() else []), "model.positions",
-               *(["model.causal"] if causality else []), "parameters", "eval accuracy", "seeds", "chance", "runs",
+               *(["model.causal"] if causality else []), "parameters", "test accuracy", "seeds", "chance", "runs",
                *status_columns]
-    blocks: list[Block] = [Table("results", "Eval accuracy per task and variant, over seeds (runs counted by status; "
+    blocks: list[Block] = [Table("results", "Test accuracy per task and variant, over seeds (runs counted by status; "
                                  + (f"normaliser of every row: {normaliser}; " if normaliser else
                                     "normaliser: how the runs' attention turns logits into weights; ")
                                  + "model.positions: the position scheme of the runs"
@@ -186,7 +186,7 @@ def results(context: Context) -> list[Block]:
         f"{shared.count(trials['study'].nunique(), 'study', 'studies')}); "
         f"{shared.count(len(context.skipped), 'unreadable record')} skipped"
         f"{' (listed below)' if context.skipped else ''}. "
-        "Eval accuracy is the accuracy at the scored positions of each task's fixed held-out set, averaged over "
+        "Test accuracy is the accuracy at the scored positions of each task's fixed held-out set, averaged over "
         "seeds of completed runs (mean ± sample standard deviation, n = seeds); runs in other states are "
         "counted, never averaged."
     )]
@@ -206,5 +206,5 @@ def results(context: Context) -> list[Block]:
         shown, data = shared.best_trials(context)
         blocks.append(Table("best-sweep-settings", "Best sweep settings: the complete trial of highest selection "
                             "value (the sweep's objective) in each study, beside the test accuracy of its run "
-                            "(that run's eval accuracy) and of the study's confirmation runs", shown, data=data))
+                            "(that run's test accuracy) and of the study's confirmation runs", shown, data=data))
     return blocks

@@ -43,7 +43,7 @@ def _speed_table(study: SaturationStudy) -> list[Block]:
         "largest weight at step 0": lambda row: number(row["start_max_weight"]),
         "W_q gradient at step 0": lambda row: number(row["start_grad_norm_q"]),
     })
-    return [Table("saturation-learning-speed", f"Study B over seeds: steps to eval accuracy {THRESHOLD:g} "
+    return [Table("saturation-learning-speed", f"Study B over seeds: steps to test accuracy {THRESHOLD:g} "
                   "(mean ± se over the seeds that reached it; reached/seeds), early accuracy (first half of "
                   "training) and final accuracy (mean ± se)", shown, data=speed)]
 
@@ -92,7 +92,7 @@ def blocks(runs_dir: str | Path) -> list[Block]:
                             "and violations", study.learning_rates.drop(columns="run_id")))
     if len(study.lengths):
         means = over_seeds(study.lengths, ["variant_name", "length", "trained"], ["accuracy"])
-        result.append(Table("saturation-lengths", "Study D: eval accuracy per variant and evaluation length, mean over "
+        result.append(Table("saturation-lengths", "Study D: test accuracy per variant and evaluation length, mean over "
                             "seeds (trained: the training length)", means, data=study.lengths))
     if study.skipped:
         result.append(Table("saturation-skipped", "Pieces of the study folder left out, and why",

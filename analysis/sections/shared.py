@@ -83,7 +83,7 @@ def draw_lines(context: Context, ax, frame: pd.DataFrame, x: str, y: str, spread
 
 def accuracy_axis(ax) -> None:
     ax.set_ylim(-0.03, 1.03)
-    ax.set_ylabel("eval accuracy (fraction correct)")
+    ax.set_ylabel("test accuracy (fraction correct)")
 
 
 def mean_std_text(mean: float, std: float, seeds: int) -> str:
@@ -93,17 +93,17 @@ def mean_std_text(mean: float, std: float, seeds: int) -> str:
 
 
 def confirmation(runs: pd.DataFrame, study: str) -> pd.Series:
-    """The eval accuracies of a study's completed confirmation runs (tagged with the study and confirm)."""
+    """The test accuracies of a study's completed confirmation runs (tagged with the study and confirm)."""
     confirmed = runs[(runs["study"] == study) & runs["confirm"].eq(True) & (runs["status"] == "completed")]
-    return confirmed["eval_accuracy"].dropna().astype(float)
+    return confirmed["test_accuracy"].dropna().astype(float)
 
 
 def best_trials(context: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per study: trials per state, the best trial, its selection value (the objective the sweep maximised)
-    beside the test accuracy of its run (the eval accuracy of the run its `run_id` attribute names), its
-    settings, and the eval accuracy of the study's confirmation runs. Returns (shown, data): the text the
+    beside the test accuracy of its run (the test accuracy of the run its `run_id` attribute names), its
+    settings, and the test accuracy of the study's confirmation runs. Returns (shown, data): the text the
     report shows, and the numbers its CSV holds."""
-    test_accuracy = dict(zip(context.runs["run_id"], context.runs["eval_accuracy"], strict=True))
+    test_accuracy = dict(zip(context.runs["run_id"], context.runs["test_accuracy"], strict=True))
     rows = []
     for study in context.studies:
         best = study.best()
@@ -114,7 +114,7 @@ def best_trials(context: Context) -> tuple[pd.DataFrame, pd.DataFrame]:
             **{f"{state} trials": number for state, number in study.counts().items()},
             "best trial": best.number if best else None,
             "selection value (objective)": best.value if best else None,
-            "test accuracy (its run's eval accuracy)": test_accuracy.get(run_id),
+            "test accuracy (its run's)": test_accuracy.get(run_id),
             "run": run_id,
             "best settings": " ".join(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
                                       for name, value in (best.params.items() if best else [])),

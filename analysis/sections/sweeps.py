@@ -19,10 +19,10 @@ def _best_text(study: SweepStudy, best: pd.Series) -> str:
     """The best trial's selection value and its run's test accuracy, named apart, and the confirmation runs."""
     if pd.isna(best["best trial"]):
         return f"Study {study.name}: no complete trial yet, so no best trial."
-    test = best["test accuracy (its run's eval accuracy)"]
+    test = best["test accuracy (its run's)"]
     text = (f"Study {study.name}: best trial {int(best['best trial'])}, selection value (the sweep's objective, "
             f"which chose it) {shared.fmt(best['selection value (objective)'])}; test accuracy of its run "
-            f"{best['run']} (that run's eval accuracy, not used to choose) {shared.fmt(test)}")
+            f"{best['run']} (that run's test accuracy, not used to choose) {shared.fmt(test)}")
     if best["confirmation seeds"]:
         text += ("; confirmation runs (tagged with the study and confirm) test accuracy "
                  + shared.mean_std_text(best["confirmation mean"], best["confirmation std"],
@@ -31,7 +31,7 @@ def _best_text(study: SweepStudy, best: pd.Series) -> str:
 
 
 def _history(study: SweepStudy, trials: pd.DataFrame, slug: str) -> Figure:
-    """The optimisation history and the eval accuracy each trial reported at each evaluation."""
+    """The optimisation history and the test accuracy each trial reported at each evaluation."""
     fig, axes = figures.figure(1, 2, width=13.0)
     ax = axes[0, 0]
     complete = trials[trials["state"] == "complete"]
@@ -51,11 +51,11 @@ def _history(study: SweepStudy, trials: pd.DataFrame, slug: str) -> Figure:
     ax = axes[0, 1]
     for _, line in intermediate.groupby("trial", sort=True):
         state = line["state"].iloc[0]
-        ax.plot(line["step"], line["eval_accuracy"], color="C0" if state == "complete" else "grey",
+        ax.plot(line["step"], line["test_accuracy"], color="C0" if state == "complete" else "grey",
                 linestyle="-" if state == "complete" else "--", alpha=0.7, marker="o", markersize=3)
     ax.set_xlabel("training step")
     shared.accuracy_axis(ax)
-    ax.set_title("eval accuracy reported per trial")
+    ax.set_title("test accuracy reported per trial")
     figures.suptitle(fig, f"Study {study.name}")
     ax.legend(handles=[Line2D([], [], color="C0", marker="o", label="complete trial"),
                        Line2D([], [], color="grey", linestyle="--", marker="o", label="pruned or failed trial")],
@@ -74,7 +74,7 @@ def _importance(study: SweepStudy, slug: str) -> Block:
     ax.barh(ordered["param"], ordered["importance"], color="C0")
     ax.set_xlabel("fANOVA importance (fraction of the objective's variance)")
     ax.set_ylabel("parameter")
-    ax.set_title("parameter importance for eval accuracy")
+    ax.set_title("parameter importance for test accuracy")
     figures.suptitle(fig, f"Study {study.name}")
     return Figure(f"sweep-{slug}-importance", f"Study {study.name}: parameter importance "
                   "(Optuna FanovaImportanceEvaluator, seed 0)", fig, importance)
@@ -85,7 +85,7 @@ def sweeps(context: Context) -> list[Block]:
     blocks: list[Block] = [Text(
         "Each Optuna study under sweeps/: its trials, the best trial's selection value (the objective the sweep "
         "maximised) beside the test accuracy of its run, the optimisation history (objective per trial and the "
-        "best so far; pruned trials at their last reported value), the eval accuracy each trial reported at each "
+        "best so far; pruned trials at their last reported value), the test accuracy each trial reported at each "
         "evaluation, and each parameter's importance for the objective by Optuna's fANOVA evaluator."
     )]
     if not context.studies:

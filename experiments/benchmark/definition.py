@@ -225,7 +225,7 @@ def resolve_cell(variant: str, task: str, *, profile: str, seed: int, device: st
     def resolved(changes: tuple[tuple[str, Any], ...]) -> configs.RunConfig:
         config = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device,
                                  kernel=kernel, overrides=capacity.changed(overrides, changes))
-        # A task size of the capacity stage must be drawable too, or every run there fails drawing its eval set.
+        # A task size of the capacity stage must be drawable too, or every run there fails drawing its test set.
         if any(key.startswith("task.") for key, _ in changes):
             tasks.check_drawable(config.task, profile=config.profile, **config.task_options)
         return config

@@ -58,10 +58,10 @@ def job_result(summary: dict[str, Any], config: configs.RunConfig, metrics: list
     (`accuracy_by_length`)."""
     seq_len = tasks.create_task(config.task, profile=config.profile, **config.task_options).seq_len
     steps = summary.get("steps") or 0
-    curve = [[line["step"], line["wall_seconds"], line["eval_accuracy"]] for line in metrics if line["kind"] == "eval"]
+    curve = [[line["step"], line["wall_seconds"], line["test_accuracy"]] for line in metrics if line["kind"] == "eval"]
     return {"status": summary["status"], "error": summary.get("error"), "run_id": summary.get("run_id"),
             "variant_name": summary.get("variant_name"), "val_accuracy": validation_accuracy(summary),
-            "test_accuracy": summary.get("eval_accuracy"), "chance": summary.get("chance_accuracy"),
+            "test_accuracy": summary.get("test_accuracy"), "chance": summary.get("chance_accuracy"),
             "parameters": summary.get("parameters"), "steps": steps,
             "tokens": steps * config.train.batch_size * seq_len, "wall_seconds": summary.get("wall_seconds"),
             "device": summary.get("device"), "device_name": summary.get("device_name"), "curve": curve,

@@ -10,7 +10,7 @@ with a seeded TPE sampler, trains with the same `train()` as `attnlab run`, into
 tagged with the study and the trial number (the trial's user attribute `run_id` names it), and reports the
 validation accuracy at every evaluation, so that the median pruner can stop it early (its run says
 `pruned`). A diverged run fails its trial and the study goes on. The objective is the final validation
-accuracy, maximised; the test set (the eval set) is only reported, for the best trial and its confirmation.
+accuracy, maximised; the test set (the test set) is only reported, for the best trial and its confirmation.
 
 The modules, by job:
 

@@ -104,8 +104,8 @@ def confirm_best(sweep: Sweep, study: optuna.Study, *, quiet: bool, should_stop:
                   "command to continue", file=sys.stderr)
             return 130
         if summary["status"] == "completed":
-            accuracies.append(summary["eval_accuracy"])
-            outcome = (f"test accuracy {summary['eval_accuracy']:.4f}, validation accuracy "
+            accuracies.append(summary["test_accuracy"])
+            outcome = (f"test accuracy {summary['test_accuracy']:.4f}, validation accuracy "
                        f"{validation_accuracy(summary):.4f}")
         else:
             exit_code, outcome = 1, f"{summary['status']}: {summary['error']}"

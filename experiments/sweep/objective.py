@@ -1,6 +1,6 @@
 """One trial of a sweep: its values, its run (new, or the run of the trial it retries), training, and the
 verdict. Trials are judged on the validation set: the pruner hears the validation accuracy of every
-evaluation and the objective is the final validation accuracy, maximised, so the test set (the eval set)
+evaluation and the objective is the final validation accuracy, maximised, so the test set (the test set)
 plays no part in choosing a configuration and stays a fair measure of the chosen one."""
 
 from __future__ import annotations

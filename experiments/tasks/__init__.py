@@ -10,7 +10,7 @@
 """
 
 from experiments.tasks.base import (
-    EVAL_SEED_OFFSET,
+    TEST_SEED_OFFSET,
     IGNORE,
     MAX_TRAIN_SEED,
     PROFILES,
@@ -18,7 +18,7 @@ from experiments.tasks.base import (
     Batch,
     Task,
     distance_buckets,
-    eval_seed,
+    test_seed,
     train_generator,
     validation_seed,
 )
@@ -40,7 +40,7 @@ DEFAULT_SUITE = ["passkey", "mqar", "selective_copy", "induction", "flipflop", "
 
 __all__ = [
     "DEFAULT_SUITE",
-    "EVAL_SEED_OFFSET",
+    "TEST_SEED_OFFSET",
     "IGNORE",
     "MAX_TRAIN_SEED",
     "PROFILES",
@@ -51,7 +51,7 @@ __all__ = [
     "create_task",
     "describe_tasks",
     "distance_buckets",
-    "eval_seed",
+    "test_seed",
     "list_tasks",
     "register_task",
     "task_class",

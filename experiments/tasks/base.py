@@ -5,20 +5,20 @@ the answer and `distance` how many positions back the evidence for it lies; ever
 IGNORE and `distance` is -1, so accuracy can be read per distance. A task numbers its answer tokens
 first, so a target is at once a token id and a class index: 0 <= target < num_classes <= vocab_size.
 
-Held-out sets: `eval_set` is the in-distribution eval set, scored at every evaluation. A task may add
+Held-out sets: `test_set` is the in-distribution test set, scored at every evaluation. A task may add
 named splits drawn differently (`eval_splits`, e.g. flip-flop's sparse and dense instructions), and a task
 with an `eval_lengths` option is also evaluated at those sequence lengths (length generalisation); both
-come from `extra_eval_sets` and are reported separately, never mixed into the main accuracy.
+come from `extra_test_sets` and are reported separately, never mixed into the main accuracy.
 
 Seeds: training batches come from a generator the trainer seeds with the run seed, which must lie in
-[0, MAX_TRAIN_SEED = 2**31) (`train_generator` checks it). The eval set is drawn on the CPU from
-`eval_seed(name)` = EVAL_SEED_OFFSET + crc32(name) mod 2**31, which lies in [2**31, 2**32) and so is
+[0, MAX_TRAIN_SEED = 2**31) (`train_generator` checks it). The test set is drawn on the CPU from
+`test_seed(name)` = TEST_SEED_OFFSET + crc32(name) mod 2**31, which lies in [2**31, 2**32) and so is
 never a training seed, then moved to the device: the same examples on every call and every device.
 
-Validation set: sweeps select hyperparameters on it, so the eval set stays an untouched test set. It is
-drawn like the eval set (`sample_eval`, `validation_size` examples, eval_size unless a task says otherwise)
+Validation set: sweeps select hyperparameters on it, so the test set stays an untouched test set. It is
+drawn like the test set (`sample_test`, `validation_size` examples, test_size unless a task says otherwise)
 from `validation_seed(name)` = VALIDATION_SEED_OFFSET + crc32("validation/" + name) mod 2**31, which lies
-in [2**32, 2**32 + 2**31) and so is neither a training seed nor an eval seed.
+in [2**32, 2**32 + 2**31) and so is neither a training seed nor an test seed.
 """
 
 from __future__ import annotations
@@ -36,18 +36,18 @@ REPORT_BUCKETS = 8  # distance buckets of the accuracy report, for tasks without
 IGNORE = -100  # the target of a position that is not scored (cross_entropy's default ignore_index)
 PROFILES = ("quick", "standard", "long")
 MAX_TRAIN_SEED = 2**31  # training seeds lie in [0, MAX_TRAIN_SEED)
-EVAL_SEED_OFFSET = MAX_TRAIN_SEED  # eval seeds lie in [EVAL_SEED_OFFSET, 2**32), so never meet a training seed
-VALIDATION_SEED_OFFSET = 2**32  # validation seeds lie in [2**32, 2**32 + 2**31): above every eval seed
+TEST_SEED_OFFSET = MAX_TRAIN_SEED  # test seeds lie in [TEST_SEED_OFFSET, 2**32), so never meet a training seed
+VALIDATION_SEED_OFFSET = 2**32  # validation seeds lie in [2**32, 2**32 + 2**31): above every test seed
 
 
-def eval_seed(name: str) -> int:
-    """The seed of task `name`'s eval set, in [2**31, 2**32): stable across processes (crc32, not hash)."""
-    return EVAL_SEED_OFFSET + zlib.crc32(name.encode()) % 2**31
+def test_seed(name: str) -> int:
+    """The seed of task `name`'s test set, in [2**31, 2**32): stable across processes (crc32, not hash)."""
+    return TEST_SEED_OFFSET + zlib.crc32(name.encode()) % 2**31
 
 
 def validation_seed(name: str) -> int:
-    """The seed of task `name`'s validation set, in [2**32, 2**32 + 2**31): above every training and eval seed,
-    and salted, so the validation and eval sets of one task are drawn from unrelated streams."""
+    """The seed of task `name`'s validation set, in [2**32, 2**32 + 2**31): above every training and test seed,
+    and salted, so the validation and test sets of one task are drawn from unrelated streams."""
     return VALIDATION_SEED_OFFSET + zlib.crc32(f"validation/{name}".encode()) % 2**31
 
 
@@ -58,7 +58,7 @@ def train_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gene
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < MAX_TRAIN_SEED:
         raise ValueError(f"Training seed got {seed!r}; accepted: an integer from 0 to 2**31 - 1 "
-                         f"(seeds from 2**31 up are kept for eval sets).")
+                         f"(seeds from 2**31 up are kept for test sets).")
     return torch.Generator(device=device).manual_seed(seed)
 
 
@@ -66,7 +66,7 @@ def distance_buckets(max_distance: int, count: int) -> list[tuple[int, int]]:
     """Contiguous ranges [lo, hi] of near-equal width (differing by at most one) covering 1..max_distance.
 
     Distance d lies in bucket floor((d - 1) * count / max_distance). There are min(count, max_distance)
-    buckets, so none is empty. The passkey eval set fills these buckets evenly; score by them too.
+    buckets, so none is empty. The passkey test set fills these buckets evenly; score by them too.
 
         >>> distance_buckets(10, 4)
         [(1, 3), (4, 5), (6, 8), (9, 10)]
@@ -107,10 +107,10 @@ class Profile:
 class Task:
     """A long-range dependency task of fixed sizes; a subclass says how to sample it.
 
-    A subclass declares `Options` (a frozen dataclass with at least `seq_len` and `eval_size`), one
+    A subclass declares `Options` (a frozen dataclass with at least `seq_len` and `test_size`), one
     `Profile` per name in PROFILES, and in `__init__` its `vocabulary` (the name of each token id),
-    `num_classes` and `chance_accuracy`; it implements `sample` and, when the eval set is drawn
-    differently from training batches, `sample_eval`. Callers use `batch` and `eval_set`.
+    `num_classes` and `chance_accuracy`; it implements `sample` and, when the test set is drawn
+    differently from training batches, `sample_test`. Callers use `batch` and `test_set`.
     """
 
     name: ClassVar[str]  # set by register_task
@@ -134,14 +134,14 @@ class Task:
         self.options = options
         self.profile = profile
         self.seq_len: int = options.seq_len
-        self.eval_size: int = options.eval_size
+        self.test_size: int = options.test_size
         self.default_train: dict[str, Any] = dict(self.profiles[profile].train)
         self.default_model: dict[str, Any] = dict(self.profiles[profile].model)
 
     @property
     def validation_size(self) -> int:
-        """Examples in the validation set: as many as in the eval set (a task may say otherwise)."""
-        return self.eval_size
+        """Examples in the validation set: as many as in the test set (a task may say otherwise)."""
+        return self.test_size
 
     @property
     def eval_lengths(self) -> tuple[int, ...]:
@@ -160,7 +160,7 @@ class Task:
 
     def report_buckets(self) -> list[tuple[int, int]]:
         """The dependency-distance buckets accuracy is reported in: the task's `num_buckets` option where
-        it has one (passkey's eval set fills exactly those), else REPORT_BUCKETS."""
+        it has one (passkey's test set fills exactly those), else REPORT_BUCKETS."""
         return distance_buckets(self.seq_len - 1, getattr(self.options, "num_buckets", REPORT_BUCKETS))
 
     @property
@@ -178,8 +178,8 @@ class Task:
         """`batch_size` training examples drawn with `generator` (which lives on `device`), vectorised."""
         raise NotImplementedError
 
-    def sample_eval(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
-        """The eval set's examples; by default drawn like training examples."""
+    def sample_test(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
+        """The test set's examples; by default drawn like training examples."""
         return self.sample(batch_size, generator, device)
 
     def sample_split(self, split: str, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
@@ -199,32 +199,32 @@ class Task:
                              f"accepted: a generator on the batch's device, train_generator(seed, {str(device)!r}).")
         return self.sample(batch_size, generator, device)
 
-    def eval_set(self, device: torch.device | str) -> Batch:
-        """The fixed held-out set: eval_size examples from `eval_seed(name)`, drawn on the CPU, moved to `device`."""
-        return self.sample_eval(self.eval_size, self._eval_generator(self.name), torch.device("cpu")).to(device)
+    def test_set(self, device: torch.device | str) -> Batch:
+        """The fixed held-out set: test_size examples from `test_seed(name)`, drawn on the CPU, moved to `device`."""
+        return self.sample_test(self.test_size, self._test_generator(self.name), torch.device("cpu")).to(device)
 
     def validation_set(self, device: torch.device | str) -> Batch:
-        """The fixed set sweeps select on: validation_size examples drawn like the eval set, from
+        """The fixed set sweeps select on: validation_size examples drawn like the test set, from
         `validation_seed(name)`, on the CPU, moved to `device`."""
         generator = torch.Generator().manual_seed(validation_seed(self.name))
-        return self.sample_eval(self.validation_size, generator, torch.device("cpu")).to(device)
+        return self.sample_test(self.validation_size, generator, torch.device("cpu")).to(device)
 
-    def extra_eval_sets(self, device: torch.device | str) -> dict[str, Batch]:
-        """The held-out sets scored beside `eval_set`: each split of `eval_splits` under its name, and
-        the eval set at each of `eval_lengths` under 'length=<n>'; each of eval_size examples, fixed."""
+    def extra_test_sets(self, device: torch.device | str) -> dict[str, Batch]:
+        """The held-out sets scored beside `test_set`: each split of `eval_splits` under its name, and
+        the test set at each of `eval_lengths` under 'length=<n>'; each of test_size examples, fixed."""
         sets = {}
         for split in self.eval_splits:
-            generator = self._eval_generator(f"{self.name}/{split}")
-            sets[split] = self.sample_split(split, self.eval_size, generator, torch.device("cpu")).to(device)
+            generator = self._test_generator(f"{self.name}/{split}")
+            sets[split] = self.sample_split(split, self.test_size, generator, torch.device("cpu")).to(device)
         for length in self.eval_lengths:
             task = self.at_length(length)
-            generator = self._eval_generator(f"{self.name}@{length}")
-            sets[f"length={length}"] = task.sample_eval(self.eval_size, generator, torch.device("cpu")).to(device)
+            generator = self._test_generator(f"{self.name}@{length}")
+            sets[f"length={length}"] = task.sample_test(self.test_size, generator, torch.device("cpu")).to(device)
         return sets
 
     @staticmethod
-    def _eval_generator(key: str) -> torch.Generator:
-        return torch.Generator().manual_seed(eval_seed(key))
+    def _test_generator(key: str) -> torch.Generator:
+        return torch.Generator().manual_seed(test_seed(key))
 
     def decode(self, tokens: Sequence[int] | torch.Tensor) -> list[str]:
         """Readable names of token ids."""

@@ -20,7 +20,7 @@ distance: the read's position 2k - the position 2j + 1 of the last write's bit, 
 Metadata per example: `reads` (its number of scored reads) and `distance` (the largest of their
 distances).
 
-Held-out sets: the eval set is in-distribution (ignore_prob). Two splits are reported separately, as in
+Held-out sets: the test set is in-distribution (ignore_prob). Two splits are reported separately, as in
 the paper: `dense` (dense_ignore_prob = 0.1: mostly writes and reads, short distances) and `sparse`
 (sparse_ignore_prob = 0.98: long runs of ignores, the last write often far back, where the paper finds
 Transformers' rare "attention glitches"). `eval_lengths` adds in-distribution sets at other lengths.
@@ -61,7 +61,7 @@ _WRITE, _READ, _IGNORE_INSTRUCTION = 2, 3, 4  # token ids of the instructions "w
 class FlipFlop(Task):
     """Say the last written bit at every read of a write / read / ignore instruction stream.
 
-    Worked example: the eval set of `create_task("flipflop", seq_len=24, ignore_prob=0.5, eval_size=1)`.
+    Worked example: the test set of `create_task("flipflop", seq_len=24, ignore_prob=0.5, test_size=1)`.
 
         input:    w 1 i 0 w 0 w 0 i 1 w 0 i 0 i 0 r 0 w 1 i 0 r 1
         label:    0 at 16 and 1 at 22, the `r` positions (ids 0, 1); every other position IGNORE
@@ -76,10 +76,10 @@ class FlipFlop(Task):
     class Options:
         seq_len: int = option(64, "tokens per example: seq_len / 2 instruction-bit pairs (an even number)")
         ignore_prob: float = option(0.8, "probability that an instruction between the first write and the last "
-                                         "read is `i` (training and eval set); `w` and `r` share the rest equally")
+                                         "read is `i` (training and test set); `w` and `r` share the rest equally")
         dense_ignore_prob: float = option(0.1, "ignore probability of the `dense` eval split")
         sparse_ignore_prob: float = option(0.98, "ignore probability of the `sparse` eval split")
-        eval_size: int = option(256, "examples in the eval set and in each split")
+        test_size: int = option(256, "examples in the test set and in each split")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:
@@ -88,15 +88,15 @@ class FlipFlop(Task):
             for name in ("ignore_prob", "dense_ignore_prob", "sparse_ignore_prob"):
                 value = getattr(self, name)
                 require(math.isfinite(value) and 0 <= value <= 1, name, value, "a probability from 0 to 1")
-            require(self.eval_size >= 1, "eval_size", self.eval_size, "an integer >= 1")
+            require(self.test_size >= 1, "test_size", self.test_size, "an integer >= 1")
 
     profiles = {
         "quick": Profile(options={}, model=_QUICK_MODEL,
                          train={"steps": 1000, "batch_size": 64, "lr": 3e-3, "eval_every": 100}),
-        "standard": Profile(options={"seq_len": 512, "eval_size": 512, "eval_lengths": (1024,)},
+        "standard": Profile(options={"seq_len": 512, "test_size": 512, "eval_lengths": (1024,)},
                             model=_LARGER_MODEL,
                             train={"steps": 4000, "batch_size": 32, "lr": 1e-3, "eval_every": 250}),
-        "long": Profile(options={"seq_len": 4096, "eval_size": 256, "eval_lengths": (8192,)},
+        "long": Profile(options={"seq_len": 4096, "test_size": 256, "eval_lengths": (8192,)},
                         model=_LARGER_MODEL,
                         train={"steps": 6000, "batch_size": 16, "lr": 5e-4, "eval_every": 500}),
     }

@@ -58,7 +58,7 @@ _LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4, "positions": "none"}
 class Induction(Task):
     """Answer the final trigger with the token that followed its only earlier occurrence.
 
-    Worked example: the eval set of `create_task("induction", seq_len=12, num_tokens=4, eval_size=1)`.
+    Worked example: the test set of `create_task("induction", seq_len=12, num_tokens=4, test_size=1)`.
 
         input:    t1 t0 t3 t0 * t3 t1 t1 t1 t3 t0 *
         label:    t3 (id 3) at position 11, the final `*`: the token after the `*` at 4; every other position IGNORE
@@ -71,7 +71,7 @@ class Induction(Task):
         seq_len: int = option(32, "tokens per example: the trigger and its answer among random tokens, then the "
                                   "trigger again")
         num_tokens: int = option(16, "size of the token vocabulary, the answers; chance is 1/num_tokens")
-        eval_size: int = option(256, "examples in the eval set")
+        test_size: int = option(256, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((64, 128), "also evaluate at these sequence lengths "
                                                            "(length generalisation)")
 
@@ -79,16 +79,16 @@ class Induction(Task):
             require(self.num_tokens >= 2, "num_tokens", self.num_tokens, "an integer >= 2")
             require(self.seq_len >= 3, "seq_len", self.seq_len,
                     "an integer >= 3, room for the trigger, its answer and the final trigger")
-            require(self.eval_size >= 1, "eval_size", self.eval_size, "an integer >= 1")
+            require(self.test_size >= 1, "test_size", self.test_size, "an integer >= 1")
 
     profiles = {
         "quick": Profile(options={}, model=_QUICK_MODEL,
                          train={"steps": 1000, "batch_size": 128, "lr": 3e-3, "eval_every": 100}),
         "standard": Profile(options={"seq_len": 512, "num_tokens": 32, "eval_lengths": (1024, 2048),
-                                     "eval_size": 512},
+                                     "test_size": 512},
                             model=_LARGER_MODEL,
                             train={"steps": 4000, "batch_size": 64, "lr": 1e-3, "eval_every": 250}),
-        "long": Profile(options={"seq_len": 4096, "num_tokens": 64, "eval_lengths": (8192,), "eval_size": 256},
+        "long": Profile(options={"seq_len": 4096, "num_tokens": 64, "eval_lengths": (8192,), "test_size": 256},
                         model=_LARGER_MODEL,
                         train={"steps": 6000, "batch_size": 16, "lr": 5e-4, "eval_every": 500}),
     }

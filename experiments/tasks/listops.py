@@ -31,8 +31,8 @@ distance: query position - position of the expression's first token = length, th
 Metadata: `length` (tokens of the expression) and `depth` (operator nesting: 1 for `[SM 3 4 ]`).
 Distance buckets cover min_length..seq_len-1, the lengths the window allows.
 chance_accuracy: the label distribution is skewed (MIN leans to 0, MAX to 9), so chance is the frequency
-of the most common answer in the eval set, the accuracy of always guessing it; it is measured (drawing the
-eval set once more) when first read.
+of the most common answer in the test set, the accuracy of always guessing it; it is measured (drawing the
+test set once more) when first read.
 
 Purpose: hierarchical structure over the whole sequence: the answer depends on every token, through the
 brackets, so a variant must combine information from all distances, not retrieve one token. The LRA
@@ -42,7 +42,7 @@ sequence; generating a batch is O(batch * seq_len) work in O(max_depth) tensor o
 
 Profiles: quick, seq_len 64 (lengths 16-63), LRA's growth but max_depth 2; standard, seq_len 1000 (lengths
 100-999), LRA's growth (max_depth 9, max_args 10); long, LRA's window: seq_len 2000 (lengths 501-1999),
-LRA's growth, eval set of 2000 like LRA's test split. Both larger profiles train LRA's budget, 5000 steps of
+LRA's growth, test set of 2000 like LRA's test split. Both larger profiles train LRA's budget, 5000 steps of
 32 (LRA reads a pooled token of a bidirectional encoder; here a causal model answers at the query).
 
 Calibration: the measured accuracies of each profile are in docs/calibration.md.
@@ -95,8 +95,8 @@ class _Level:
 class ListOps(Task):
     """Evaluate a nested expression of MIN, MAX, MED (LRA's, truncated) and SM (sum mod 10) over digits.
 
-    Worked example: the eval set of
-    `create_task("listops", seq_len=24, min_length=12, max_depth=2, max_args=5, eval_size=1)`.
+    Worked example: the test set of
+    `create_task("listops", seq_len=24, min_length=12, max_depth=2, max_args=5, test_size=1)`.
 
         input:    _ _ _ _ _ _ _ _ [MED [MIN 3 4 9 3 9 ] [SM 1 8 ] 3 0 ] =
         label:    3 (id 3) at position 23, the `=`: MED of 3 9 3 0 is (3 + 3) // 2; every other position IGNORE
@@ -114,7 +114,7 @@ class ListOps(Task):
         max_args: int = option(10, "most arguments of an operator, drawn uniformly from 2 (LRA: 10)")
         operator_probability: float = option(0.25, "chance that a non-root node within max_depth is an operator "
                                                     "rather than a digit (LRA's VALUE_P: 0.25)")
-        eval_size: int = option(512, "examples in the eval set")
+        test_size: int = option(512, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths, which admit "
                                                    "longer expressions (length generalisation)")
 
@@ -131,17 +131,17 @@ class ListOps(Task):
                     f"{self.operator_probability} allow")
             require(self.seq_len >= self.min_length + 1, "seq_len", self.seq_len,
                     f"an integer >= min_length + 1 = {self.min_length + 1}, room for the expression and the query")
-            require(self.eval_size >= 1, "eval_size", self.eval_size, "an integer >= 1")
+            require(self.test_size >= 1, "test_size", self.test_size, "an integer >= 1")
 
     profiles = {
         "quick": Profile(options={}, model=_QUICK_MODEL,
                          train={"steps": 1000, "batch_size": 64, "lr": 1e-3, "eval_every": 100}),
         "standard": Profile(options={"seq_len": 1000, "min_length": 100, "max_depth": 9, "max_args": 10,
-                                     "eval_size": 1024},
+                                     "test_size": 1024},
                             model=_LARGER_MODEL,
                             train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
         "long": Profile(options={"seq_len": 2000, "min_length": 501, "max_depth": 9, "max_args": 10,
-                                 "eval_size": 2000},
+                                 "test_size": 2000},
                         model=_LARGER_MODEL,
                         train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
     }
@@ -153,9 +153,9 @@ class ListOps(Task):
 
     @cached_property
     def chance_accuracy(self) -> float:
-        """The frequency of the most common answer in the eval set: the accuracy of always guessing it."""
-        answers = self.eval_set("cpu").targets[:, -1]  # (eval_size,)
-        return torch.bincount(answers, minlength=DIGITS).max().item() / self.eval_size
+        """The frequency of the most common answer in the test set: the accuracy of always guessing it."""
+        answers = self.test_set("cpu").targets[:, -1]  # (test_size,)
+        return torch.bincount(answers, minlength=DIGITS).max().item() / self.test_size
 
     def text(self, batch: Batch, index: int) -> str:
         """The expression in LRA's notation and its value, e.g. '[MAX 2 9 [MIN 4 7 ] 0 ] -> 9'."""

@@ -51,7 +51,7 @@ _LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4}
 class MultiQueryRecall(Task):
     """Recall the value paired with each key of a key-value prefix when the key comes back later.
 
-    Worked example: the eval set of `create_task("mqar", seq_len=16, num_pairs=3, num_filler=2, eval_size=1)`.
+    Worked example: the test set of `create_task("mqar", seq_len=16, num_pairs=3, num_filler=2, test_size=1)`.
 
         input:    k2 v3 k14 v6 k1 v9 | k14 f0 k1 f0 k2 f0 f1 f0 f0 f0   (| marks the end of the prefix)
         label:    v6 at 6, v9 at 8, v3 at 10 (ids 6, 9, 3); every other position IGNORE
@@ -70,7 +70,7 @@ class MultiQueryRecall(Task):
         num_filler: int = option(4, "size of the filler vocabulary around the queries")
         gap_power: float = option(0.01, "query gap g is drawn with weight (g + 1) ** (gap_power - 1) "
                                          "(Zoology's power_a); 1 is uniform")
-        eval_size: int = option(256, "examples in the eval set")
+        test_size: int = option(256, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:
@@ -84,17 +84,17 @@ class MultiQueryRecall(Task):
             require(self.num_filler >= 1, "num_filler", self.num_filler, "an integer >= 1")
             require(math.isfinite(self.gap_power) and self.gap_power > 0, "gap_power", self.gap_power,
                     "a finite number > 0")
-            require(self.eval_size >= 1, "eval_size", self.eval_size, "an integer >= 1")
+            require(self.test_size >= 1, "test_size", self.test_size, "an integer >= 1")
 
     profiles = {
         "quick": Profile(options={}, model=_QUICK_MODEL,
                          train={"steps": 1000, "batch_size": 64, "lr": 1e-3, "eval_every": 100}),
         "standard": Profile(options={"seq_len": 512, "num_pairs": 64, "num_keys": 256, "num_values": 256,
-                                     "eval_size": 512},
+                                     "test_size": 512},
                             model=_LARGER_MODEL,
                             train={"steps": 4000, "batch_size": 64, "lr": 1e-3, "eval_every": 250}),
         "long": Profile(options={"seq_len": 2048, "num_pairs": 256, "num_keys": 1024, "num_values": 1024,
-                                 "eval_size": 256},
+                                 "test_size": 256},
                         model=_LARGER_MODEL,
                         train={"steps": 6000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
     }

@@ -8,8 +8,8 @@ the key `K<k>` sits at position seq_len - 1 - distance; every other position hol
 Token ids: keys 0..num_keys-1 (the answers: num_classes = num_keys), then the distractors, then `?`;
 vocab_size = num_keys + num_distractors + 1. chance_accuracy = 1 / num_keys.
 
-Distances: training batches draw them uniformly from 1..seq_len-1. The eval set fills `num_buckets`
-equal-width buckets over 1..seq_len-1 with eval_size / num_buckets examples each (distance uniform
+Distances: training batches draw them uniformly from 1..seq_len-1. The test set fills `num_buckets`
+equal-width buckets over 1..seq_len-1 with test_size / num_buckets examples each (distance uniform
 within its bucket): the buckets of `distance_buckets(seq_len - 1, num_buckets)`, where distance d
 lies in bucket floor((d - 1) * num_buckets / (seq_len - 1)). Metadata carries `distance` and `bucket`
 per example, in training batches too.
@@ -44,7 +44,7 @@ _LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4}
 class Passkey(Task):
     """Retrieve the one key token hidden at a chosen distance before the final query token.
 
-    Worked example: the eval set of `create_task("passkey", seq_len=12, num_buckets=1, eval_size=1)`.
+    Worked example: the test set of `create_task("passkey", seq_len=12, num_buckets=1, test_size=1)`.
 
         input:    d11 d9 d2 d6 K2 d5 d1 d7 d8 d7 d12 ?
         label:    K2 (id 2) at position 11, the `?`; every other position IGNORE
@@ -57,8 +57,8 @@ class Passkey(Task):
         seq_len: int = option(128, "tokens per example, the query included; distances run 1..seq_len-1")
         num_keys: int = option(16, "size of the key vocabulary, the answers; chance is 1/num_keys")
         num_distractors: int = option(16, "size of the distractor vocabulary that fills the sequence")
-        num_buckets: int = option(8, "equal-width distance buckets over 1..seq_len-1, filled evenly by the eval set")
-        eval_size: int = option(256, "examples in the eval set, a multiple of num_buckets")
+        num_buckets: int = option(8, "equal-width distance buckets over 1..seq_len-1, filled evenly by the test set")
+        test_size: int = option(256, "examples in the test set, a multiple of num_buckets")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:
@@ -68,15 +68,15 @@ class Passkey(Task):
             require(self.seq_len >= self.num_buckets + 1, "seq_len", self.seq_len,
                     f"an integer >= num_buckets + 1 = {self.num_buckets + 1}, so that every distance bucket "
                     f"holds a distance")
-            require(self.eval_size >= 1 and self.eval_size % self.num_buckets == 0, "eval_size", self.eval_size,
+            require(self.test_size >= 1 and self.test_size % self.num_buckets == 0, "test_size", self.test_size,
                     f"a positive multiple of num_buckets = {self.num_buckets}")
 
     profiles = {
         "quick": Profile(options={}, model=_QUICK_MODEL,
                          train={"steps": 800, "batch_size": 32, "lr": 1e-3, "eval_every": 100}),
-        "standard": Profile(options={"seq_len": 1024, "eval_size": 512}, model=_LARGER_MODEL,
+        "standard": Profile(options={"seq_len": 1024, "test_size": 512}, model=_LARGER_MODEL,
                             train={"steps": 2000, "batch_size": 32, "lr": 1e-3, "eval_every": 250}),
-        "long": Profile(options={"seq_len": 4096, "eval_size": 512}, model=_LARGER_MODEL,
+        "long": Profile(options={"seq_len": 4096, "test_size": 512}, model=_LARGER_MODEL,
                         train={"steps": 3000, "batch_size": 16, "lr": 5e-4, "eval_every": 500}),
     }
 
@@ -92,10 +92,10 @@ class Passkey(Task):
         return self._hide_keys(distance, generator)
 
     def _buckets(self, device: torch.device | str = "cpu") -> torch.Tensor:
-        """(num_buckets, 2) long: each eval distance bucket's [lo, hi], from `distance_buckets`."""
+        """(num_buckets, 2) long: each test distance bucket's [lo, hi], from `distance_buckets`."""
         return torch.tensor(distance_buckets(self.seq_len - 1, self.options.num_buckets), device=device)
 
-    def sample_eval(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
+    def sample_test(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
         buckets = self.options.num_buckets
         bucket = torch.arange(buckets, device=device).repeat_interleave(batch_size // buckets)  # (batch,)
         lo, hi = self._buckets(device)[bucket].unbind(-1)  # (batch,) each

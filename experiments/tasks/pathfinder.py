@@ -31,7 +31,7 @@ Token ids: 0 "different", 1 "same" (the answers: num_classes = 2, chance_accurac
 grey levels g0..g<grey_levels-1> (ids 2..grey_levels+1): g0 background, g1..g<grey_levels-2> path
 pixels (drawn uniformly per pixel, so they carry no path identity), g<grey_levels-1> the two markers;
 then `?`; vocab_size = grey_levels + 3. Every batch is exactly half positive (an odd batch has one more
-of a class drawn at random), and so is the eval set (eval_size is even).
+of a class drawn at random), and so is the test set (test_size is even).
 
 Distances: only the final `?` is scored; its distance is seq_len - 1 minus the row-major position of the
 marker pixel that comes first in row-major order (the first marker). Metadata: `distance` (the same),
@@ -52,7 +52,7 @@ Purpose: can attention follow a curve across the image? The evidence is spread a
 in one token, and a pixel's neighbours above and below lie image_size tokens apart in the sequence.
 Cost: one scored position per sequence of image_size**2 + 1 tokens; drawing a batch is O(batch *
 (num_distractors + 3) * image_size**2 log image_size) (one FFT correlation per path places it clear of
-the others): about 1 s for the 1,000 examples of the standard eval set on one core, about 6 s for the 200
+the others): about 1 s for the 1,000 examples of the standard test set on one core, about 6 s for the 200
 of the long one.
 
 Calibration: the measured accuracies of each profile are in docs/calibration.md.
@@ -77,7 +77,7 @@ NEGATIVE_TRIES = 32  # (grid symmetry, shape) pairs tried at once for the negati
 DISTRACTOR_TRIES = 8  # shapes tried for each distractor before its picture is redrawn
 # Redraw rounds for examples whose paths touch or leave the image, before giving up. Each round redraws only the
 # examples still without a valid picture, so a batch that fits in fewer rounds draws the same data whatever this
-# is. At 50, the quick image with two distractors (the benchmark's count x2) failed its 1000-example eval set:
+# is. At 50, the quick image with two distractors (the benchmark's count x2) failed its 1000-example test set:
 # a draw is valid there about 1 time in 7 (0.145 of 20,000), so 50 rounds leave 1 example in 2,500 without a
 # picture, and 200 rounds 1 in 4 * 10^13.
 MAX_ROUNDS = 200
@@ -96,8 +96,8 @@ def _pixels(points: torch.Tensor) -> torch.Tensor:
 class Pathfinder(Task):
     """Say whether the two marker pixels of a flattened image lie on one dashed path ("same") or two.
 
-    Worked example: the eval set of `create_task("pathfinder", seq_len=26, min_path_length=4,
-    max_path_length=4, num_distractors=0, eval_size=2)`, a 5x5 image (g2 marks a marker, g1 a path pixel;
+    Worked example: the test set of `create_task("pathfinder", seq_len=26, min_path_length=4,
+    max_path_length=4, num_distractors=0, test_size=2)`, a 5x5 image (g2 marks a marker, g1 a path pixel;
     pixels as (row, column)). The long path P runs down column 4 from the marker at (0, 4) through (1, 4)
     and a dark dash point at (2, 4) to the marker at (3, 4); the half paths, of 2 points, run from (0, 1) to
     (0, 0) and from (3, 1) to (4, 0). Radius-2 neighbours join (0, 4), (1, 4) and (3, 4), so the label is
@@ -128,7 +128,7 @@ class Pathfinder(Task):
         dash_period: int = option(4, "every dash_period-th point of a path is left dark (the dashes)")
         grey_levels: int = option(3, "quantised grey levels: 0 background, 1..grey_levels-2 paths, the top one "
                                      "the markers")
-        eval_size: int = option(1000, "examples in the eval set, half of them positive (an even number)")
+        test_size: int = option(1000, "examples in the test set, half of them positive (an even number)")
 
         def __post_init__(self) -> None:
             side = math.isqrt(max(self.seq_len - 1, 0))
@@ -143,7 +143,7 @@ class Pathfinder(Task):
             require(0 <= self.max_turn <= 180, "max_turn", self.max_turn, "a number of degrees from 0 to 180")
             require(self.dash_period >= 2, "dash_period", self.dash_period, "an integer >= 2")
             require(self.grey_levels >= 3, "grey_levels", self.grey_levels, "an integer >= 3")
-            require(self.eval_size >= 2 and self.eval_size % 2 == 0, "eval_size", self.eval_size,
+            require(self.test_size >= 2 and self.test_size % 2 == 0, "test_size", self.test_size,
                     "a positive even number")
 
     profiles = {
@@ -159,7 +159,7 @@ class Pathfinder(Task):
                             train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
         # 128x128, LRA's Path-X size (16,385 tokens): paths of 48-96 points among 10 distractors.
         "long": Profile(options={"seq_len": 16385, "min_path_length": 48, "max_path_length": 96,
-                                 "num_distractors": 10, "max_turn": 30.0, "grey_levels": 8, "eval_size": 200},
+                                 "num_distractors": 10, "max_turn": 30.0, "grey_levels": 8, "test_size": 200},
                         model=_LARGER_MODEL,
                         train={"steps": 5000, "batch_size": 8, "lr": 5e-4, "eval_every": 500}),
     }

@@ -10,7 +10,7 @@ from common.options import OptionError, build_options, closest, describe_options
 from common.registry import Registry
 from experiments.tasks.base import PROFILES, Task
 
-_REQUIRED_OPTIONS = ("seq_len", "eval_size")
+_REQUIRED_OPTIONS = ("seq_len", "test_size")
 
 
 def _check_task(name: str, cls: type[Task]) -> None:
@@ -71,7 +71,7 @@ def check_drawable(name: str, *, profile: str = "quick", **options: Any) -> None
 def _drawing_fails(name: str, profile: str, options: tuple[tuple[str, Any], ...]) -> str | None:
     try:
         task = create_task(name, profile=profile, **dict(options))
-        for draw in (task.eval_set, task.validation_set, task.extra_eval_sets):
+        for draw in (task.test_set, task.validation_set, task.extra_test_sets):
             draw("cpu")
     except ValueError as error:
         return str(error)

@@ -15,7 +15,7 @@ Token ids: data tokens 0..num_data_tokens-1 (the answers: num_classes = num_data
 Distances: marker position - position of the data token it copies, >= 1. As the j-th source sits at
 least j positions after the first, distance falls (weakly) from the first marker to the last, so the
 largest is the first marker's: metadata `distance` holds it and `span` the distance from the first data
-token to the last (0 with one token), in training batches and the eval set alike.
+token to the last (0 with one token), in training batches and the test set alike.
 
 Purpose: content-aware selection with counting. The data tokens are not at fixed offsets (the plain
 copying task's, which a convolution or a position bias solves) and must be told from noise by content,
@@ -51,7 +51,7 @@ _LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4}
 class SelectiveCopy(Task):
     """Copy out, in order, the data tokens scattered among noise, one per marker at the end.
 
-    Worked example: the eval set of `create_task("selective_copy", seq_len=12, num_tokens=3, eval_size=1)`.
+    Worked example: the test set of `create_task("selective_copy", seq_len=12, num_tokens=3, test_size=1)`.
 
         input:    t5 t1 . . . . . t5 . ? ? ?
         label:    t5, t1, t5 (ids 5, 1, 5) at the markers 9, 10, 11; every other position IGNORE
@@ -66,7 +66,7 @@ class SelectiveCopy(Task):
         seq_len: int = option(64, "tokens per example: the data tokens among noise, then one marker per data token")
         num_tokens: int = option(4, "data tokens to copy, each asked for by one marker at the end")
         num_data_tokens: int = option(8, "size of the data vocabulary, the answers; chance is 1/num_data_tokens")
-        eval_size: int = option(256, "examples in the eval set")
+        test_size: int = option(256, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:
@@ -75,15 +75,15 @@ class SelectiveCopy(Task):
             require(self.seq_len >= 2 * self.num_tokens, "seq_len", self.seq_len,
                     f"an integer >= 2 * num_tokens = {2 * self.num_tokens}, room for the data tokens and a marker "
                     f"for each")
-            require(self.eval_size >= 1, "eval_size", self.eval_size, "an integer >= 1")
+            require(self.test_size >= 1, "test_size", self.test_size, "an integer >= 1")
 
     profiles = {
         "quick": Profile(options={}, model=_QUICK_MODEL,
                          train={"steps": 1000, "batch_size": 64, "lr": 1e-3, "eval_every": 100}),
-        "standard": Profile(options={"seq_len": 1024, "num_tokens": 16, "num_data_tokens": 16, "eval_size": 512},
+        "standard": Profile(options={"seq_len": 1024, "num_tokens": 16, "num_data_tokens": 16, "test_size": 512},
                             model=_LARGER_MODEL,
                             train={"steps": 4000, "batch_size": 64, "lr": 1e-3, "eval_every": 250}),
-        "long": Profile(options={"seq_len": 4096, "num_tokens": 16, "num_data_tokens": 16, "eval_size": 256},
+        "long": Profile(options={"seq_len": 4096, "num_tokens": 16, "num_data_tokens": 16, "test_size": 256},
                         model=_LARGER_MODEL,
                         train={"steps": 6000, "batch_size": 16, "lr": 5e-4, "eval_every": 500}),
     }

@@ -31,7 +31,7 @@ from experiments.launch import start_record
 from experiments.train import train
 
 TINY = {
-    "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "eval_size": 32},
+    "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 32},
     "model": {"dim": 32, "depth": 1, "heads": 2},
     "train": {"steps": 20, "batch_size": 16, "eval_every": 10, "checkpoint_every": 10, "log_every": 5},
 }
@@ -84,7 +84,7 @@ def _sweep(runs: Path) -> None:
         if prune:
             study.tell(trial, state=TrialState.PRUNED)
         else:
-            study.tell(trial, summary["eval_accuracy"])
+            study.tell(trial, summary["test_accuracy"])
 
 
 def _hand_made_records(runs: Path, model_run: Path) -> None:
@@ -100,7 +100,7 @@ def _hand_made_records(runs: Path, model_run: Path) -> None:
     broken = runs / CORRUPT_RUN
     broken.mkdir()
     shutil.copy(model_run / "config.json", broken / "config.json")
-    (broken / "summary.json").write_text('{"status": "completed", "eval_accuracy": ')
+    (broken / "summary.json").write_text('{"status": "completed", "test_accuracy": ')
 
 
 def _once(tmp_path_factory, name: str, build) -> Path:

@@ -47,7 +47,7 @@ def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp
     assert list(frame["variant"]) == [configs.described_variant(run.config) for run in runs]
     assert set(frame["chance"]) == {f"{tasks.create_task('passkey', profile='quick').chance_accuracy:.3f}"}
     for run in table.load_runs(folder).to_dict("records"):
-        assert (f"| passkey | {run['variant_name']} | 0 | {run['model.positions']} | {run['eval_accuracy']:.3f} |"
+        assert (f"| passkey | {run['variant_name']} | 0 | {run['model.positions']} | {run['test_accuracy']:.3f} |"
                 in page)
     assert page.count("make experiment VARIANT=") == 2 and "train.steps=2" in page
     assert "Not in the table" not in page
@@ -79,7 +79,7 @@ def test_writing_keeps_the_rows_of_runs_no_longer_here_and_replaces_those_run_ag
     assert list(zip(record["task"], record["variant"], record["seed"], strict=True)) == [
         ("mqar", "gru", "0"), ("passkey", variant, "0"), ("passkey", variant, "1")]
     fresh = record[(record["task"] == "passkey") & (record["seed"] == "0")].iloc[0]
-    accuracy = table.load_runs(folder)["eval_accuracy"].iloc[0]
+    accuracy = table.load_runs(folder)["test_accuracy"].iloc[0]
     assert fresh["test accuracy"] == f"{accuracy:.3f}" and fresh["commit"] != "aaaaaaaaaaaa"
     assert "0.123" not in page and "| 0.456 |" in page and "| 0.789 |" in page and "| bbbbbbbbbbbb |" in page
     assert "- mqar / gru / seed 0: `make experiment VARIANT=gru TASK=mqar`" in page

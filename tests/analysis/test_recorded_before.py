@@ -48,3 +48,25 @@ def test_they_report_and_their_checkpoints_draw_attention(runs_dir, tmp_path):
     page = index.read_text()
     assert "local-passkey-s0" in page and "longformer-passkey-s0" in page
     assert "attention not drawn" not in page
+
+
+def test_the_test_set_they_called_eval_loads_under_its_name_today(runs_dir):
+    runs = analysis.load_runs(runs_dir).set_index("run_id")
+    record = RunRecord(runs_dir / "local-passkey-s0")
+    saved = record._read_json("summary.json")
+    assert "eval_accuracy" in saved and "test_accuracy" not in saved  # as the earlier version wrote it
+    assert runs.loc["local-passkey-s0", "test_accuracy"] == saved["eval_accuracy"]
+    assert runs.loc["local-passkey-s0", "task.test_size"] == record._read_json("config.json")["task_options"]["eval_size"]
+    evaluations = [line for line in record.read_metrics() if line["kind"] == "eval"]
+    assert evaluations and all("test_accuracy" in line and "eval_accuracy" not in line for line in evaluations)
+    history = torch.load(record.checkpoint_path, weights_only=True)["history"]
+    assert any("eval_accuracy" in line for line in history)  # resume renames these (experiments.train.resume)
+
+
+def test_a_resumed_history_uses_todays_names(runs_dir):
+    from experiments.train import resume, set_up
+
+    record = RunRecord(runs_dir / "local-passkey-s0")
+    state = resume(set_up(configs.from_dict(record.read_config()), record, {}))
+    assert state.last_eval is not None and "test_accuracy" in state.last_eval
+    assert not any("eval_accuracy" in line for line in state.history)

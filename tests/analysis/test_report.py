@@ -58,7 +58,7 @@ def test_the_results_table_is_computed_from_the_run_records(report, runs_dir):
     for summary in _ordinary_summaries(runs_dir):
         cell = expected.setdefault((summary["task"], summary["variant_name"]), {"accuracy": [], "failed": 0})
         if summary["status"] == "completed":
-            cell["accuracy"].append(summary["eval_accuracy"])
+            cell["accuracy"].append(summary["test_accuracy"])
         cell["failed"] += summary["status"] == "failed"
     results = _table(report, "results")
     assert len(results) == len(expected) == 3
@@ -187,7 +187,7 @@ def test_the_sweep_section_lists_the_trials_best_settings_and_importances(report
     assert (best["study"], best["best trial"]) == (STUDY, study.best_trial.number)
     assert best["selection value (objective)"] == pytest.approx(study.best_value)
     best_run = json.loads((runs_dir / study.best_trial.user_attrs["run_id"] / "summary.json").read_text())
-    assert best["test accuracy (its run's eval accuracy)"] == pytest.approx(best_run["eval_accuracy"])
+    assert best["test accuracy (its run's)"] == pytest.approx(best_run["test_accuracy"])
     assert best["confirmation seeds"] == 0
     history = _table(report, f"sweep-00-{STUDY}-history")
     assert len(history) == sum(len(trial.intermediate_values) for trial in study.trials)
@@ -297,7 +297,7 @@ def _evil_runs(runs_dir, folder):
     study = optuna.create_study(storage=storage, study_name=EVIL_STUDY, direction="maximize")
     study.set_user_attr("definition", {"variant": "dense", "task": "passkey", "profile": "quick", "seed": 0})
     lr = optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)
-    for value, rate in ((summary["eval_accuracy"], 1e-3), (0.1, 1e-2)):
+    for value, rate in ((summary["test_accuracy"], 1e-3), (0.1, 1e-2)):
         study.add_trial(optuna.trial.create_trial(params={"train.lr": rate}, distributions={"train.lr": lr},
                                                   value=value, user_attrs={"run_id": EVIL_FOLDER}))
 
@@ -343,7 +343,7 @@ def test_a_study_shows_its_best_trials_selection_value_apart_from_test_accuracy_
         confirm = runs / f"20260102-000000-confirm-passkey-s{index}-0000"
         shutil.copytree(source, confirm)
         summary = json.loads((confirm / "summary.json").read_text())
-        summary.update(run_id=confirm.name, eval_accuracy=accuracy, tags={"study": STUDY, "confirm": True})
+        summary.update(run_id=confirm.name, test_accuracy=accuracy, tags={"study": STUDY, "confirm": True})
         (confirm / "summary.json").write_text(json.dumps(summary))
     index = build_report(runs, tmp_path / "reports")
     best = _table(index, "best-sweep-settings").iloc[0]
@@ -353,7 +353,7 @@ def test_a_study_shows_its_best_trials_selection_value_apart_from_test_accuracy_
     page = index.read_text()
     sweeps = re.search(r'<section id="sweeps">(.*?)</section>', page).group(1)
     assert re.search(rf"Study {STUDY}: best trial \d+, selection value \(the sweep&#x27;s objective, which chose it\) "
-                     r"[\d.]+; test accuracy of its run \S+ \(that run&#x27;s eval accuracy, not used to choose\) "
+                     r"[\d.]+; test accuracy of its run \S+ \(that run&#x27;s test accuracy, not used to choose\) "
                      r"[\d.]+; confirmation runs \(tagged with the study and confirm\) test accuracy "
                      r"0\.600 ± 0\.141 \(n=2\)", sweeps)
 

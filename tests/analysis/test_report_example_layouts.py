@@ -46,7 +46,7 @@ def _weights_on_the_example(runs_dir: Path, variant: str, caption: str) -> list[
     task, model = attention_section._trained_model(run)
     example = int(caption.split("eval example ")[1].split(" ")[0])
     with torch.no_grad():
-        return [layer[0] for layer in model(task.eval_set("cpu").inputs[example : example + 1], return_weights=True)[1]]
+        return [layer[0] for layer in model(task.test_set("cpu").inputs[example : example + 1], return_weights=True)[1]]
 
 
 def _shares(frame: pd.DataFrame, layer: int, head: int, length: int) -> torch.Tensor:

@@ -128,7 +128,7 @@ def _exact_weights(run, caption: str) -> list[torch.Tensor]:
     task, model = attention_section._trained_model(run)
     example = int(caption.split("eval example ")[1].split(" ")[0])
     with torch.no_grad():
-        return model(task.eval_set("cpu").inputs[example : example + 1], return_weights=True)[1]
+        return model(task.test_set("cpu").inputs[example : example + 1], return_weights=True)[1]
 
 
 def test_heat_maps_of_sparsemax_mark_its_exact_zeros_apart_from_small_weights(normaliser_runs):

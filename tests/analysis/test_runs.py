@@ -30,7 +30,7 @@ def test_load_runs_gives_one_row_per_run_with_the_config_flattened_and_the_summa
         assert row["model.dim"] == config["model"]["dim"]
         assert row["task.seq_len"] == config["task_options"]["seq_len"]
         assert row["status"] == summary["status"]
-        assert row["eval_accuracy"] == pytest.approx(summary["eval_accuracy"])
+        assert row["test_accuracy"] == pytest.approx(summary["test_accuracy"])
         assert row["variant_name"] == summary["variant_name"]
         assert (row["study"] if isinstance(row["study"], str) else None) == summary["tags"].get("study")
     local = runs[(runs["variant"] == "local") & runs["study"].isna()]
@@ -57,7 +57,7 @@ def test_a_missing_runs_folder_is_a_one_sentence_error(tmp_path):
 def test_an_empty_runs_folder_gives_no_rows_but_the_columns(tmp_path):
     runs = load_runs(tmp_path)
     assert len(runs) == 0
-    assert {"run_id", "task", "variant", "variant_name", "status", "eval_accuracy", "study"} <= set(runs.columns)
+    assert {"run_id", "task", "variant", "variant_name", "status", "test_accuracy", "study"} <= set(runs.columns)
     assert runs.attrs["skipped"] == []
 
 

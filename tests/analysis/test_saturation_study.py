@@ -50,12 +50,12 @@ def test_steps_to_accuracy_agree_with_the_eval_lines_of_each_run(study, saturati
     expected = []
     for config, summary, evals in _records(saturation_dir, "B"):
         steps = config["train"]["steps"]
-        reached = [line["step"] for line in evals if line["eval_accuracy"] >= THRESHOLD]
-        early = [line["eval_accuracy"] for line in evals if line["step"] <= steps / 2]
+        reached = [line["step"] for line in evals if line["test_accuracy"] >= THRESHOLD]
+        early = [line["test_accuracy"] for line in evals if line["step"] <= steps / 2]
         expected.append({"run_id": summary["run_id"], "variant_name": summary["variant_name"],
                          "head_dim": config["model"]["head_dim"], "seed": config["seed"],
                          "steps_to_threshold": float(reached[0]) if reached else math.nan,
-                         "final_accuracy": evals[-1]["eval_accuracy"], "early_accuracy": sum(early) / len(early)})
+                         "final_accuracy": evals[-1]["test_accuracy"], "early_accuracy": sum(early) / len(early)})
     assert len(expected) == 15  # 6 variants x head dims 8 and 16, and dense with 3 other normalisers at 8; seed 0
     table = study.steps_to_accuracy[list(expected[0])].sort_values("run_id").reset_index(drop=True)
     pd.testing.assert_frame_equal(table, pd.DataFrame(expected).sort_values("run_id").reset_index(drop=True),
@@ -69,7 +69,7 @@ def test_learning_rates_agree_with_the_attention_statistics_of_each_run(study, s
         bounded = [entry for entry in heads if entry["entropy_bound"] is not None]
         expected.append({
             "run_id": summary["run_id"], "variant_name": summary["variant_name"], "lr": config["train"]["lr"],
-            "final_loss": evals[-1]["eval_loss"], "final_accuracy": evals[-1]["eval_accuracy"],
+            "final_loss": evals[-1]["test_loss"], "final_accuracy": evals[-1]["test_accuracy"],
             "max_logit_abs": max(entry["logit_max_abs"] for entry in heads),
             "min_entropy_over_log_n": min(entry["entropy_over_log_n"] for entry in heads),
             "max_sigma": max(entry["sigma"] for entry in heads), "bound_checks": len(bounded),

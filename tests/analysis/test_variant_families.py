@@ -96,10 +96,10 @@ def test_heat_maps_of_linear_attention_are_its_reference_weights(linear_runs, va
     run, figure = _picture(linear_runs, variant_name)
     assert f"weights of linear's reference formula (normaliser {normaliser})" in figure.caption
     model, task = _reference_model(run)
-    eval_set = task.eval_set("cpu")
+    test_set = task.test_set("cpu")
     example = int(figure.caption.split("eval example ")[1].split(" ")[0])
     with torch.no_grad():
-        _, weights = model(eval_set.inputs[example : example + 1], return_weights=True)
+        _, weights = model(test_set.inputs[example : example + 1], return_weights=True)
     data = figure.data
     expected = np.array([round(float(weights[row.layer][0, row.head, row.query, row.key]), 5)
                          for row in data.itertuples()])

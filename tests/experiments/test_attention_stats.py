@@ -75,7 +75,7 @@ def test_the_bound_of_a_single_key_is_zero_and_falls_with_sigma():
 def _model(variant: str, options: dict | None = None, *, head_dim: int = 8, seq_len: int = 16):
     config = configs.resolve(variant=variant, task="passkey", profile="quick", seed=0, device="cpu",
                              overrides={"variant": options or {}, "task": {"seq_len": seq_len, "num_buckets": 1,
-                                                                           "eval_size": 8},
+                                                                           "test_size": 8},
                                         "model": {"dim": 16, "depth": 2, "heads": 2, "head_dim": head_dim},
                                         "train": {}})
     task = tasks.create_task("passkey", profile="quick", **config.task_options)
@@ -85,15 +85,15 @@ def _model(variant: str, options: dict | None = None, *, head_dim: int = 8, seq_
     with torch.no_grad():  # larger q/k weights than at initialisation, so that some rows saturate
         for block in model.blocks:
             block.qkv.weight.mul_(4.0)
-    return model, task.eval_set(torch.device("cpu"))
+    return model, task.test_set(torch.device("cpu"))
 
 
 @pytest.mark.parametrize("variant, options", [("dense", {}), ("unscaled", {}), ("local", {"window": 3}),
                                               ("temperature", {"learnable": True, "temperature": 0.5}),
                                               ("additive", {})])
 def test_measure_agrees_with_the_models_own_weights_and_gradients(variant, options):
-    model, eval_set = _model(variant, options)
-    inputs, targets = eval_set.inputs, eval_set.targets
+    model, test_set = _model(variant, options)
+    inputs, targets = test_set.inputs, test_set.targets
     measured = attention_stats.measure(model, inputs, targets)
     assert all(param.grad is None for param in model.parameters()) and model.training
 
@@ -128,12 +128,12 @@ def test_measure_agrees_with_the_models_own_weights_and_gradients(variant, optio
 
 @pytest.mark.parametrize("options", [{}, {"feature_map": "relu"}])
 def test_measure_of_linear_attention_reads_its_own_weights_never_a_softmax(options):
-    model, eval_set = _model("linear", options)
+    model, test_set = _model("linear", options)
     assert not attention_stats.softmax_of_logits(model.blocks[0].attn)
-    measured = attention_stats.measure(model, eval_set.inputs, eval_set.targets)
+    measured = attention_stats.measure(model, test_set.inputs, test_set.targets)
     with torch.no_grad():
-        _, weights = model(eval_set.inputs, return_weights=True)  # [(B, H, T, T)] by the reference formula
-    length = eval_set.inputs.shape[1]
+        _, weights = model(test_set.inputs, return_weights=True)  # [(B, H, T, T)] by the reference formula
+    length = test_set.inputs.shape[1]
     seen = torch.ones(length, length, dtype=torch.bool).tril()[1:]  # causal; row 0 sees one key
     zero_fractions = []
     for entry in measured:
@@ -158,11 +158,11 @@ def test_measure_of_linear_attention_reads_its_own_weights_never_a_softmax(optio
 
 
 def test_the_entropy_of_weights_that_are_not_distributions_is_none_and_the_largest_weight_is_still_measured():
-    model, eval_set = _model("linear", {"feature_map": "identity"})  # unnormalised: weights q.k / sqrt(d)
-    measured = attention_stats.measure(model, eval_set.inputs, eval_set.targets)
+    model, test_set = _model("linear", {"feature_map": "identity"})  # unnormalised: weights q.k / sqrt(d)
+    measured = attention_stats.measure(model, test_set.inputs, test_set.targets)
     with torch.no_grad():
-        _, weights = model(eval_set.inputs, return_weights=True)
-    length = eval_set.inputs.shape[1]
+        _, weights = model(test_set.inputs, return_weights=True)
+    length = test_set.inputs.shape[1]
     seen = torch.ones(length, length, dtype=torch.bool).tril()[1:]
     for entry in measured:
         rows = weights[entry["layer"]][:, entry["head"], 1:].double()
@@ -184,8 +184,8 @@ def test_row_statistics_of_hand_made_weights():
 
 
 def test_sigma_bounds_every_logit_of_a_bilinear_variant():
-    model, eval_set = _model("unscaled", head_dim=32)
-    measured = attention_stats.measure(model, eval_set.inputs, eval_set.targets)
+    model, test_set = _model("unscaled", head_dim=32)
+    measured = attention_stats.measure(model, test_set.inputs, test_set.targets)
     for entry in measured:
         assert entry["logit_max_abs"] <= entry["sigma"]  # sigma is a mean over examples; logits bounded per example
         assert entry["logit_std"] > 0
@@ -194,7 +194,7 @@ def test_sigma_bounds_every_logit_of_a_bilinear_variant():
 def test_recording_statistics_leaves_training_bit_for_bit_unchanged():
     def run(stats: bool):
         config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=3, device="cpu",
-                                 overrides={"variant": {}, "task": {"seq_len": 12, "num_buckets": 1, "eval_size": 8},
+                                 overrides={"variant": {}, "task": {"seq_len": 12, "num_buckets": 1, "test_size": 8},
                                             "model": {"dim": 16, "depth": 1, "heads": 2},
                                             "train": {"steps": 12, "batch_size": 4, "eval_every": 4, "log_every": 4,
                                                       "checkpoint_every": 12, "attention_stats": stats}})
@@ -213,13 +213,13 @@ def test_recording_statistics_leaves_training_bit_for_bit_unchanged():
 
 @pytest.mark.parametrize("normaliser", ["softmax", "sparsemax", "sigmoid"])
 def test_the_zero_fraction_counts_the_exact_zeros_of_the_normalisers_own_weights(normaliser):
-    model, eval_set = _model("dense", {"normaliser": normaliser})
-    measured = attention_stats.measure(model, eval_set.inputs, eval_set.targets)
-    length = eval_set.inputs.shape[1]
+    model, test_set = _model("dense", {"normaliser": normaliser})
+    measured = attention_stats.measure(model, test_set.inputs, test_set.targets)
+    length = test_set.inputs.shape[1]
     causal = torch.ones(length, length, dtype=torch.bool).tril()
     expected = []
     with torch.no_grad():
-        x = model.embedded(eval_set.inputs)
+        x = model.embedded(test_set.inputs)
         for block in model.blocks:  # each layer's weights from its q and k, by the normaliser's own formula
             q, k, _ = block.heads_qkv(x)  # (B, H, T, d)
             logits = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).double()

@@ -7,7 +7,7 @@ from experiments import config as configs
 from experiments.records import RunRecord
 from experiments.train import train
 
-SIZES = {"task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "eval_size": 64},
+SIZES = {"task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 64},
          "model": {"dim": 32, "depth": 1, "heads": 2},
          "train": {"steps": 30, "batch_size": 16, "lr": 3e-3, "warmup_steps": 5, "eval_every": 15,
                    "checkpoint_every": 30, "log_every": 10}}
@@ -36,5 +36,5 @@ def test_a_short_run_gives_the_numbers_recorded_before_the_refactor(tmp_path, va
     assert [line["loss"] for line in lines if line["kind"] == "train"] == pytest.approx(recorded["train_loss"],
                                                                                          rel=1e-5)
     evaluations = [value for line in lines if line["kind"] == "eval"
-                   for value in (line["eval_accuracy"], line["eval_loss"], line["val_accuracy"])]
+                   for value in (line["test_accuracy"], line["test_loss"], line["val_accuracy"])]
     assert evaluations == pytest.approx([value for line in recorded["evaluations"] for value in line], rel=1e-5)

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY_RUNS = ["model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
              "train.checkpoint_every=10", "train.warmup_steps=2", "train.steps=20"]
 TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4",
-             "task.eval_size=32", *TINY_RUNS]
-TINY_MQAR = ["task.seq_len=16", "task.num_pairs=2", "task.eval_size=32", *TINY_RUNS]  # x2 pairs still fit
+             "task.test_size=32", *TINY_RUNS]
+TINY_MQAR = ["task.seq_len=16", "task.num_pairs=2", "task.test_size=32", *TINY_RUNS]  # x2 pairs still fit
 TINY = [word for assignment in TINY_SETS for word in ("--set", assignment)]
 CAPACITY = {"capacity_widths": benchmark_options.DEFAULT_CAPACITY_WIDTHS,
             "capacity_scales": benchmark_options.DEFAULT_CAPACITY_SCALES,
@@ -176,7 +176,7 @@ def test_a_capacity_size_that_cannot_be_built_is_kept_as_skipped_with_its_reason
 
 def test_a_capacity_task_size_whose_held_out_sets_cannot_be_drawn_is_skipped_with_the_reason(tmp_path, monkeypatch):
     monkeypatch.setattr(pathfinder, "MAX_ROUNDS", 20)  # it gives up sooner: the same answer, in a second
-    sets = ["task.eval_size=2", *TINY_RUNS]  # the quick 10x10 image with 1 distractor path; x3 is 3 of them
+    sets = ["task.test_size=2", *TINY_RUNS]  # the quick 10x10 image with 1 distractor path; x3 is 3 of them
     bench = plan(tmp_path, task="pathfinder", variants="dense,local", tiny=sets, capacity_widths="none",
                  capacity_scales="3")
     for cell in bench.cells:

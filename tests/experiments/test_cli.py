@@ -11,7 +11,7 @@ import pytest
 
 from experiments import tasks
 
-TINY = ["--task", "passkey", "--set", "task.seq_len=12", "--set", "task.num_keys=4", "--set", "task.eval_size=64",
+TINY = ["--task", "passkey", "--set", "task.seq_len=12", "--set", "task.num_keys=4", "--set", "task.test_size=64",
         "--set", "task.num_buckets=4", "--set", "model.dim=32", "--set", "model.depth=1", "--set", "model.heads=2",
         "--set", "train.batch_size=16", "--set", "train.log_every=5", "--set", "train.eval_every=20"]
 
@@ -95,7 +95,7 @@ def test_a_killed_run_resumes_to_the_metrics_of_an_uninterrupted_one(tmp_path, h
     split = json.loads((run / "summary.json").read_text())
     whole = json.loads((only_run(whole_dir) / "summary.json").read_text())
     assert split["status"] == whole["status"] == "completed"
-    for key in ("eval_accuracy", "eval_loss", "accuracy_by_distance", "steps"):
+    for key in ("test_accuracy", "test_loss", "accuracy_by_distance", "steps"):
         assert split[key] == whole[key], key
 
 
@@ -210,7 +210,7 @@ def test_the_modules_that_do_the_work_do_not_import_the_command_line():
 
 
 def test_a_bidirectional_variant_skips_the_tasks_that_need_causality_with_the_reason_and_runs_the_others(tmp_path):
-    common = ["--set", "task.seq_len=12", "--set", "task.eval_size=64", "--set", "model.dim=32", "--set",
+    common = ["--set", "task.seq_len=12", "--set", "task.test_size=64", "--set", "model.dim=32", "--set",
               "model.depth=1", "--set", "model.heads=2", "--set", "train.batch_size=16", "--set", "train.steps=5",
               "--set", "train.log_every=5", "--set", "train.eval_every=5", "--runs-dir", str(tmp_path), "--quiet"]
     result = attnlab("run", "--variant", "linformer", "--task", "flipflop,passkey", *common, check=True)

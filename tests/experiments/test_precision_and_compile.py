@@ -10,7 +10,7 @@ from experiments.records import RunRecord
 from experiments.train import train
 
 TINY = {
-    "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "eval_size": 64},
+    "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 64},
     "model": {"dim": 32, "depth": 1, "heads": 2},
     "train": {"steps": 40, "batch_size": 16, "lr": 3e-3, "warmup_steps": 5, "eval_every": 20,
               "checkpoint_every": 20, "log_every": 5},
@@ -35,14 +35,14 @@ def test_defaults_on_cpu_are_the_uncompiled_float32_loop_bit_for_bit(tmp_path):
     assert default["precision"] == "float32" and default["compiled"] is False
     explicit, explicit_metrics, _ = tiny_run(tmp_path, "explicit", precision="float32", compile=False)
     assert explicit_metrics == default_metrics
-    assert explicit["eval_loss"] == default["eval_loss"]
+    assert explicit["test_loss"] == default["test_loss"]
 
 
 def test_bf16_on_cpu_trains_under_autocast_and_keeps_float32_master_weights(tmp_path):
     full, full_metrics, _ = tiny_run(tmp_path, "float32", precision="float32")
     half, half_metrics, record = tiny_run(tmp_path, "bf16", precision="bf16")
     assert half["status"] == "completed" and half["precision"] == "bf16"
-    assert half["eval_accuracy"] >= 0.9  # it still learns the task
+    assert half["test_accuracy"] >= 0.9  # it still learns the task
     assert half_metrics != full_metrics  # autocast ran the matmuls in bf16
     weights = torch.load(record.checkpoint_path, weights_only=True)["model"]
     assert {tensor.dtype for tensor in weights.values()} == {torch.float32}
@@ -62,4 +62,4 @@ def test_a_compiled_bf16_run_on_cuda_learns_and_records_its_kernel_and_precision
                              eval_every=150, checkpoint_every=150)
     assert summary["status"] == "completed" and summary["precision"] == "bf16" and summary["compiled"] is True
     assert summary["kernel"] == "flex"
-    assert summary["eval_accuracy"] >= 0.9
+    assert summary["test_accuracy"] >= 0.9

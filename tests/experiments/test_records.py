@@ -11,7 +11,7 @@ from experiments.records import RecordError, RunRecord, Summary
 
 def test_a_summary_round_trips_through_its_file(tmp_path):
     record = RunRecord.create(tmp_path, "run")
-    summary = Summary(run_id="run", status="completed", eval_accuracy=0.5, val_accuracy=0.75,
+    summary = Summary(run_id="run", status="completed", test_accuracy=0.5, val_accuracy=0.75,
                       accuracy_by_split={"dense": 1.0}, decayed_parameters=["embed.weight"])
     record.write_summary(summary)
     assert Summary.from_dict(record.read_summary()) == summary
@@ -20,10 +20,10 @@ def test_a_summary_round_trips_through_its_file(tmp_path):
 
 
 def test_a_summary_written_before_validation_and_the_kernel_rename_still_loads():
-    old = {"run_id": "r", "status": "completed", "backend": "sdpa", "eval_accuracy": 0.9, "eval_loss": 0.3,
+    old = {"run_id": "r", "status": "completed", "backend": "sdpa", "test_accuracy": 0.9, "test_loss": 0.3,
            "accuracy_by_distance": [], "tags": {}}
     summary = Summary.from_dict(old)
-    assert summary.kernel == "sdpa" and summary.eval_accuracy == 0.9
+    assert summary.kernel == "sdpa" and summary.test_accuracy == 0.9
     assert summary.val_accuracy is None and summary.val_loss is None and summary.decayed_parameters == []
 
 

@@ -22,7 +22,7 @@ import variants
 from experiments import sweep as sweeps
 from experiments.cli import main
 
-TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.eval_size=64", "task.num_buckets=4", "model.dim=32",
+TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.test_size=64", "task.num_buckets=4", "model.dim=32",
              "model.depth=1", "model.heads=2", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
              "train.checkpoint_every=10", "train.steps=40"]
 TINY = [item for assignment in TINY_SETS for item in ("--set", assignment)]
@@ -132,7 +132,7 @@ def test_a_killed_sweep_resumes_to_exactly_the_requested_complete_trials(tmp_pat
     # The summary names the best trial with its validation and test accuracy, and its command trains the same
     # config to the same accuracies.
     best = study.best_trial
-    test_accuracy = summary_of(tmp_path, best)["eval_accuracy"]
+    test_accuracy = summary_of(tmp_path, best)["test_accuracy"]
     assert f"best: trial {best.number}, validation accuracy {best.value:.4f}, test accuracy {test_accuracy:.4f}" \
         in output
     (rerun,) = [line.removeprefix("rerun it: ") for line in output.splitlines() if line.startswith("rerun it: ")]
@@ -144,7 +144,7 @@ def test_a_killed_sweep_resumes_to_exactly_the_requested_complete_trials(tmp_pat
                    "--runs-dir", str(again), "--quiet"))
     (run,) = again.iterdir()
     rerun_summary = json.loads((run / "summary.json").read_text())
-    assert (rerun_summary["val_accuracy"], rerun_summary["eval_accuracy"]) == (best.value, test_accuracy)
+    assert (rerun_summary["val_accuracy"], rerun_summary["test_accuracy"]) == (best.value, test_accuracy)
 
 
 def test_two_workers_share_the_embedded_store(tmp_path):

@@ -22,7 +22,7 @@ def test_the_objective_and_the_pruner_hear_the_validation_accuracy_and_the_end_s
         tmp_path, monkeypatch):
     def trained(config, record, *, should_prune, tags, **ignored):  # validation and test accuracy differ
         assert should_prune(10, 0.125) is False  # what train passes: the validation accuracy of the evaluation
-        summary = Summary(run_id=record.run_id, status="completed", steps=40, val_accuracy=0.25, eval_accuracy=0.75,
+        summary = Summary(run_id=record.run_id, status="completed", steps=40, val_accuracy=0.25, test_accuracy=0.75,
                           tags=tags)
         record.write_summary(summary)
         return summary.to_dict()
@@ -64,7 +64,7 @@ def test_confirm_seeds_trains_the_best_config_with_fresh_seeds_resumably_and_rep
         assert summary["tags"] == {"study": plan.study_name, "confirm": True, "confirms_trial": best.number}
         config = json.loads((tmp_path / summary["run_id"] / "config.json").read_text())
         assert {**config, "seed": 0} == trial_config  # the best trial's config, its seed the only change
-    accuracies = [summary["eval_accuracy"] for summary in summaries]
+    accuracies = [summary["test_accuracy"] for summary in summaries]
     mean, std = statistics.fmean(accuracies), statistics.stdev(accuracies)
     (line,) = [line for line in output.splitlines() if line.startswith("test accuracy over 3 fresh seeds")]
     assert f"mean {mean:.4f}, std {std:.4f}" in line

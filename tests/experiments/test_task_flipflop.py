@@ -1,5 +1,5 @@
 """Flip-flop: reads scored at their `r` against the last written bit, the paper's instruction
-frequencies in training, the eval set and the dense and sparse splits, and one-sentence option errors."""
+frequencies in training, the test set and the dense and sparse splits, and one-sentence option errors."""
 
 import math
 
@@ -40,7 +40,7 @@ def assert_binomial(count, trials, probability):
 
 
 def held_out_sets(task):
-    return {"eval": task.eval_set("cpu"), **task.extra_eval_sets("cpu")}
+    return {"eval": task.test_set("cpu"), **task.extra_test_sets("cpu")}
 
 
 def test_eval_splits_are_dense_and_sparse_with_the_papers_ignore_probabilities():
@@ -48,7 +48,7 @@ def test_eval_splits_are_dense_and_sparse_with_the_papers_ignore_probabilities()
     assert task.eval_splits == ("dense", "sparse")
     options = task.options
     assert (options.ignore_prob, options.dense_ignore_prob, options.sparse_ignore_prob) == (0.8, 0.1, 0.98)
-    assert set(task.extra_eval_sets("cpu")) == {"dense", "sparse"}
+    assert set(task.extra_test_sets("cpu")) == {"dense", "sparse"}
     assert tasks.create_task("flipflop", profile="standard").seq_len == 512  # the paper's T
 
 
@@ -60,7 +60,7 @@ def test_training_batches_eval_set_and_every_split_match_the_solver(options):
     assert set(sets) == {"eval", "dense", "sparse", *(f"length={length}" for length in task.eval_lengths)}
     for name, batch in sets.items():
         length = int(name.removeprefix("length=")) if name.startswith("length=") else task.seq_len
-        assert batch.inputs.shape == (task.eval_size, length), name
+        assert batch.inputs.shape == (task.test_size, length), name
         assert_solver_agrees(task, batch)
 
 
@@ -123,18 +123,18 @@ def test_extreme_ignore_probabilities_give_only_the_final_read_or_no_ignores():
 
 
 def test_shortest_sequence_is_one_write_then_one_read_at_distance_1():
-    task = tasks.create_task("flipflop", seq_len=4, eval_size=8)
-    batch = task.eval_set("cpu")
+    task = tasks.create_task("flipflop", seq_len=4, test_size=8)
+    batch = task.test_set("cpu")
     assert (batch.inputs[:, 0] == WRITE).all() and (batch.inputs[:, 2] == READ).all()
     assert torch.equal(batch.targets[:, 2], batch.inputs[:, 1]) and (batch.distance[:, 2] == 1).all()
 
 
 def test_splits_are_fixed_and_differ_from_the_eval_set():
     task = tasks.create_task("flipflop", **solver.SMALL)
-    first, second = task.extra_eval_sets("cpu"), task.extra_eval_sets("cpu")
+    first, second = task.extra_test_sets("cpu"), task.extra_test_sets("cpu")
     for split in task.eval_splits:
         assert torch.equal(first[split].inputs, second[split].inputs)
-        assert not torch.equal(first[split].inputs, task.eval_set("cpu").inputs)
+        assert not torch.equal(first[split].inputs, task.test_set("cpu").inputs)
 
 
 def test_vocabulary_answers_first_then_instructions_and_chance_one_half():
@@ -159,7 +159,7 @@ def test_an_unknown_split_is_one_sentence_naming_it_and_the_splits():
         ({"ignore_prob": 1.5}, ["'ignore_prob'", "1.5", "a probability from 0 to 1"]),
         ({"sparse_ignore_prob": -0.1}, ["'sparse_ignore_prob'", "-0.1", "a probability from 0 to 1"]),
         ({"dense_ignore_prob": math.nan}, ["'dense_ignore_prob'", "nan", "a probability from 0 to 1"]),
-        ({"eval_size": 0}, ["'eval_size'", "0", ">= 1"]),
+        ({"test_size": 0}, ["'test_size'", "0", ">= 1"]),
         ({"eval_lengths": (255,)}, ["'eval_lengths'", "255", "an even integer >= 4"]),
     ],
 )

@@ -18,11 +18,11 @@ def trigger(task):
 
 def test_eval_sets_at_the_training_and_every_eval_length_agree_with_the_solver():
     task = tasks.create_task("induction", **solver.SMALL)
-    sets = {f"length={task.seq_len}": task.eval_set("cpu"), **task.extra_eval_sets("cpu")}
+    sets = {f"length={task.seq_len}": task.test_set("cpu"), **task.extra_test_sets("cpu")}
     assert sorted(sets) == ["length=24", "length=40"]
     for name, batch in sets.items():
         length = int(name.removeprefix("length="))
-        assert batch.inputs.shape == (task.eval_size, length)
+        assert batch.inputs.shape == (task.test_size, length)
         for index, tokens in enumerate(batch.inputs.tolist()):
             ((position, (answer, distance)),) = solver.solve(task, tokens).items()
             assert (batch.targets[index] != tasks.IGNORE).nonzero().flatten().tolist() == [position]
@@ -61,7 +61,7 @@ def test_longer_eval_lengths_put_most_answers_farther_back_than_any_training_dis
     task = tasks.create_task("induction")
     assert task.eval_lengths == (64, 128) and task.default_model["positions"] == "none"
     longest_trained = task.seq_len - 2
-    sets = task.extra_eval_sets("cpu")
+    sets = task.extra_test_sets("cpu")
     for length in task.eval_lengths:
         distance = sets[f"length={length}"].metadata["distance"]
         assert distance.max() > longest_trained and distance.max() <= length - 2
@@ -74,9 +74,9 @@ def test_at_length_keeps_every_other_option_and_each_length_has_its_own_fixed_ev
     longer = task.at_length(200)
     assert (longer.seq_len, longer.options.num_tokens, longer.eval_lengths, longer.vocabulary) == (
         200, 7, (), task.vocabulary)
-    first, second = task.extra_eval_sets("cpu"), task.extra_eval_sets("cpu")
+    first, second = task.extra_test_sets("cpu"), task.extra_test_sets("cpu")
     assert all(torch.equal(first[name].inputs, second[name].inputs) for name in first)
-    assert not torch.equal(first["length=64"].inputs[:, :32], task.eval_set("cpu").inputs)
+    assert not torch.equal(first["length=64"].inputs[:, :32], task.test_set("cpu").inputs)
 
 
 def test_chance_vocabulary_and_answer_ids_follow_the_options():
@@ -93,7 +93,7 @@ def test_chance_vocabulary_and_answer_ids_follow_the_options():
         ({"eval_lengths": "long"}, ["'eval_lengths'", "'long'", "a comma-separated list of integers"]),
         ({"seq_len": 2}, ["'seq_len'", "2", ">= 3"]),
         ({"num_tokens": 1}, ["'num_tokens'", "1", ">= 2"]),
-        ({"eval_size": 0}, ["'eval_size'", "0", ">= 1"]),
+        ({"test_size": 0}, ["'test_size'", "0", ">= 1"]),
     ],
 )
 def test_bad_options_and_eval_lengths_get_one_sentence_naming_option_value_and_accepted(options, expected):

@@ -1,6 +1,6 @@
 """ListOps: labels are the recursive value of the expression (LRA's truncated MED, SM mod 10), expressions
 fill the length window left padded before the query, depth metadata is the bracket nesting, trees grow as
-LRA's generator grows them, chance is the eval set's majority answer, and option errors are one sentence."""
+LRA's generator grows them, chance is the test set's majority answer, and option errors are one sentence."""
 
 import math
 
@@ -171,9 +171,9 @@ def test_a_window_almost_no_tree_reaches_is_one_sentence_not_an_endless_loop():
 
 def test_chance_is_the_eval_sets_majority_answer_which_beats_uniform_guessing():
     task = tasks.create_task("listops")
-    answers = task.eval_set("cpu").targets[:, -1].tolist()
+    answers = task.test_set("cpu").targets[:, -1].tolist()
     majority = max(answers.count(digit) for digit in range(10))
-    assert task.chance_accuracy == majority / task.eval_size
+    assert task.chance_accuracy == majority / task.test_size
     assert task.chance_accuracy > 0.1  # the skew: MIN leans to 0, MAX to 9
 
 
@@ -192,8 +192,8 @@ def test_distance_buckets_cover_the_lengths_of_the_window():
 
 def test_a_longer_eval_length_admits_longer_expressions():
     task = tasks.create_task("listops", max_depth=3, max_args=10, eval_lengths=(128,))
-    longer = task.extra_eval_sets("cpu")["length=128"]
-    assert longer.inputs.shape == (task.eval_size, 128)
+    longer = task.extra_test_sets("cpu")["length=128"]
+    assert longer.inputs.shape == (task.test_size, 128)
     assert longer.metadata["length"].max() >= task.seq_len
     assert_solver_agrees(task.at_length(128), longer)
 
@@ -208,7 +208,7 @@ def test_a_longer_eval_length_admits_longer_expressions():
         ({"max_args": 1}, ["'max_args'", "1", ">= 2"]),
         ({"max_depth": 0}, ["'max_depth'", "0", ">= 1"]),
         ({"operator_probability": 1.5}, ["'operator_probability'", "1.5", "from 0 to 1"]),
-        ({"eval_size": 0}, ["'eval_size'", "0", ">= 1"]),
+        ({"test_size": 0}, ["'test_size'", "0", ">= 1"]),
         ({"eval_lengths": (16,)}, ["'eval_lengths'", "16", ">= min_length + 1 = 17"]),
     ],
 )

@@ -18,13 +18,13 @@ from experiments.tasks.pathfinder import FLOOD_RADIUS, save_images
 
 @pytest.fixture(scope="module")
 def eval_sets():
-    """The 1,000-example eval sets at the quick (10x10) and standard (32x32) sizes, built once, with the
+    """The 1,000-example test sets at the quick (10x10) and standard (32x32) sizes, built once, with the
     CPU seconds each took to build."""
     sets = {}
     for profile in ("quick", "standard"):
-        task = tasks.create_task("pathfinder", profile=profile, eval_size=1000)
+        task = tasks.create_task("pathfinder", profile=profile, test_size=1000)
         started = time.process_time()
-        batch = task.eval_set("cpu")
+        batch = task.test_set("cpu")
         sets[profile] = (task, batch, time.process_time() - started)
     return sets
 
@@ -74,7 +74,7 @@ def test_every_training_batch_is_half_positive_and_an_odd_one_off_by_one_half(ba
 
 def test_the_eval_set_is_exactly_half_positive(eval_sets):
     for task, batch, _ in eval_sets.values():
-        assert int(labels(batch).sum()) == task.eval_size // 2
+        assert int(labels(batch).sum()) == task.test_size // 2
 
 
 @pytest.mark.parametrize("profile", ["quick", "standard"])
@@ -172,7 +172,7 @@ def test_save_images_stops_at_the_batch_size_and_refuses_a_count_below_1(tmp_pat
 
 def test_the_quick_image_draws_its_eval_set_with_two_distractors_the_benchmarks_count_x2():
     # A draw is valid about 1 time in 7 there: with too few redraw rounds an example of 1000 got no picture.
-    batch = tasks.create_task("pathfinder", profile="quick", num_distractors=2).eval_set("cpu")
+    batch = tasks.create_task("pathfinder", profile="quick", num_distractors=2).test_set("cpu")
     assert batch.inputs.shape == (1000, 101) and (labels(batch) == 1).sum() == 500
 
 
@@ -195,7 +195,7 @@ def test_options_no_image_can_hold_are_one_sentence():
         ({"max_turn": 200}, ["'max_turn'", "200.0", "0 to 180"]),
         ({"dash_period": 1}, ["'dash_period'", "1", ">= 2"]),
         ({"grey_levels": 2}, ["'grey_levels'", "2", ">= 3"]),
-        ({"eval_size": 999}, ["'eval_size'", "999", "even"]),
+        ({"test_size": 999}, ["'test_size'", "999", "even"]),
     ],
 )
 def test_bad_options_get_one_sentence_naming_option_value_and_accepted(options, expected):

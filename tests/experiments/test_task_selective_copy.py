@@ -66,11 +66,11 @@ def test_edge_sizes_without_noise_or_with_one_token_agree_with_the_solver(sizes)
 
 def test_eval_lengths_give_the_same_task_at_each_length_agreeing_with_the_solver():
     task = tasks.create_task("selective_copy", **{**solver.SMALL, "eval_lengths": (40, 60)})
-    sets = task.extra_eval_sets("cpu")
+    sets = task.extra_test_sets("cpu")
     assert sorted(sets) == ["length=40", "length=60"]
     for length in (40, 60):
         batch = sets[f"length={length}"]
-        assert batch.inputs.shape == (task.eval_size, length)
+        assert batch.inputs.shape == (task.test_size, length)
         for index, tokens in enumerate(batch.inputs.tolist()):
             answers = solver.solve(task, tokens)
             assert sorted(answers) == (batch.targets[index] != tasks.IGNORE).nonzero().flatten().tolist()
@@ -89,7 +89,7 @@ def test_chance_vocabulary_and_answer_ids_follow_the_options():
         ({"seq_len": 7}, ["'seq_len'", "7", ">= 2 * num_tokens = 8"]),
         ({"num_tokens": 0}, ["'num_tokens'", "0", ">= 1"]),
         ({"num_data_tokens": 1}, ["'num_data_tokens'", "1", ">= 2"]),
-        ({"eval_size": 0}, ["'eval_size'", "0", ">= 1"]),
+        ({"test_size": 0}, ["'test_size'", "0", ">= 1"]),
         ({"eval_lengths": (6,)}, ["'eval_lengths'", "6", "'seq_len' got 6", ">= 2 * num_tokens = 8"]),
     ],
 )

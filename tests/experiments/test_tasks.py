@@ -1,5 +1,5 @@
 """The task registry: deterministic generators whose labels an independent solver agrees with, a fixed
-eval set on its own seed, and one-sentence errors for bad names, profiles and options."""
+test set on its own seed, and one-sentence errors for bad names, profiles and options."""
 
 import dataclasses
 import inspect
@@ -59,7 +59,7 @@ def test_task_documents_options_example_cost_and_profiles_and_has_calibration_ro
     measured = {line.split(" | ")[1] for line in page.splitlines() if line.startswith(f"| {name} | ")}
     assert "dense" in measured and any(variant.startswith("local") for variant in measured)
     task = tasks.create_task(name, **WORKED[name])
-    batch = task.eval_set("cpu")
+    batch = task.test_set("cpu")
     docstring = cls.__doc__.replace("| ", "")
     assert " ".join(task.decode(batch.inputs[0])) in docstring
     assert f'task.label_text(batch, 0) == "{task.label_text(batch, 0)}"' in docstring
@@ -84,19 +84,19 @@ def test_training_labels_and_distances_match_an_independent_solver(name, sizes):
 @pytest.mark.parametrize("name", tasks.list_tasks())
 def test_eval_labels_and_distances_match_an_independent_solver(name, sizes):
     task = tasks.create_task(name, **(SMALL[name] if sizes == "small" else {}))
-    batch = task.eval_set("cpu")
-    assert batch.inputs.shape == (task.eval_size, task.seq_len)
+    batch = task.test_set("cpu")
+    assert batch.inputs.shape == (task.test_size, task.seq_len)
     assert_solver_agrees(task, batch)
 
 
 @pytest.mark.parametrize("name", tasks.list_tasks())
 def test_eval_set_is_identical_on_every_call_and_is_no_training_batch(name):
     task = tasks.create_task(name, **SMALL[name])
-    first, second = task.eval_set("cpu"), task.eval_set("cpu")
+    first, second = task.test_set("cpu"), task.test_set("cpu")
     assert batches_equal(first, second)
     eval_rows = {tuple(row) for row in first.inputs.tolist()}
     for seed in range(4):
-        training = draw(task, task.eval_size, seed)
+        training = draw(task, task.test_size, seed)
         assert not batches_equal(training, first)
         assert not eval_rows & {tuple(row) for row in training.inputs.tolist()}, seed
 
@@ -122,7 +122,7 @@ def test_batches_and_eval_sets_live_on_cuda_when_asked(name):
     batch = task.batch(256, tasks.train_generator(0, "cuda"), "cuda")
     assert all(tensor.is_cuda for tensor in [batch.inputs, batch.targets, batch.distance, *batch.metadata.values()])
     assert_solver_agrees(task, batch.to("cpu"))
-    assert batches_equal(task.eval_set("cuda").to("cpu"), task.eval_set("cpu"))
+    assert batches_equal(task.test_set("cuda").to("cpu"), task.test_set("cpu"))
 
 
 def test_a_generator_on_another_device_than_the_batch_is_one_sentence():
@@ -137,19 +137,19 @@ def test_passkey_training_distances_cover_every_distance_from_1_to_the_full_leng
     assert set(distance.tolist()) == set(range(1, task.seq_len))
 
 
-@pytest.mark.parametrize("sizes", [{}, {"seq_len": 9, "num_buckets": 8, "eval_size": 64},
-                                   {"seq_len": 100, "num_buckets": 7, "eval_size": 70}])
+@pytest.mark.parametrize("sizes", [{}, {"seq_len": 9, "num_buckets": 8, "test_size": 64},
+                                   {"seq_len": 100, "num_buckets": 7, "test_size": 70}])
 def test_passkey_eval_fills_every_equal_width_distance_bucket_equally(sizes):
     task = tasks.create_task("passkey", **sizes)
     buckets, span = task.options.num_buckets, task.seq_len - 1
-    distance = task.eval_set("cpu").metadata["distance"].tolist()
+    distance = task.test_set("cpu").metadata["distance"].tolist()
     edges = [1 + bucket * span / buckets for bucket in range(buckets + 1)]  # bucket b: edges[b] <= d < edges[b+1]
     counts = [sum(edges[bucket] <= d < edges[bucket + 1] for d in distance) for bucket in range(buckets)]
-    assert counts == [task.eval_size // buckets] * buckets
-    assert task.eval_set("cpu").metadata["bucket"].tolist() == [
+    assert counts == [task.test_size // buckets] * buckets
+    assert task.test_set("cpu").metadata["bucket"].tolist() == [
         next(bucket for bucket in range(buckets) if edges[bucket] <= d < edges[bucket + 1]) for d in distance
     ]
-    if span == buckets:  # one distance per bucket: the eval set reaches the full length
+    if span == buckets:  # one distance per bucket: the test set reaches the full length
         assert set(distance) == set(range(1, task.seq_len))
 
 
@@ -164,7 +164,7 @@ def test_distance_buckets_tile_1_to_max_distance_with_widths_differing_by_at_mos
 
 def test_passkey_eval_buckets_are_the_shared_distance_buckets():
     task = tasks.create_task("passkey")
-    metadata = task.eval_set("cpu").metadata
+    metadata = task.test_set("cpu").metadata
     buckets = tasks.distance_buckets(task.seq_len - 1, task.options.num_buckets)
     for distance, bucket in zip(metadata["distance"].tolist(), metadata["bucket"].tolist(), strict=True):
         assert buckets[bucket][0] <= distance <= buckets[bucket][1]
@@ -203,13 +203,13 @@ def test_profiles_give_defaults_and_explicit_options_override_them():
             task = tasks.create_task(name, profile=profile)
             assert {"steps", "batch_size", "lr", "eval_every"} <= task.default_train.keys()
             assert {"dim", "depth", "heads"} <= task.default_model.keys()
-            assert task.eval_size == task.options.eval_size >= 1
+            assert task.test_size == task.options.test_size >= 1
 
 
 @pytest.mark.parametrize("name", tasks.list_tasks())
 def test_example_gives_decoded_input_labels_and_distances(name):
     task = tasks.create_task(name, **SMALL[name])
-    batch = task.eval_set("cpu")
+    batch = task.test_set("cpu")
     example = task.example(batch, 5)
     answers = SOLVERS[name].solve(task, batch.inputs[5].tolist())
     labels = [answer for _, (answer, _) in sorted(answers.items())]
@@ -268,8 +268,8 @@ def test_unknown_profile_names_it_and_the_profiles():
 
 
 def test_training_seeds_end_where_eval_seeds_begin():
-    assert tasks.MAX_TRAIN_SEED == tasks.EVAL_SEED_OFFSET == 2**31
-    assert all(tasks.MAX_TRAIN_SEED <= tasks.eval_seed(name) < 2**32 for name in tasks.list_tasks())
+    assert tasks.MAX_TRAIN_SEED == tasks.TEST_SEED_OFFSET == 2**31
+    assert all(tasks.MAX_TRAIN_SEED <= tasks.test_seed(name) < 2**32 for name in tasks.list_tasks())
     first = tasks.train_generator(tasks.MAX_TRAIN_SEED - 1).initial_seed()
     assert first == tasks.MAX_TRAIN_SEED - 1
 
@@ -284,11 +284,11 @@ def test_training_seeds_outside_0_to_2_31_are_refused(seed):
 @pytest.mark.parametrize(
     "name, profile, options, expected",
     [
-        ("passkey", "quick", {"num_key": 8}, ["'num_key'", "did you mean 'num_keys'", "seq_len", "eval_size"]),
+        ("passkey", "quick", {"num_key": 8}, ["'num_key'", "did you mean 'num_keys'", "seq_len", "test_size"]),
         ("passkey", "quick", {"seq_len": 5}, ["'seq_len'", "5", ">= num_buckets + 1 = 9"]),
         ("passkey", "quick", {"seq_len": "long"}, ["'seq_len'", "'long'", "an integer"]),
         ("passkey", "quick", {"num_keys": 1}, ["'num_keys'", "1", ">= 2"]),
-        ("passkey", "quick", {"eval_size": 100}, ["'eval_size'", "100", "multiple of num_buckets = 8"]),
+        ("passkey", "quick", {"test_size": 100}, ["'test_size'", "100", "multiple of num_buckets = 8"]),
         ("passkey", "long", {"num_buckets": 0}, ["'long'", "'num_buckets'", "0", ">= 1"]),
         ("mqar", "quick", {"seq_len": 31}, ["'seq_len'", "31", ">= 4 * num_pairs = 32"]),
         ("mqar", "standard", {"seq_len": 128}, ["'standard'", "'seq_len'", "128", ">= 4 * num_pairs = 256"]),
@@ -325,6 +325,6 @@ def test_a_task_at_another_length_keeps_its_vocabulary_and_draws_valid_examples(
     task = tasks.create_task("mqar", eval_lengths=(96,))
     longer = task.at_length(96)
     assert (longer.seq_len, longer.vocabulary, longer.eval_lengths) == (96, task.vocabulary, ())
-    batch = task.extra_eval_sets("cpu")["length=96"]
-    assert batch.inputs.shape == (task.eval_size, 96)
+    batch = task.extra_test_sets("cpu")["length=96"]
+    assert batch.inputs.shape == (task.test_size, 96)
     assert_solver_agrees(longer, batch)

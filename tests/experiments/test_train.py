@@ -11,7 +11,7 @@ from experiments.records import RunRecord
 from experiments.train import learning_rate, train
 
 TINY = {
-    "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "eval_size": 64},
+    "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 64},
     "model": {"dim": 32, "depth": 1, "heads": 2},
     "train": {"steps": 40, "batch_size": 16, "lr": 3e-3, "warmup_steps": 5, "eval_every": 20,
               "checkpoint_every": 10, "log_every": 5},
@@ -35,7 +35,7 @@ def test_a_tiny_run_learns_passkey(tmp_path):
     config = tiny_config(steps=150, eval_every=150, checkpoint_every=150)
     summary = train(config, new_record(tmp_path, config), quiet=True)
     assert summary["status"] == "completed" and summary["steps"] == 150
-    assert summary["eval_accuracy"] >= 0.9 > 3 * summary["chance_accuracy"], summary["eval_accuracy"]
+    assert summary["test_accuracy"] >= 0.9 > 3 * summary["chance_accuracy"], summary["test_accuracy"]
     assert sum(bucket["count"] for bucket in summary["accuracy_by_distance"]) == 64
 
 
@@ -46,7 +46,7 @@ def test_run_records_hold_config_metrics_summary_and_a_safe_checkpoint(tmp_path)
     assert configs.from_dict(json.loads((record.path / "config.json").read_text())) == config
     saved = json.loads((record.path / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
-    for key in ("run_id", "variant", "variant_options", "task", "profile", "seed", "status", "eval_accuracy",
+    for key in ("run_id", "variant", "variant_options", "task", "profile", "seed", "status", "test_accuracy",
                 "chance_accuracy", "accuracy_by_distance", "steps", "wall_seconds", "tokens_per_second",
                 "peak_memory_bytes", "device", "torch_version", "git_commit", "decayed_parameters"):
         assert key in saved, key
@@ -64,7 +64,7 @@ def test_same_seed_same_numbers(tmp_path):
     config = tiny_config()
     first = train(config, new_record(tmp_path, config, "a"), quiet=True)
     second = train(config, new_record(tmp_path, config, "b"), quiet=True)
-    assert first["eval_accuracy"] == second["eval_accuracy"] and first["eval_loss"] == second["eval_loss"]
+    assert first["test_accuracy"] == second["test_accuracy"] and first["test_loss"] == second["test_loss"]
     metrics = [RunRecord(tmp_path / name).read_metrics() for name in ("a", "b")]
     strip = [[{k: v for k, v in line.items() if k != "wall_seconds"} for line in lines] for lines in metrics]
     assert strip[0] == strip[1]
@@ -80,7 +80,7 @@ def test_interrupted_then_resumed_equals_uninterrupted_bit_for_bit(tmp_path, sto
     assert record.read_summary()["status"] == "interrupted"
     resumed = train(config, RunRecord.open(tmp_path, "split"), quiet=True)
     assert resumed["status"] == "completed"
-    assert (resumed["eval_accuracy"], resumed["eval_loss"]) == (whole["eval_accuracy"], whole["eval_loss"])
+    assert (resumed["test_accuracy"], resumed["test_loss"]) == (whole["test_accuracy"], whole["test_loss"])
     assert resumed["accuracy_by_distance"] == whole["accuracy_by_distance"]
 
     def without_times(name):
@@ -99,7 +99,7 @@ def test_a_checkpoint_that_calls_the_running_sums_window_still_resumes_bit_for_b
     state["window"] = state.pop("running_sums")  # as checkpoints were written before the rename
     record.save_checkpoint(state)
     resumed = train(config, RunRecord.open(tmp_path, "old"), quiet=True)
-    assert (resumed["eval_loss"], resumed["val_loss"]) == (whole["eval_loss"], whole["val_loss"])
+    assert (resumed["test_loss"], resumed["val_loss"]) == (whole["test_loss"], whole["val_loss"])
 
 
 def test_a_non_finite_loss_ends_the_run_as_diverged_and_keeps_its_record(tmp_path, monkeypatch):
@@ -139,7 +139,7 @@ def test_eval_lengths_are_one_config_line_and_give_accuracy_by_length(tmp_path):
     record = new_record(tmp_path, config)
     summary = train(config, record, quiet=True)
     assert [entry["length"] for entry in summary["accuracy_by_length"]] == [12, 16, 24]
-    assert summary["accuracy_by_length"][0]["accuracy"] == summary["eval_accuracy"]
+    assert summary["accuracy_by_length"][0]["accuracy"] == summary["test_accuracy"]
     # Each length's accuracy is that of the task drawn at that length, scored by the saved model.
     last_eval = [line for line in record.read_metrics() if line["kind"] == "eval"][-1]
     assert set(last_eval["splits"]) == {"length=16", "length=24"}
@@ -155,11 +155,11 @@ def test_length_evaluation_scores_the_task_drawn_at_that_length(tmp_path):
     task = tasks.create_task("passkey", **{**TINY["task"], "eval_lengths": (20,)})
     model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
                         max_len=task.max_len, variant="dense", variant_options={})
-    longer = task.extra_eval_sets("cpu")["length=20"]
+    longer = task.extra_test_sets("cpu")["length=20"]
     assert longer.inputs.shape == (64, 20) and task.max_len == 20
-    assert batches_equal_inputs(longer, task.at_length(20).sample_eval(
-        64, torch.Generator().manual_seed(tasks.eval_seed("passkey@20")), torch.device("cpu")))
-    assert evaluate(model, longer, 16, [])["eval_accuracy"] == evaluate(model, longer, 64, [])["eval_accuracy"]
+    assert batches_equal_inputs(longer, task.at_length(20).sample_test(
+        64, torch.Generator().manual_seed(tasks.test_seed("passkey@20")), torch.device("cpu")))
+    assert evaluate(model, longer, 16, [])["test_accuracy"] == evaluate(model, longer, 64, [])["test_accuracy"]
 
 
 def batches_equal_inputs(first, second):

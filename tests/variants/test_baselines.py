@@ -94,7 +94,7 @@ def test_every_baseline_declares_a_space_of_its_own_options_that_yields_runnable
     cls = variants.variant_class(name)
     assert set(cls.search_space) <= set(cls.Options.__dataclass_fields__)
     plan = sweeps.prepare(variant=name, task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
-                          sets=["task.seq_len=12", "task.num_buckets=4", "task.eval_size=16", "model.dim=16"],
+                          sets=["task.seq_len=12", "task.num_buckets=4", "task.test_size=16", "model.dim=16"],
                           space_args=[], space_file=None, study=None, storage=None, runs_dir=tmp_path, trials=1,
                           pruner="none", prune_after=0, heartbeat_seconds=1)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), direction="maximize")
@@ -271,7 +271,7 @@ def test_mamba_scans_in_float32_under_bf16_autocast(monkeypatch):
 
 # -- training and refusals --------------------------------------------------------------------------------
 
-TINY = {"task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "eval_size": 16},
+TINY = {"task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 16},
         "model": {"dim": 16, "depth": 2},
         "train": {"steps": 4, "batch_size": 8, "warmup_steps": 1, "eval_every": 4, "checkpoint_every": 4,
                   "log_every": 2}}
@@ -291,7 +291,7 @@ def test_each_baseline_trains_a_few_steps_through_the_training_loop_without_nan(
     record.write_config(config.to_dict())
     summary = train(config, record, quiet=True)
     assert summary["status"] == "completed" and summary["steps"] == 4
-    assert summary["eval_loss"] == summary["eval_loss"] and summary["eval_loss"] < float("inf")
+    assert summary["test_loss"] == summary["test_loss"] and summary["test_loss"] < float("inf")
     lines = [json.loads(line) for line in (record.path / "metrics.jsonl").read_text().splitlines()]
     assert all(line["loss"] == line["loss"] for line in lines if line["kind"] == "train")
     assert summary["variant_name"] == configs.described_variant(config)

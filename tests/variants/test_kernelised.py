@@ -193,7 +193,7 @@ def test_an_interrupted_performer_run_resumes_bit_for_bit_across_redraws(tmp_pat
 
     # Redraws every 7 training steps, a checkpoint every 10: the run stops at 23, mid-way through a draw.
     overrides = {"variant": {"num_features": 16, "redraw": 7},
-                 "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "eval_size": 32},
+                 "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 32},
                  "model": {"dim": 32, "depth": 1, "heads": 2},
                  "train": {"steps": 30, "batch_size": 8, "warmup_steps": 5, "eval_every": 15, "checkpoint_every": 10,
                            "log_every": 5}}
@@ -208,7 +208,7 @@ def test_an_interrupted_performer_run_resumes_bit_for_bit_across_redraws(tmp_pat
     whole = run("whole")
     assert run("split", should_stop=lambda step: step == 23)["status"] == "interrupted"
     resumed = train(config, RunRecord.open(tmp_path, "split"), quiet=True)
-    assert (resumed["eval_accuracy"], resumed["eval_loss"]) == (whole["eval_accuracy"], whole["eval_loss"])
+    assert (resumed["test_accuracy"], resumed["test_loss"]) == (whole["test_accuracy"], whole["test_loss"])
     metrics = [[{key: value for key, value in line.items() if key != "wall_seconds"}
                 for line in RunRecord(tmp_path / name).read_metrics()] for name in ("whole", "split")]
     assert metrics[0] == metrics[1]

@@ -2,7 +2,7 @@
 
 Each module `solvers/<task>.py` defines:
     SMALL:  task options for small sizes (fast for the plain-Python solver)
-    WORKED: the task options of the worked example in the task class's docstring (its eval set's first example)
+    WORKED: the task options of the worked example in the task class's docstring (its test set's first example)
     solve(task, tokens) -> {scored position: (answer, distance)}: computed from the token list alone,
             in plain Python, without calling the generator's code
 """

@@ -1,7 +1,7 @@
 """Flip-flop: replay the instruction stream, remembering the last written bit and where it sits."""
 
-SMALL = {"seq_len": 40, "ignore_prob": 0.5, "eval_size": 64}
-WORKED = {"seq_len": 24, "ignore_prob": 0.5, "eval_size": 1}
+SMALL = {"seq_len": 40, "ignore_prob": 0.5, "test_size": 64}
+WORKED = {"seq_len": 24, "ignore_prob": 0.5, "test_size": 1}
 
 
 def solve(task, tokens):

@@ -1,7 +1,7 @@
 """Induction: the final trigger, answered by the token after the trigger's only earlier occurrence."""
 
-SMALL = {"seq_len": 24, "num_tokens": 5, "eval_lengths": (40,), "eval_size": 64}
-WORKED = {"seq_len": 12, "num_tokens": 4, "eval_size": 1}
+SMALL = {"seq_len": 24, "num_tokens": 5, "eval_lengths": (40,), "test_size": 64}
+WORKED = {"seq_len": 12, "num_tokens": 4, "test_size": 1}
 
 
 def solve(task, tokens):

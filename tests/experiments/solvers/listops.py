@@ -2,8 +2,8 @@
 
 import statistics
 
-SMALL = {"seq_len": 40, "min_length": 5, "max_depth": 3, "max_args": 4, "eval_size": 64}
-WORKED = {"seq_len": 24, "min_length": 12, "max_depth": 2, "max_args": 5, "eval_size": 1}
+SMALL = {"seq_len": 40, "min_length": 5, "max_depth": 3, "max_args": 4, "test_size": 64}
+WORKED = {"seq_len": 24, "min_length": 12, "max_depth": 2, "max_args": 5, "test_size": 1}
 
 OPERATIONS = {
     "[MIN": min,

@@ -1,7 +1,7 @@
 """MQAR: each later return of a prefix key, answered by its value."""
 
-SMALL = {"seq_len": 40, "num_pairs": 5, "num_keys": 7, "num_values": 6, "num_filler": 2, "eval_size": 64}
-WORKED = {"seq_len": 16, "num_pairs": 3, "num_filler": 2, "eval_size": 1}
+SMALL = {"seq_len": 40, "num_pairs": 5, "num_keys": 7, "num_values": 6, "num_filler": 2, "test_size": 64}
+WORKED = {"seq_len": 16, "num_pairs": 3, "num_filler": 2, "test_size": 1}
 
 
 def solve(task, tokens):

@@ -1,7 +1,7 @@
 """Passkey: the one answer-id token before the final query."""
 
-SMALL = {"seq_len": 33, "num_keys": 4, "num_distractors": 3, "num_buckets": 4, "eval_size": 64}
-WORKED = {"seq_len": 12, "num_buckets": 1, "eval_size": 1}
+SMALL = {"seq_len": 33, "num_keys": 4, "num_distractors": 3, "num_buckets": 4, "test_size": 64}
+WORKED = {"seq_len": 12, "num_buckets": 1, "test_size": 1}
 
 
 def solve(task, tokens):

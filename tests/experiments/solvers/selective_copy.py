@@ -1,7 +1,7 @@
 """Selective copying: each marker at the end, answered by the data token of the same rank among the noise."""
 
-SMALL = {"seq_len": 30, "num_tokens": 5, "num_data_tokens": 4, "eval_size": 64}
-WORKED = {"seq_len": 12, "num_tokens": 3, "eval_size": 1}
+SMALL = {"seq_len": 30, "num_tokens": 5, "num_data_tokens": 4, "test_size": 64}
+WORKED = {"seq_len": 12, "num_tokens": 3, "test_size": 1}
 
 
 def solve(task, tokens):
