@@ -23,7 +23,8 @@ NAME ?=
 SETTING ?= quick
 SEEDS ?=
 
-.PHONY: setup test lint list experiment sweep benchmark benchmark-estimate report saturation calibration bench-variants bench-train gpu-check
+.PHONY: setup test lint list experiment sweep benchmark benchmark-estimate report saturation calibration results speed speed-train \
+	bench-variants bench-train gpu-check
 
 setup: $(STAMP)
 
@@ -80,11 +81,19 @@ calibration: setup
 		$(if $(TASK),--task $(TASK)) --profile $(PROFILE) --seed $(SEED) $(if $(DEVICE),--device $(DEVICE)) \
 		--runs-dir $(RUNS_DIR) $(ARGS)
 
-bench-variants: setup
-	$(BIN)/attnlab bench-variants $(ARGS)
+# docs/results.md and README.md's headline table, generated from the committed records (docs/calibration.csv, docs/records/).
+results: setup
+	$(BIN)/attnlab results
 
-bench-train: setup
-	$(BIN)/attnlab bench-train $(ARGS)
+speed: setup
+	$(BIN)/attnlab speed $(ARGS)
+
+speed-train: setup
+	$(BIN)/attnlab speed-train $(ARGS)
+
+# The old names of speed and speed-train, kept for a while.
+bench-variants: speed
+bench-train: speed-train
 
 gpu-check: setup
 	$(BIN)/attnlab gpu-check $(ARGS)

@@ -1,9 +1,10 @@
 """The benchmark's page, `reports/benchmark-<name>/`: the leaderboard (variant x task, mean and 95% interval
 of the test accuracy over the confirmation seeds, the average over tasks, the rank), which differences the
-spread over seeds can tell apart, accuracy against length, the speed of learning and accuracy against model
-width and task size (capacity; `analysis.benchmark_axes`), every cell with its tuning and its cost, the cost per
-variant, the cells, capacity points and jobs that were skipped, diverged or failed with their reasons, and the
-protocol with the exact command and the versions it ran with.
+spread over seeds can tell apart, a section per stage of the benchmark (`analysis.benchmark_stages`: tuning;
+accuracy against distance and length and the speed of learning; accuracy against model width and task size),
+every cell with its tuning and its cost, the cost per variant, the cells, sizes and jobs that were skipped,
+diverged or failed with their reasons, and the protocol, stage by stage, with the exact command and the versions
+it ran with.
 
 Everything is read from the benchmark's storage (`experiments.benchmark.Ledger`), not from run folders, so
 any machine that reaches the storage writes the same page. The page goes through `analysis.render`, which
@@ -16,20 +17,17 @@ import math
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from analysis.benchmark_axes import axes, capacity_protocol
+from analysis.benchmark_stages import interval_text, stage_sections, test_figures
 from analysis.render import Block, Section, Table, Text
 from analysis.report import write_page
 from analysis.sections.provenance import environment
 from analysis.sections.results import PARAMETER_TOLERANCE
 from analysis.sections.shared import fmt
 from experiments.benchmark import CellState, Ledger
-from experiments.benchmark.definition import CAPACITY
 from experiments.benchmark.ledger import COMPLETED, SETTLED
-from experiments.sweep.confirm import mean_interval
 
 REFERENCE = "dense"  # the row every other row's size is compared with (the Long Range Arena's rule)
 
@@ -76,16 +74,6 @@ def _tuning_text(state: CellState) -> str:
     return "; ".join(parts)
 
 
-def _test_figures(state: CellState) -> dict[str, Any]:
-    done = [job for job in state.confirmation if job is not None and job.state == COMPLETED]
-    accuracies = [job.result["test_accuracy"] for job in done]
-    mean = statistics.fmean(accuracies) if accuracies else math.nan
-    std, half = mean_interval(accuracies)[1:] if len(accuracies) > 1 else (math.nan, math.nan)
-    return {"seeds asked": len(state.confirmation), "seeds completed": len(done),
-            "seeds": ",".join(str(job.job.seed) for job in done), "test mean": mean, "test std": std,
-            "interval half-width": half, "interval low": mean - half, "interval high": mean + half}
-
-
 def cell_rows(ledger: Ledger) -> pd.DataFrame:
     """One row per cell: status, tuning, the chosen learning rate, the test accuracy over seeds with its 95%
     interval (Student's t), parameters against the reference's on the same task, and the cost of its runs."""
@@ -101,8 +89,8 @@ def cell_rows(ledger: Ledger) -> pd.DataFrame:
             "validation accuracy per learning rate": _tuning_text(state) if state.tuning else "",
             "best lr": state.best_lr if state.best_lr is not None else math.nan,
             "best validation accuracy": best.result["val_accuracy"] if best is not None else math.nan,
-            **_test_figures(state),
-            "chance": next((result["chance"] for result in _protocol_results(state)), math.nan),
+            **test_figures(state.confirmation),
+            "chance": next((result["chance_accuracy"] for result in _protocol_results(state)), math.nan),
             "parameters": parameters, "parameters / dense": parameters / dense,
             "over 10% larger than dense": bool(parameters > PARAMETER_TOLERANCE * dense),
             "runs": len(results), "steps": sum(result["steps"] for result in results),
@@ -110,14 +98,6 @@ def cell_rows(ledger: Ledger) -> pd.DataFrame:
             "wall seconds": sum(result["wall_seconds"] or 0.0 for result in results),
         })
     return pd.DataFrame(rows)
-
-
-def interval_text(row: pd.Series) -> str:
-    """'0.578 ± 0.123 (n=3)': the mean and the half-width of its 95% interval over n seeds."""
-    if row["seeds completed"] == 0:
-        return "–"
-    spread = f" ± {row['interval half-width']:.3f}" if row["seeds completed"] > 1 else ""
-    return f"{row['test mean']:.3f}{spread} (n={row['seeds completed']})"
 
 
 def leaderboard(cells: pd.DataFrame, ledger: Ledger) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -162,7 +142,7 @@ def separation(cells: pd.DataFrame) -> list[str]:
 
 def cost(cells: pd.DataFrame) -> pd.DataFrame:
     """Per variant: its parameters over the tasks, the tasks where it is over 10% larger than dense, and the
-    runs, steps, tokens and wall time of all its jobs (tuning, confirmation and capacity)."""
+    runs, steps, tokens and wall time of all its jobs, of every stage."""
     rows = []
     for variant, group in cells.groupby("variant", sort=False):
         parameters = group["parameters"].dropna()
@@ -177,14 +157,15 @@ def cost(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def problems(ledger: Ledger) -> pd.DataFrame:
-    """Every skipped cell and capacity point, and every job that diverged, failed or has not settled, with its
-    reason; `size` names a capacity job's or point's axis and value."""
+    """Every skipped cell and size a stage cannot train (`Stage.skipped`: capacity points), and every job that
+    diverged, failed or has not settled, with its reason; `size` names a capacity job's or point's axis and value."""
     rows = [{"variant": state.cell.variant, "task": state.cell.task, "stage": "cell", "size": "", "lr": "",
              "seed": "", "state": "skipped", "reason": state.cell.skipped, "attempts": 0}
             for state in ledger.cells if state.cell.skipped is not None]
-    rows += [{"variant": state.cell.variant, "task": state.cell.task, "stage": CAPACITY,
-              "size": f"{point.axis}={point.value}", "lr": "", "seed": "", "state": "skipped", "reason": point.skipped,
-              "attempts": 0} for state in ledger.cells for point in state.cell.capacity if point.skipped is not None]
+    rows += [{"variant": state.cell.variant, "task": state.cell.task, "stage": stage.name, "size": size, "lr": "",
+              "seed": "", "state": "skipped", "reason": reason, "attempts": 0}
+             for stage in ledger.benchmark.stages for state in ledger.cells
+             for size, reason in stage.skipped(state.cell)]
     for state in ledger.cells:
         for job in state.jobs:
             if job.state == COMPLETED:
@@ -208,15 +189,7 @@ def protocol(ledger: Ledger) -> list[Block]:
         Text(f"Command: {benchmark.command()}"),
         Text(f"Cells: {len(benchmark.variants)} variants x {len(benchmark.tasks)} tasks at the {benchmark.profile} "
              "profile; a variant that cannot run a task by construction is listed as skipped with its reason."),
-        Text(f"Tuning: each cell trains once per learning rate of the grid, the multiples "
-             f"{', '.join(map(repr, benchmark.lr_multiples))} of the task profile's learning rate (the same for "
-             f"every variant), with seed {benchmark.seed}; the learning rate of highest validation accuracy is "
-             "chosen (the first of the grid among equals). The test set plays no part in the choice."),
-        Text(f"Confirmation: the chosen learning rate trains again with {benchmark.seeds} fresh seeds "
-             f"({', '.join(map(str, benchmark.confirmation_seeds))}); the leaderboard shows the mean test accuracy "
-             "and the half-width of its 95% interval (Student's t, n - 1 degrees of freedom), n the seeds that "
-             "completed."),
-        Text(capacity_protocol(benchmark)),
+        *(Text(stage.protocol(benchmark)) for stage in benchmark.stages),
         Text(f"Accounting: parameters per cell against {REFERENCE}'s on the same task, flagged above "
              f"{PARAMETER_TOLERANCE:.2f}x (the Long Range Arena's rule); steps, tokens (steps x batch x length) and "
              "wall time of every run, evaluations included. Devices: " + (", ".join(devices) or "none yet") + "."),
@@ -248,15 +221,15 @@ def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
                   "over the tasks and the tasks where its model is more than 10% larger than dense's (the Long Range "
                   "Arena's rule for a fair comparison)", shown, data=board),
             *(Text(line) for line in separation(cells))]),
-        Section("axes", "Distance, length, speed of learning and capacity", axes(ledger, cells)),
+        *stage_sections(ledger, cells),
         Section("cells", "Cells", [Table("cells", "Every cell: tuning (validation accuracy per learning rate), the "
                                          "chosen learning rate, test accuracy over seeds, size and cost",
                                          shown_cells, data=cells)]),
         Section("cost", "Cost per variant", [Table(
-            "cost", "Cost per variant, tuning, confirmation and capacity together", costs.reset_index())]),
+            "cost", "Cost per variant, the jobs of every stage together", costs.reset_index())]),
         Section("problems", "Skipped, diverged and failed", [
-            Table("problems", "Cells and capacity points skipped, and jobs that diverged, failed or have not "
-                  "settled, with the reason", problems(ledger))]),
+            Table("problems", "Cells and sizes (capacity points) skipped, and jobs that diverged, failed or have "
+                  "not settled, with the reason", problems(ledger))]),
         Section("protocol", "Protocol", protocol(ledger)),
     ]
     meta = [f"Built {time.strftime('%Y-%m-%d %H:%M:%S')} from {ledger.benchmark.storage_shown}: {counts or 'no jobs'}"

@@ -1,4 +1,6 @@
-"""The benchmark's axes beside its leaderboard, read from the confirmation runs' figures in the storage:
+"""The benchmark's axes beside its leaderboard: the page sections of the confirmation stage (distance, length,
+speed of learning, read from the confirmation runs' figures in the storage) and of the capacity stage
+(`analysis.benchmark_stages` finds them by the stages' page keys):
 
 - distance: the test accuracy per dependency-distance bucket of each task (how many positions back the
   evidence lies), mean over the seeds, a line per variant;
@@ -26,8 +28,7 @@ import seaborn as sns
 from analysis import figures
 from analysis.render import Block, Figure, Table, Text
 from analysis.sections.shared import accuracy_axis
-from experiments import tasks
-from experiments.benchmark import Benchmark, CellState, Ledger
+from experiments.benchmark import Benchmark, CellState, Ledger, Stage
 from experiments.benchmark.capacity import WIDTH, Point
 from experiments.benchmark.ledger import COMPLETED
 
@@ -118,37 +119,18 @@ CAPACITY_COLUMNS = ["variant", "task", "axis", "multiple", "value", "test accura
 PANELS_PER_ROW = 3
 
 
-def capacity_protocol(benchmark: Benchmark) -> str:
-    """The capacity stage as the page's protocol states it."""
-    if not benchmark.capacity_widths and not benchmark.capacity_scales:
-        return "Capacity: off (--capacity-widths none and --capacity-scales none)."
-    options = ", ".join(f"{task}: {tasks.task_class(task).capacity_option}" for task in benchmark.tasks
-                        if tasks.task_class(task).capacity_option is not None)
-    sizes = [f"the model width (model.dim; the heads keep their number and widen with it) at "
-             f"{', '.join(f'x{multiple:g}' for multiple in benchmark.capacity_widths)} the cell's"
-             ] if benchmark.capacity_widths else []
-    sizes += [f"the task's capacity option ({options or 'none of these tasks declares one'}) at "
-              f"{', '.join(f'x{multiple:g}' for multiple in benchmark.capacity_scales)} the cell's, rounded"
-              ] if benchmark.capacity_scales else []
-    return (f"Capacity: once a cell's confirmation has settled, its chosen learning rate trains again with seed"
-            f"{'s' if benchmark.capacity_seeds > 1 else ''} {', '.join(map(str, benchmark.capacity_seed_list))} at "
-            f"{'; and '.join(sizes)}. The learning rate is not tuned again at other sizes. The cell's own size is "
-            "its confirmation runs with the same seeds. A size that cannot be built is listed as skipped with the "
-            "reason.")
-
-
-def _point_results(state: CellState, point: Point, seeds: set[int]) -> list[dict]:
+def _point_results(state: CellState, point: Point, seeds: set[int], stage: str) -> list[dict]:
     """The figures of the completed runs of a cell's capacity point: for the cell's own size, its confirmation
-    runs with the capacity seeds; else the point's capacity jobs."""
+    runs with the capacity seeds; else the point's jobs of the capacity stage (`stage`)."""
     if point.own:
         jobs = [job for job in state.confirmation if job is not None and job.job.seed in seeds]
     else:
-        jobs = [job for job in state.capacity
+        jobs = [job for job in state.of(stage)
                 if job is not None and (job.job.axis, job.job.value) == (point.axis, point.value)]
     return [job.result for job in jobs if job.state == COMPLETED]
 
 
-def capacity_table(ledger: Ledger) -> pd.DataFrame:
+def capacity_table(ledger: Ledger, stage: str) -> pd.DataFrame:
     """One row per capacity point of each cell, its own size included: the axis (width, or the task's capacity
     option), the multiple of the cell's own value, the value, and the mean test accuracy and the parameters
     over the capacity seeds that completed there (none yet, or skipped: no accuracy)."""
@@ -156,7 +138,7 @@ def capacity_table(ledger: Ledger) -> pd.DataFrame:
     rows = []
     for state in ledger.cells:
         for point in state.cell.capacity:
-            results = _point_results(state, point, seeds)
+            results = _point_results(state, point, seeds, stage)
             rows.append({"variant": state.cell.variant, "task": state.cell.task, "axis": point.axis,
                          "multiple": point.multiple, "value": point.value,
                          "test accuracy": (statistics.fmean(result["test_accuracy"] for result in results)
@@ -219,13 +201,14 @@ def _capacity_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, what:
                 "cell's own size: its confirmation runs with those seeds)")
 
 
-def capacity_blocks(ledger: Ledger) -> list[Block]:
-    """The capacity table and its figures (accuracy against width; against each task's capacity option)."""
+def capacity_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
+    """The capacity stage's section: its table and figures (accuracy against width; against each task's capacity
+    option)."""
     benchmark = ledger.benchmark
-    table = capacity_table(ledger)
+    table = capacity_table(ledger, stage.name)
     if table.empty:
         off = not benchmark.capacity_widths and not benchmark.capacity_scales
-        return [Text(capacity_protocol(benchmark) if off else "Capacity: no cell of this benchmark has a capacity "
+        return [Text(stage.protocol(benchmark) if off else "Capacity: no cell of this benchmark has a capacity "
                      "point: every cell was skipped, or only --capacity-scales is on and no task here declares a "
                      "capacity option.")]
     blocks: list[Block] = [
@@ -245,8 +228,9 @@ def capacity_blocks(ledger: Ledger) -> list[Block]:
     return blocks
 
 
-def axes(ledger: Ledger, cells: pd.DataFrame) -> list[Block]:
-    """The distance, length, speed-of-learning and capacity tables and figures."""
+def confirmation_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
+    """The confirmation stage's section beside the leaderboard: the distance, length and speed-of-learning tables
+    and figures of its runs."""
     lengths = length_table(ledger)
     blocks: list[Block] = distance_blocks(ledger)
     if (lengths["x training length"] > 1).any():
@@ -265,4 +249,4 @@ def axes(ledger: Ledger, cells: pd.DataFrame) -> list[Block]:
                         f"{SPEED_FRACTION:.0%} of the task's best mean test accuracy, at the evaluations of each "
                         "confirmation run (every train.eval_every steps), averaged over the seeds that reach it",
                         speed_table(ledger, cells)))
-    return blocks + capacity_blocks(ledger)
+    return blocks

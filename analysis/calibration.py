@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.runs import load_runs
+from analysis.runs import load_runs, saved_config
 from common.files import atomic_write_text
 from common.provenance import git_commit
-from experiments.records import RunRecord
 from experiments.rerun import rerun_command
 
 COLUMNS = ("task", "variant", "seed", "positions", "test accuracy", "validation accuracy", "chance",
@@ -59,7 +58,7 @@ def rows(runs: pd.DataFrame) -> pd.DataFrame:
          "chance": _accuracy(run["chance_accuracy"]), "splits and lengths": _extras(run),
          "steps": str(int(run["steps"])), "wall time (s)": f"{run['wall_seconds']:.0f}",
          "tokens/s": f"{run['tokens_per_second']:,.0f}", "commit": (run.get("git_commit") or "unknown")[:12],
-         "device": _device(run), "command": rerun_command(RunRecord(Path(run["path"])).read_config())}
+         "device": _device(run), "command": rerun_command(saved_config(run))}
         for run in completed.to_dict("records")], columns=list(RECORD))
     return _sorted(frame)
 

@@ -1,4 +1,4 @@
-"""What every report section reads: the selected runs, the studies, the benchmark table, the palette.
+"""What every report section reads: the selected runs, the studies, the speed table, the palette.
 
 A section builder is a function `Context -> list[Block]`; it reads runs only through this object (so
 through `load_runs`), and sees the same colours, labels and skipped records as every other section.
@@ -15,11 +15,11 @@ from typing import Any
 import pandas as pd
 
 from analysis import figures
+from analysis.runs import run_metrics
 from analysis.sweeps import SweepStudy
-from experiments.records import RunRecord
 
-BENCH_KEY = ("variant", "kernel", "seq_len", "causal", "device", "batch", "heads", "head_dim", "dtype")
-BENCH_COLUMNS = (*BENCH_KEY, "status", "ms", "peak_mib")
+SPEED_KEY = ("variant", "kernel", "seq_len", "causal", "device", "batch", "heads", "head_dim", "dtype")
+SPEED_COLUMNS = (*SPEED_KEY, "status", "ms", "peak_mib")
 
 
 def _config_columns(runs: pd.DataFrame) -> list[str]:
@@ -51,27 +51,27 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def read_bench(bench_dir: Path) -> tuple[pd.DataFrame | None, list[Path], list[dict[str, str]]]:
-    """Every `variants-*.csv` of `make bench-variants` in `bench_dir`, newest measurement per
+def read_speed(speed_dir: Path) -> tuple[pd.DataFrame | None, list[Path], list[dict[str, str]]]:
+    """Every `variants-*.csv` of `make speed` in `speed_dir`, newest measurement per
     (variant, kernel, length, causality, device, sizes); the files read; the files skipped, with why."""
-    files = sorted(bench_dir.glob("variants-*.csv")) if bench_dir.is_dir() else []
+    files = sorted(speed_dir.glob("variants-*.csv")) if speed_dir.is_dir() else []
     tables, read, skipped = [], [], []
     for path in files:
         try:
             table = pd.read_csv(path)
         except (OSError, ValueError) as error:
-            skipped.append({"run": f"bench/{path.name}", "reason": f"not a readable CSV ({error})"})
+            skipped.append({"run": f"speed/{path.name}", "reason": f"not a readable CSV ({error})"})
             continue
-        missing = [column for column in BENCH_COLUMNS if column not in table]
+        missing = [column for column in SPEED_COLUMNS if column not in table]
         if missing:
-            skipped.append({"run": f"bench/{path.name}", "reason": f"lacks the columns {', '.join(missing)}"})
+            skipped.append({"run": f"speed/{path.name}", "reason": f"lacks the columns {', '.join(missing)}"})
             continue
         tables.append(table.assign(file=path.name))
         read.append(path)
     if not tables:
         return None, read, skipped
     merged = pd.concat(tables, ignore_index=True).sort_values("file", kind="stable")
-    return merged.drop_duplicates(list(BENCH_KEY), keep="last").reset_index(drop=True), read, skipped
+    return merged.drop_duplicates(list(SPEED_KEY), keep="last").reset_index(drop=True), read, skipped
 
 
 @dataclass
@@ -80,8 +80,8 @@ class Context:
     runs: pd.DataFrame  # the selected runs, every status, with `setting` and `label` added
     skipped: list[dict[str, str]]  # records that could not be read: {"run", "reason"}
     studies: list[SweepStudy]
-    bench: pd.DataFrame | None
-    bench_files: list[Path]
+    speed: pd.DataFrame | None
+    speed_files: list[Path]
     filters: dict[str, list[str]]
     palette: dict[str, Any] = field(default_factory=dict)
 
@@ -94,8 +94,8 @@ class Context:
         self.runs["label"] = [name if not setting else f"{name} [{setting}]"
                               for name, setting in zip(self.runs["variant_name"], self.runs["setting"], strict=True)]
         names = list(self.runs["variant_name"])
-        if self.bench is not None:
-            names += list(self.bench["variant"].astype(str))
+        if self.speed is not None:
+            names += list(self.speed["variant"].astype(str))
         self.palette = figures.palette(names)
 
     @cached_property
@@ -123,7 +123,7 @@ class Context:
         lines, unreadable = [], []
         for run in runs.itertuples(index=False):
             try:
-                history = RunRecord(Path(run.path)).read_metrics()
+                history = run_metrics(run)
             except (OSError, json.JSONDecodeError) as error:
                 unreadable.append({"run": run.run_id, "reason": f"metrics.jsonl is not JSON lines ({error})"})
                 continue

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from analysis import figures
-from analysis.context import Context, read_bench
+from analysis.context import Context, read_speed
 from analysis.render import Figure, Section, Table, to_html, to_markdown
 from analysis.runs import load_runs, parse_filters, select
 from analysis.sections import registry
@@ -60,7 +60,7 @@ def _swap_in(built: Path, target: Path) -> None:
 
 def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study: str | None = None,
                  filters: str | Mapping[str, list[str]] | None = None, name: str | None = None,
-                 bench_dir: str | Path | None = None) -> Path:
+                 speed_dir: str | Path | None = None) -> Path:
     """Build the report of the runs under `runs_dir` into `out_dir/<name>/` and return its index.html.
 
     study: only this sweep study (its journal `runs_dir/sweeps/<study>.journal`) in the sweeps sections,
@@ -69,7 +69,7 @@ def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study
     filters: "column=value,column=value" over `load_runs` columns (a column named twice accepts either value),
         or that parsed as a mapping; an unknown column is a ValueError naming the known ones.
     name: the report folder's name (default: the study, the filters, or "all").
-    bench_dir: where `make bench-variants` CSVs are (default: `runs_dir/bench`).
+    speed_dir: where `make speed` CSVs are (default: `runs_dir/speed`).
     """
     runs_dir, out_dir = Path(runs_dir), Path(out_dir)
     runs = load_runs(runs_dir)
@@ -87,10 +87,10 @@ def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study
     if not REPORT_NAME.fullmatch(name) or ".." in name:
         raise ValueError(f"Report name {name!r} is not a plain name; accepted: letters, digits, '.', '_' and '-', "
                          "starting with a letter or digit, without '..'.")
-    bench, bench_files, unreadable_bench = read_bench(Path(bench_dir) if bench_dir else runs_dir / "bench")
+    speed, speed_files, unreadable_speed = read_speed(Path(speed_dir) if speed_dir else runs_dir / "speed")
     context = Context(runs_dir=runs_dir, runs=selected,
-                      skipped=[*runs.attrs["skipped"], *unreadable_journals, *unreadable_bench],
-                      studies=select_studies(studies, parsed), bench=bench, bench_files=bench_files, filters=parsed)
+                      skipped=[*runs.attrs["skipped"], *unreadable_journals, *unreadable_speed],
+                      studies=select_studies(studies, parsed), speed=speed, speed_files=speed_files, filters=parsed)
 
     sections = []
     with figures.style():

@@ -10,13 +10,17 @@ option as `variant.<option>`, `task.<option>`, `model.<field>`, `train.<field>`)
 or the kernel the config forced) and, derived from the config, `normaliser` (how the run's attention turns a row
 of logits into weights: `softmax`, `sparsemax`, `entmax15`, ..., the kernelised family's `sum` or `none`;
 `baseline` for a baseline, `unknown` where this version cannot tell; see `normaliser_of`);
-the summary's `status`, `error`, `variant_name` (the variant as it describes itself, e.g. `local_w16`),
-`kernel` (the kernel it ran on), `test_accuracy`, `test_loss`, `chance_accuracy`, `steps`,
-`total_steps`, `wall_seconds`, `tokens_per_second`, `peak_memory_bytes`, `device_name`,
-`torch_version`, `git_commit`, the sweep tags `study` and `trial` (None outside sweeps), `confirm` (True for a
-study's confirmation runs, tagged `confirm: true`), and the
-per-evaluation lists `accuracy_by_distance`, `accuracy_by_length` and the dict `accuracy_by_split`.
-List-valued options are tuples, so every config column can be grouped on.
+every field of the run's `Summary` (`experiments.records`) under its own name but those the config gives:
+`status`, `error`, `variant_name` (the variant as it describes itself, e.g. `local_w16`), `kernel` (the kernel
+it ran on), `test_accuracy`, `test_loss`, `val_accuracy`, `chance_accuracy`, the per-evaluation lists
+`accuracy_by_distance`, `accuracy_by_length` and the dict `accuracy_by_split`, `tags`, `steps`, wall time,
+throughput, memory, provenance, ...; and from its tags, the sweep's `study` and `trial` (None outside sweeps)
+and `confirm` (True for a study's confirmation runs); `has_checkpoint`, whether it kept a checkpoint.pt. List-valued
+options are tuples, so every config column can
+be grouped on.
+
+A section that needs more of a run than its row goes through the handles below, given the row: its config
+(`saved_config`, `run_config`), its metrics stream (`run_metrics`) or its trained model (`trained_parts`).
 
 A run folder is any folder directly inside the runs folder holding one of the files a run writes.
 A record that cannot be read (invalid JSON, a missing config or summary, fields of the wrong kind) is
@@ -25,6 +29,7 @@ not a row: it is listed in `attrs["skipped"]` with its reason, and the report sh
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +37,20 @@ import pandas as pd
 
 import variants
 from common.options import build_options, closest
-from experiments.config import parse_value
+from experiments import config as configs
+from experiments.build import Parts, build
+from experiments.config import RunConfig, parse_value
 from experiments.records import RecordError, RunRecord, Summary
 
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "checkpoint.pt")
 CONFIG_SECTIONS = {"variant_options": "variant", "task_options": "task", "model": "model", "train": "train"}
 CONFIG_FIELDS = ("variant", "task", "profile", "seed", "device")
-SUMMARY_FIELDS = ("status", "error", "variant_name", "test_accuracy", "test_loss", "chance_accuracy", "steps",
-                  "total_steps", "wall_seconds", "tokens_per_second", "peak_memory_bytes", "device_name",
-                  "torch_version", "git_commit", "val_accuracy", "val_loss", "parameters")
+# Every field of `Summary` is a column under its own name, but those config.json gives (what was asked for).
+SUMMARY_FIELDS = tuple(field.name for field in dataclasses.fields(Summary)
+                       if field.name not in ("run_id", *CONFIG_FIELDS, *CONFIG_SECTIONS))
 LIST_FIELDS = ("accuracy_by_distance", "accuracy_by_length")
-BASE_COLUMNS = ("run_id", "path", *CONFIG_FIELDS, *SUMMARY_FIELDS, "kernel", "kernel_requested", "normaliser", "study",
-                "trial", "confirm", *LIST_FIELDS, "accuracy_by_split")
+BASE_COLUMNS = ("run_id", "path", *CONFIG_FIELDS, *SUMMARY_FIELDS, "kernel_requested", "normaliser", "study", "trial",
+                "confirm", "has_checkpoint")
 # The `normaliser` of a baseline's run (a token mixer: no attention weights), and of a run whose variant this
 # version neither registers nor finds a normaliser option for. Single words, so that a filter names them
 # (normaliser=baseline); neither is a normaliser's name, so neither is mistaken for linear attention's `none`.
@@ -92,10 +99,8 @@ def _row(record: RunRecord) -> dict[str, Any]:
     """One run's row; RecordError names what makes the record unusable."""
     _check((record.path / "config.json").is_file(), "no config.json: the run folder was never completed")
     _check((record.path / "summary.json").is_file(), "no summary.json: the run never started")
-    config, saved = record.read_config(), record.read_summary()
+    config, summary = record.read_config(), record.read_summary()
     _check(isinstance(config, dict), "config.json does not hold a JSON object")
-    _check(isinstance(saved, dict), "summary.json does not hold a JSON object")
-    summary = Summary.from_dict(saved)
     for name in ("variant", "task", "profile"):
         _check(isinstance(config.get(name), str), f"config.json field {name!r} is not a string")
     _check(isinstance(config.get("seed"), int), "config.json field 'seed' is not an integer")
@@ -116,16 +121,52 @@ def _row(record: RunRecord) -> dict[str, Any]:
         values = config.get(section, {})
         _check(isinstance(values, dict), f"config.json field {section!r} is not an object")
         row.update({f"{prefix}.{name}": _hashable(value) for name, value in values.items()})
-    row.update({name: getattr(summary, name) for name in SUMMARY_FIELDS})
+    row.update({name: getattr(summary, name) for name in SUMMARY_FIELDS})  # `kernel`: the one that ran
     row["variant_name"] = str(summary.variant_name or config["variant"])
-    row["kernel"] = summary.kernel  # the one that ran; config.json's is what was asked for (auto)
     row["kernel_requested"] = config.get("kernel", "auto")
     row["normaliser"] = normaliser_of(config)
     row["study"], row["trial"] = tags.get("study"), tags.get("trial")
     row["confirm"] = tags.get("confirm") is True
-    row.update({name: getattr(summary, name) for name in LIST_FIELDS})
-    row["accuracy_by_split"] = summary.accuracy_by_split
+    row["has_checkpoint"] = record.checkpoint_path.is_file()
     return row
+
+
+# -- handles: what a report section reads of one run beyond its row ---------------------------------------
+
+def _record(run: Any) -> RunRecord:
+    """The record of a row of `load_runs` (a Series, a dict or an itertuples row)."""
+    return RunRecord(Path(run["path"] if isinstance(run, (dict, pd.Series)) else run.path))
+
+
+def saved_config(run: Any) -> dict[str, Any]:
+    """The run's config.json as saved (an earlier version's names read as today's)."""
+    return _record(run).read_config()
+
+
+def run_config(run: Any) -> RunConfig:
+    """The run's config, typed and re-validated; a ValueError says why it no longer resolves."""
+    return configs.from_dict(saved_config(run))
+
+
+def run_metrics(run: Any) -> list[dict[str, Any]]:
+    """The run's metrics.jsonl lines (empty when it wrote none)."""
+    return _record(run).read_metrics()
+
+
+def run_parts(run: Any) -> Parts:
+    """The run's task and its model as `experiments.build` makes them, initialised (not trained)."""
+    return build(run_config(run))
+
+
+def trained_parts(run: Any) -> Parts:
+    """The run's task and its model with the checkpoint's weights, in eval mode; a RecordError when it has
+    no checkpoint."""
+    parts, state = run_parts(run), _record(run).load_checkpoint()
+    if state is None:
+        raise RecordError("no checkpoint.pt")
+    parts.model.load_state_dict(state["model"])
+    parts.model.eval()
+    return parts
 
 
 def run_folders(runs_dir: Path) -> list[Path]:

@@ -142,3 +142,17 @@ def describe_options(cls: type) -> list[str]:
         kind = _accepted(hints[field.name])
         lines.append(f"{field.name}={field.default!r} ({kind}): {field.metadata['help']}")
     return lines
+
+
+def tagged_name(name: str, options: Any) -> str:
+    """A variant's (or baseline's) short self-describing name: `name` plus its tagged options, its own first,
+    then the shared ones (the normaliser, named unless it is the softmax); no module needs to be built."""
+    parts = [name]
+    for field in ordered_fields(type(options)):
+        value, tag = getattr(options, field.name), field.metadata.get("tag")
+        if tag is None or value is None or value is False:
+            continue
+        if not field.metadata.get("tag_default", True) and value == field.default:
+            continue
+        parts.append(tag if value is True else f"{tag}{tag_value(value)}")
+    return "_".join(parts)

@@ -1,10 +1,13 @@
-"""A registry of named classes, shared by variants and tasks: one decorator adds a class, `get` finds it."""
+"""A registry of named classes, shared by variants and tasks: one decorator adds a class, `get` finds it, and
+`import_modules` imports a package's files so that each registers by its decorator alone."""
 
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import inspect
-from collections.abc import Callable
+import pkgutil
+from collections.abc import Callable, Iterable
 
 from common.options import closest
 
@@ -49,3 +52,14 @@ class Registry:
     def summary(self, name: str) -> str:
         """The first line of the class's docstring."""
         return inspect.getdoc(self.get(name)).splitlines()[0]
+
+
+def import_modules(package: str, path: Iterable[str]) -> list[str]:
+    """Import every module of `package` (whose `__path__` is `path`), in name order, and return their names:
+    importing a module runs its `@register` decorators, so a registry's package calls this from its
+    `__init__.py` and a new file registers by the decorator alone. Subpackages and modules whose names start
+    with "_" are left out (a subpackage imports its own modules)."""
+    names = sorted(info.name for info in pkgutil.iter_modules(path) if not info.ispkg and not info.name.startswith("_"))
+    for name in names:
+        importlib.import_module(f"{package}.{name}")
+    return names

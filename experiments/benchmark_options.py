@@ -26,10 +26,7 @@ def capacity_options() -> str:
 
 def add_arguments(bench: argparse.ArgumentParser) -> None:
     """The benchmark's own options; `experiments.cli` adds the shared ones (profile, --set, device, ...)."""
-    bench.add_argument("--variant", help="comma-separated (default: every variant and baseline)")
-    bench.add_argument("--task", help="comma-separated (default: the default suite)")
     bench.add_argument("--seeds", type=int, default=3, help="fresh seeds of the confirmation (default: 3)")
-    bench.add_argument("--seed", type=int, default=0, help="the tuning runs' seed (default: 0)")
     bench.add_argument("--lr-multiples", default=DEFAULT_LR_MULTIPLES,
                        help="the grid: multiples of each task's lr (%(default)s)")
     bench.add_argument("--capacity-widths", default=DEFAULT_CAPACITY_WIDTHS, metavar="MULTIPLES",
@@ -48,5 +45,3 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--estimate", action="store_true", help="train nothing: time a few steps and one evaluation "
                        "of every size the benchmark trains at, and print how long what remains of it will take "
                        "with --workers (the table: RUNS_DIR/benchmark/NAME/estimate.csv)")
-    bench.add_argument("--worker-index", type=int, metavar="I", help="run as worker I of a benchmark started with "
-                       "--workers: no page at the end")

@@ -1,14 +1,12 @@
 """attnlab's command line: `python -m experiments <command>` (installed as `attnlab`).
 
     attnlab run --variant dense,local --task passkey --profile quick --set variant.window=32
-    attnlab resume <run_id>
     attnlab sweep --variant local --task passkey --trials 30 --space variant.window=16:64
     attnlab sample passkey --count 5 --seed 0
-    attnlab list
     attnlab report --filter task=passkey
     attnlab calibration --variant dense,local --profile quick
     attnlab benchmark --variant dense,local,linear --task mqar,listops --seeds 3 --workers 2
-    attnlab bench-variants --variants local:window=256 --lengths 2048 16384
+    attnlab speed --variants local:window=256 --lengths 2048 16384
 """
 
 from __future__ import annotations
@@ -44,7 +42,7 @@ def _sweep(args: argparse.Namespace) -> int:
         runs_dir=Path(args.runs_dir), trials=args.trials, pruner=args.pruner, prune_after=args.prune_after,
         heartbeat_seconds=args.heartbeat_seconds, confirm_seeds=args.confirm_seeds,
     )
-    return sweep.run(plan, workers=args.workers, worker_index=args.worker_index, quiet=args.quiet)
+    return sweep.run(plan, workers=args.workers, quiet=args.quiet)
 
 
 def _benchmark(args: argparse.Namespace) -> int:
@@ -60,10 +58,9 @@ def _benchmark(args: argparse.Namespace) -> int:
         heartbeat_seconds=args.heartbeat_seconds)
     if args.estimate:
         return estimate.run(plan, workers=args.workers, quiet=args.quiet)
-    exit_code, state = benchmark.run(plan, workers=args.workers, worker_index=args.worker_index, quiet=args.quiet)
-    if state is not None:  # the process that started the benchmark (not one of its workers) writes the page
-        index, board = page.write(state, Path(args.out))
-        print(board.to_string(index=False), f"wrote {index}", sep="\n")
+    exit_code, state = benchmark.run(plan, workers=args.workers, quiet=args.quiet)
+    index, board = page.write(state, Path(args.out))
+    print(board.to_string(index=False), f"wrote {index}", sep="\n")
     return exit_code
 
 
@@ -87,7 +84,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _saturation(args: argparse.Namespace) -> int:
-    from analysis import saturation_readback
+    from analysis.saturation import readback
     from experiments import saturation
 
     workers = saturation.default_workers() if args.workers is None else args.workers
@@ -95,7 +92,7 @@ def _saturation(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers got {workers}; accepted: an integer >= 1.")
     out = Path(args.out) if args.out else Path(args.runs_dir) / "saturation" / args.setting
     problems = saturation.run(saturation.setting_named(args.setting), out, workers=workers, quiet=args.quiet)
-    written = saturation_readback.write(out)  # the read-back: tables, figures and findings of what ran
+    written = readback.write(out)  # the read-back: tables, figures and findings of what ran
     for problem in problems:
         print(f"run {problem}", file=sys.stderr)
     print(f"wrote {len(written)} tables and figures under {out}/")
@@ -118,14 +115,21 @@ def _calibration(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def _bench_variants(args: argparse.Namespace) -> int:
+def _results(args: argparse.Namespace) -> int:
+    from analysis import results_doc
+
+    print(f"wrote {results_doc.write()} and the results block of README.md")
+    return 0
+
+
+def _speed(args: argparse.Namespace) -> int:
     import torch
 
-    from experiments import bench
+    from experiments.speed import kernels
 
     device = torch.device(launch.checked_device(args.device))
-    bench.run_and_print(
-        specs=args.variants or bench.default_specs(), kernels=args.kernels, lengths=args.lengths,
+    kernels.run_and_print(
+        specs=args.variants or kernels.default_specs(), kernels=args.kernels, lengths=args.lengths,
         causal_modes={"yes": [True], "no": [False], "both": [False, True]}[args.causal], batch=args.batch,
         heads=args.heads, head_dim=args.head_dim, repeats=args.repeats, budget=args.budget, device=device,
         out_dir=Path(args.out), quiet=args.quiet, dims=args.dims, dim_length=args.dim_length,
@@ -134,11 +138,11 @@ def _bench_variants(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bench_train(args: argparse.Namespace) -> int:
-    from experiments import bench_train
+def _speed_train(args: argparse.Namespace) -> int:
+    from experiments.speed import training
 
-    bench_train.run_and_print(variant=args.variant, task=args.task, steps=args.steps, rounds=args.rounds,
-                              device=launch.checked_device(args.device))
+    training.run_and_print(variant=args.variant, task=args.task, steps=args.steps, rounds=args.rounds,
+                           device=launch.checked_device(args.device))
     return 0
 
 
@@ -162,17 +166,28 @@ def _runs_dir(parser: argparse.ArgumentParser) -> None:
                         help="the runs folder (default: $RUNS_DIR or runs)")
 
 
+def _add_run_selection(parser: argparse.ArgumentParser, *, variant: tuple[str | None, str],
+                       task: tuple[str | None, str], seed: str = "the runs' seed (default: 0)",
+                       kernel: bool = True) -> None:
+    """The flags that say which runs a command trains and where, declared once for every command that trains:
+    --variant and --task (each command's default and help), --profile, --seed, --device, --kernel (where the
+    command can force one), --set, --runs-dir and --quiet."""
+    parser.add_argument("--variant", default=variant[0], help=variant[1])
+    parser.add_argument("--task", default=task[0], help=task[1])
+    parser.add_argument("--profile", default="quick", help=PROFILE_HELP)
+    parser.add_argument("--seed", type=int, default=0, help=seed)
+    parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
+    if kernel:
+        parser.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
+    parser.add_argument("--set", **SETS)
+    _runs_dir(parser)
+    parser.add_argument("--quiet", **QUIET)
+
+
 def _add_run(commands) -> None:
     run = commands.add_parser("run", help="train variants on tasks and print the results table")
-    run.add_argument("--variant", default="dense", help="a variant or a comma-separated list (default: dense)")
-    run.add_argument("--task", help="a task or a comma-separated list (default: the default suite)")
-    run.add_argument("--profile", default="quick", help=PROFILE_HELP)
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
-    run.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
-    run.add_argument("--set", **SETS)
-    _runs_dir(run)
-    run.add_argument("--quiet", **QUIET)
+    _add_run_selection(run, variant=("dense", "a variant or a comma-separated list (default: dense)"),
+                       task=(None, "a task or a comma-separated list (default: the default suite)"))
     run.set_defaults(func=_run)
 
 
@@ -198,10 +213,9 @@ def _add_sample(commands) -> None:
 
 def _add_sweep_study(sweep: argparse.ArgumentParser) -> None:
     """What the sweep studies, and where the study lives and runs."""
-    sweep.add_argument("--variant", default="dense", help="the variant to tune (default: dense)")
-    sweep.add_argument("--task", default=tasks.DEFAULT_SUITE[0], help=f"default: {tasks.DEFAULT_SUITE[0]}")
-    sweep.add_argument("--profile", default="quick", help=PROFILE_HELP)
-    sweep.add_argument("--seed", type=int, default=0, help="the runs' seed, and the sampler's (default: 0)")
+    _add_run_selection(sweep, variant=("dense", "the variant to tune (default: dense)"),
+                       task=(tasks.DEFAULT_SUITE[0], f"default: {tasks.DEFAULT_SUITE[0]}"),
+                       seed="the runs' seed, and the sampler's (default: 0)")
     sweep.add_argument("--trials", type=int, default=20,
                        help="complete trials the study should hold in total (default: 20); pruned and failed "
                             "trials do not count")
@@ -219,7 +233,6 @@ def _add_sweep_search(sweep: argparse.ArgumentParser) -> None:
                        help="narrow or fix a searched name, e.g. variant.window=16:64, train.lr=1e-3 (repeatable)")
     sweep.add_argument("--space-file", metavar="TOML",
                        help="the same from a TOML file: [variant] window = [16, 64], [train] lr = 1e-3")
-    sweep.add_argument("--set", **SETS)
     sweep.add_argument("--pruner", default="median", help="median (default) or none")
     sweep.add_argument("--prune-after", type=int, default=5,
                        help="complete trials before the pruner may stop a trial (default: 5)")
@@ -230,12 +243,6 @@ def _add_sweep_search(sweep: argparse.ArgumentParser) -> None:
     sweep.add_argument("--heartbeat-seconds", type=int, default=60,
                        help="heartbeat interval of a running trial; one silent for twice as long is failed and "
                             "retried (default: 60)")
-    sweep.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
-    sweep.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
-    _runs_dir(sweep)
-    sweep.add_argument("--quiet", **QUIET)
-    sweep.add_argument("--worker-index", type=int, metavar="I",
-                       help="run as worker I of a sweep started with --workers: no summary at the end")
 
 
 def _add_sweep(commands) -> None:
@@ -260,47 +267,45 @@ def _add_benchmark(commands) -> None:
                     "leaderboard (test accuracy, mean and 95% interval) and its axes to OUT/benchmark-NAME/ "
                     "(docs/benchmark.md). Every run is a job in one Optuna storage: the same command continues it, "
                     "and on other machines with the same --storage joins it.")
+    _add_run_selection(bench, variant=(None, "comma-separated (default: every variant and baseline)"),
+                       task=(None, "comma-separated (default: the default suite)"),
+                       seed="the tuning runs' seed (default: 0)")
     benchmark_options.add_arguments(bench)
-    bench.add_argument("--profile", default="quick", help=PROFILE_HELP)
-    bench.add_argument("--set", **SETS)
-    bench.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
-    bench.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
     bench.add_argument("--out", default="reports", help="the folder of the page (default: reports)")
-    _runs_dir(bench)
-    bench.add_argument("--quiet", **QUIET)
     bench.set_defaults(func=_benchmark)
 
 
-def _add_bench_variants(commands) -> None:
-    bench = commands.add_parser("bench-variants", help="time forward+backward and peak memory per variant and kernel")
-    bench.add_argument("--variants", nargs="+", metavar="SPEC",
+def _add_speed(commands) -> None:
+    speed = commands.add_parser("speed", aliases=["bench-variants"],
+                                help="time forward+backward and peak memory per variant and kernel")
+    speed.add_argument("--variants", nargs="+", metavar="SPEC",
                        help="variant specs, name[:option=value...] (default: every variant, at settings worth "
                             "comparing, and every baseline)")
-    bench.add_argument("--kernels", nargs="+",
+    speed.add_argument("--kernels", nargs="+",
                        help="only these kernels: auto, a kernel name, naive (the tutorials' naive implementation), "
                             "direct (torch sdpa), masked (torch sdpa with an explicit mask), torch (the baselines' "
                             "mixers); default: all")
-    bench.add_argument("--lengths", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384],
+    speed.add_argument("--lengths", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384],
                        help="sequence lengths; quadratic kernels stop where time or memory would run out")
-    bench.add_argument("--dims", nargs="*", type=int, default=[64, 128, 256, 512, 1024],
+    speed.add_argument("--dims", nargs="*", type=int, default=[64, 128, 256, 512, 1024],
                        help="widths d = heads * head_dim of the sweep against d (heads fixed), for the kernel auto "
                             "picks and the baselines (default: 64 to 1024; the flag alone: no such sweep)")
-    bench.add_argument("--dim-length", type=int, default=1024, help="sequence length of the sweep against d")
-    bench.add_argument("--step-lengths", nargs="*", type=int, default=[256, 512, 1024, 2048],
+    speed.add_argument("--dim-length", type=int, default=1024, help="sequence length of the sweep against d")
+    speed.add_argument("--step-lengths", nargs="*", type=int, default=[256, 512, 1024, 2048],
                        help="lengths of the sweep at fixed total work, batch * work(n) held at its value at the "
                             "longest with --batch, whose exponent of time in n counts sequential steps (default: "
                             "256 to 2048; the flag alone: no such sweep)")
-    bench.add_argument("--causal", choices=["yes", "no", "both"], default="yes")
-    bench.add_argument("--batch", type=int, default=1)
-    bench.add_argument("--heads", type=int, default=4)
-    bench.add_argument("--head-dim", type=int, default=64)
-    bench.add_argument("--repeats", type=int, default=3, help="timed rounds per point (median reported)")
-    bench.add_argument("--budget", type=float, default=30.0,
+    speed.add_argument("--causal", choices=["yes", "no", "both"], default="yes")
+    speed.add_argument("--batch", type=int, default=1)
+    speed.add_argument("--heads", type=int, default=4)
+    speed.add_argument("--head-dim", type=int, default=64)
+    speed.add_argument("--repeats", type=int, default=3, help="timed rounds per case (median reported)")
+    speed.add_argument("--budget", type=float, default=30.0,
                        help="skip a contender whose next call is predicted to take longer (seconds)")
-    bench.add_argument("--device", choices=["cpu", "cuda"])
-    bench.add_argument("--out", default="runs/bench")
-    bench.add_argument("--quiet", **QUIET)
-    bench.set_defaults(func=_bench_variants)
+    speed.add_argument("--device", choices=["cpu", "cuda"])
+    speed.add_argument("--out", default="runs/speed")
+    speed.add_argument("--quiet", **QUIET)
+    speed.set_defaults(func=_speed)
 
 
 def _add_report(commands) -> None:
@@ -338,26 +343,26 @@ def _add_calibration(commands) -> None:
         description="Trains each (variant, task) at the profile's defaults under RUNS_DIR/calibration/PROFILE (a run "
                     "that completed is kept, an interrupted one resumes), then writes the table of what each "
                     "reached, with chance and the commands, to --out.")
-    calibration.add_argument("--variant", default="dense,local", help="comma-separated (default: dense,local)")
-    calibration.add_argument("--task", help="comma-separated (default: the default suite)")
-    calibration.add_argument("--profile", default="quick", help=PROFILE_HELP)
-    calibration.add_argument("--seed", type=int, default=0)
-    calibration.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
-    calibration.add_argument("--set", **SETS)
+    _add_run_selection(calibration, variant=("dense,local", "comma-separated (default: dense,local)"),
+                       task=(None, "comma-separated (default: the default suite)"), kernel=False)
     calibration.add_argument("--out", default="docs/calibration.md", help="default: docs/calibration.md")
-    _runs_dir(calibration)
-    calibration.add_argument("--quiet", **QUIET)
     calibration.set_defaults(func=_calibration)
 
 
-def _add_bench_train(commands) -> None:
-    bench_train = commands.add_parser("bench-train", help="training throughput against a minimal PyTorch loop")
-    bench_train.add_argument("--variant", default="dense")
-    bench_train.add_argument("--task", default="passkey")
-    bench_train.add_argument("--steps", type=int, default=100)
-    bench_train.add_argument("--rounds", type=int, default=3)
-    bench_train.add_argument("--device", choices=["cpu", "cuda"])
-    bench_train.set_defaults(func=_bench_train)
+def _add_results(commands) -> None:
+    commands.add_parser("results", help="write docs/results.md and README.md's results table from the committed "
+                                        "records (docs/calibration.csv, docs/records/)").set_defaults(func=_results)
+
+
+def _add_speed_train(commands) -> None:
+    speed_train = commands.add_parser("speed-train", aliases=["bench-train"],
+                                      help="training throughput against a minimal PyTorch loop")
+    speed_train.add_argument("--variant", default="dense")
+    speed_train.add_argument("--task", default="passkey")
+    speed_train.add_argument("--steps", type=int, default=100)
+    speed_train.add_argument("--rounds", type=int, default=3)
+    speed_train.add_argument("--device", choices=["cpu", "cuda"])
+    speed_train.set_defaults(func=_speed_train)
 
 
 def _add_gpu_check(commands) -> None:
@@ -366,7 +371,7 @@ def _add_gpu_check(commands) -> None:
         description="Runs the tests marked gpu, then times causal forward+backward per variant and kernel at 1K to "
                     "32K tokens in bf16 and prints milliseconds and TFLOP/s on attended pairs beside dense flash "
                     "SDPA. Without CUDA it says so and exits 0.")
-    gpu_check.add_argument("--out", default="runs/bench", help="folder of gpu_check.csv (default: runs/bench)")
+    gpu_check.add_argument("--out", default="runs/speed", help="folder of gpu_check.csv (default: runs/speed)")
     gpu_check.add_argument("--seconds", type=float, default=300.0,
                            help="time for the whole check; timing rows past it are skipped (default: 300)")
     gpu_check.set_defaults(func=_gpu_check)
@@ -380,8 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnlab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_benchmark, _add_list, _add_bench_variants,
-                _add_report, _add_saturation, _add_calibration, _add_bench_train, _add_gpu_check):
+    for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_benchmark, _add_list, _add_speed,
+                _add_report, _add_saturation, _add_calibration, _add_results, _add_speed_train, _add_gpu_check):
         add(commands)
     return parser
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import variants
@@ -77,13 +77,14 @@ class RunConfig:
     profile: str
     seed: int
     device: str
-    kernel: str = "auto"
-    variant_options: dict[str, Any] = field(default_factory=dict)
-    task_options: dict[str, Any] = field(default_factory=dict)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
+    kernel: str
+    variant_options: Any  # the variant's (or baseline's) typed Options, every option filled in
+    task_options: Any  # the task's typed Options, every option filled in
+    model: ModelConfig
+    train: TrainConfig
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as JSON-ready data (the options dataclasses as dicts): config.json's content."""
         return dataclasses.asdict(self)
 
 
@@ -182,6 +183,7 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
             overrides: dict[str, dict[str, Any]] | None = None) -> RunConfig:
     """Profile defaults, then overrides, then every option of the variant and the task filled in."""
     overrides = overrides or {section: {} for section in SECTIONS}
+    variants.check_kernel_name(variant, kernel)
     require(isinstance(seed, int) and 0 <= seed < tasks.MAX_TRAIN_SEED, "seed", seed,
             f"an integer from 0 to {tasks.MAX_TRAIN_SEED - 1}")
     task_obj = tasks.create_task(task, profile=profile, **overrides["task"])
@@ -192,11 +194,10 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
     if variants.is_baseline(variant):
         refuse_attention_settings(variant, model, train, task_obj.default_model)
-    module = variant_module(variant, model, kernel, overrides["variant"], task_obj.max_len)
     return RunConfig(
         variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
-        variant_options=dataclasses.asdict(module.options),
-        task_options=dataclasses.asdict(task_obj.options), model=model, train=train,
+        variant_options=variants.options_of(variant, overrides["variant"], head_dim=model.attention_head_dim),
+        task_options=task_obj.options, model=model, train=train,
     )
 
 
@@ -227,28 +228,18 @@ def check_variant_fits_model(variant: str, model: ModelConfig, task: tasks.Task)
 
 
 def described_variant(config: RunConfig) -> str:
-    """The run's variant as it describes itself, e.g. `local_w16`."""
-    max_len = tasks.create_task(config.task, profile=config.profile, **config.task_options).max_len
-    return variant_module(config.variant, config.model, "auto", config.variant_options, max_len).describe()
+    """The run's variant as it describes itself, e.g. `local_w16` (no module is built for it)."""
+    return variants.describe(config.variant, config.variant_options)
 
 
 # -- baselines ----------------------------------------------------------------------------------------
 
-def variant_module(variant: str, model: ModelConfig, kernel: str, options: dict[str, Any],
-                   max_len: int | None) -> Any:
-    """The variant's module as the model builds it, for sequences of at most `max_len`: attention over the
-    model's heads, or a baseline's token mixer of width model.dim (as in its first block)."""
-    if variants.is_baseline(variant):
-        return variants.create_baseline(variant, dim=model.dim, causal=model.causal, kernel=kernel, **options)
-    return variants.create(variant, num_heads=model.heads, head_dim=model.attention_head_dim, kernel=kernel,
-                           max_len=max_len, **options)
-
-
 def refuse_attention_settings(variant: str, model: ModelConfig, train: TrainConfig,
                               profile_model: dict[str, Any]) -> None:
     """A baseline has no attention heads: model.heads or model.head_dim other than the profile's, and attention
-    statistics, are refused rather than silently ignored. (The profile's own values pass: a saved config
-    lists every field.) Positions, width, depth, MLP ratio and causality apply to a baseline as they are."""
+    statistics, are refused rather than silently ignored (a kernel too: `variants.check_kernel_name`). (The
+    profile's own values pass: a saved config lists every field.) Positions, width, depth, MLP ratio and
+    causality apply to a baseline as they are."""
     profile = build_options(ModelConfig, "Config section 'model'", profile_model)
     for name in ("heads", "head_dim"):
         value = getattr(model, name)

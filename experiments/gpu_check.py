@@ -4,7 +4,7 @@
    the float64 reference on fresh random inputs, outputs and gradients, float32 and bfloat16 with the
    tolerances documented there; and the training steps on CUDA), given TEST_SECONDS at most.
 2. Forward+backward time per variant and kernel at 1K to 32K tokens in bf16 (autocast, float32
-   parameters, as in training), causal, through bench-variants' contenders and timing, with batch *
+   parameters, as in training), causal, through `attnlab speed`'s contenders and timing, with batch *
    length = TOKENS so that every length fills the chip (16 heads of 64). Achieved TFLOP/s counts the
    attended pairs only: pairs x 4 x head_dim for the forward pass (q.k and p.v, a multiply and an add
    each per dimension) x 3.5 for forward+backward (the backward pass recomputes q.k and computes four
@@ -12,7 +12,7 @@
    kernel `direct`) on dense causal attention is the reference line; the goals compare local and sparse
    on flex at 16K with it, and those rows are timed first. Rows that would exceed the time left (the
    whole check is held to SECONDS), or that are predicted to outgrow the per-call budget or the free GPU
-   memory, are recorded as skipped. The table is printed and written to runs/bench/gpu_check.csv.
+   memory, are recorded as skipped. The table is printed and written to runs/speed/gpu_check.csv.
 
 Without CUDA it says so and returns 0: there is nothing to check on CPU that `make test` does not.
 """
@@ -31,8 +31,8 @@ import torch
 
 import variants
 from common.files import atomic_write_text
-from experiments import bench
-from experiments.measure import peak_memory_bytes
+from experiments.speed import kernels as speed
+from experiments.speed.memory import peak_memory_bytes
 from experiments.timing import seconds
 from variants import layouts
 
@@ -58,8 +58,8 @@ def training_flops(pairs: int, head_dim: int) -> float:
 
 def described(spec: str) -> str:
     """The self-describing name a spec's module gives itself (the `variant` column of the table)."""
-    name, options = bench.parse_spec(spec)
-    return variants.create(name, num_heads=HEADS, head_dim=HEAD_DIM, **options).describe()
+    name, options = speed.parse_spec(spec)
+    return variants.describe(name, options, head_dim=HEAD_DIM)
 
 
 def attended_pairs(spec: str, length: int, device: torch.device) -> int:
@@ -67,7 +67,7 @@ def attended_pairs(spec: str, length: int, device: torch.device) -> int:
     mask) or n(n+1)/2 without one; the naive and direct baselines are dense."""
     if spec in ("tutorial-naive", "torch-sdpa"):
         return length * (length + 1) // 2
-    name, options = bench.parse_spec(spec)
+    name, options = speed.parse_spec(spec)
     layout = variants.create(name, num_heads=1, head_dim=HEAD_DIM, **options).block_layout
     return layouts.tiles(layout, length, length, True, 128, device).attended
 
@@ -83,7 +83,7 @@ def run_tests(seconds_left: float) -> tuple[int, str]:
     return result.returncode, (result.stdout + result.stderr)[-4000:]
 
 
-def _step(contender: bench.Contender, q, k, v, grad) -> None:
+def _step(contender: speed.Contender, q, k, v, grad) -> None:
     """One causal forward+backward pass under bf16 autocast, as a training step runs attention."""
     with torch.autocast("cuda", dtype=torch.bfloat16):
         out = contender.attend(q, k, v, True)
@@ -95,7 +95,7 @@ def time_kernels(deadline: float, device: torch.device, specs: list[str] = SPECS
                  lengths: tuple[int, ...] = LENGTHS, done: frozenset = frozenset()) -> pd.DataFrame:
     """Milliseconds and TFLOP/s per contender and length until `deadline` (time.perf_counter()), leaving out
     the (variant, kernel, length) cells in `done`."""
-    field = bench.contenders(specs, kernels, HEADS, HEAD_DIM, device)
+    field = speed.contenders(specs, kernels, HEADS, HEAD_DIM, device)
     spec_of = {described(spec): spec for spec in specs}
     rows, last = [], {}
     for length in lengths:
@@ -111,7 +111,7 @@ def time_kernels(deadline: float, device: torch.device, specs: list[str] = SPECS
             row = {"variant": contender.variant, "kernel": contender.kernel, "seq_len": length, "batch": batch,
                    "heads": HEADS, "head_dim": HEAD_DIM, "dtype": "bfloat16"}
             key = (contender.variant, contender.kernel)
-            status = "skipped: time budget" if time.perf_counter() > deadline else bench.predicted_too_costly(
+            status = "skipped: time budget" if time.perf_counter() > deadline else speed.predicted_too_costly(
                 last.get(key), length, budget=CALL_BUDGET, memory_at_hand=lambda: torch.cuda.mem_get_info(device)[0],
                 share=0.8, memory_name="free GPU memory")
             if status:

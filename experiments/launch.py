@@ -16,7 +16,8 @@ import torch
 
 from experiments import config as configs
 from experiments import tasks
-from experiments.records import RecordError, RunRecord, new_run_id
+from experiments.build import Parts, build
+from experiments.records import RecordError, RunRecord, Summary, new_run_id
 
 
 def default_device() -> str:
@@ -53,28 +54,28 @@ class StopFlag:
 
 def start_record(runs_dir: Path, config: configs.RunConfig) -> RunRecord:
     """A new run folder for `config`, named after the variant as it describes itself, the task and the
-    seed, holding the resolved config."""
+    seed, holding the resolved config (config.json: where the config becomes JSON)."""
     record = RunRecord.create(runs_dir, new_run_id(configs.described_variant(config), config.task, config.seed))
     record.write_config(config.to_dict())
     return record
 
 
-def results_table(summaries: list[dict]) -> str:
+def results_table(summaries: list[Summary]) -> str:
     """One table per task: a row per run, accuracy per distance bucket as columns."""
     blocks = []
-    for task in dict.fromkeys(summary["task"] for summary in summaries):
+    for task in dict.fromkeys(summary.task for summary in summaries):
         rows = []
-        for summary in (s for s in summaries if s["task"] == task):
-            row = {"variant": summary["variant_name"], "status": summary["status"],
-                   "test_acc": summary["test_accuracy"], "chance": summary["chance_accuracy"]}
-            for bucket in summary["accuracy_by_distance"]:
+        for summary in (s for s in summaries if s.task == task):
+            row = {"variant": summary.variant_name, "status": summary.status,
+                   "test_acc": summary.test_accuracy, "chance": summary.chance_accuracy}
+            for bucket in summary.accuracy_by_distance:
                 row[f"d{bucket['lo']}-{bucket['hi']}"] = bucket["accuracy"]
-            row.update({split: accuracy for split, accuracy in summary.get("accuracy_by_split", {}).items()})
-            row.update({f"n={entry['length']}": entry["accuracy"] for entry in summary.get("accuracy_by_length", [])})
-            tokens_per_second = summary["tokens_per_second"]
-            row.update({"steps": summary["steps"], "wall_s": round(summary["wall_seconds"], 1),
+            row.update(summary.accuracy_by_split)
+            row.update({f"n={entry['length']}": entry["accuracy"] for entry in summary.accuracy_by_length})
+            tokens_per_second = summary.tokens_per_second
+            row.update({"steps": summary.steps, "wall_s": round(summary.wall_seconds, 1),
                         "tokens/s": round(tokens_per_second) if tokens_per_second else None,
-                        "run": summary["run_id"]})
+                        "run": summary.run_id})
             rows.append(row)
         table = pd.DataFrame(rows).to_string(index=False, float_format=lambda value: f"{value:.3f}", na_rep="-")
         blocks.append(f"task {task} (accuracy at scored positions; dN-M = dependency distance N..M; "
@@ -82,27 +83,27 @@ def results_table(summaries: list[dict]) -> str:
     return "\n\n".join(blocks)
 
 
-def train_runs(pending: list[tuple[configs.RunConfig, RunRecord]], runs_dir: Path, quiet: bool) -> int:
+def train_runs(pending: list[tuple[Parts, RunRecord]], runs_dir: Path, quiet: bool) -> int:
     """Train each run in turn and print the results table: 0 when all completed, 130 when a signal stopped
     one (the rest are left untrained), 1 when one diverged or failed."""
     from experiments.train import train
 
     stop = StopFlag().install()
     summaries, exit_code = [], 0
-    for config, record in pending:
+    for parts, record in pending:
         try:
-            summary = train(config, record, quiet=quiet, should_stop=stop)
+            summary = train(parts, record, quiet=quiet, should_stop=stop)
         except ValueError as error:  # inputs were validated before training: this is a bug, show its trace
             raise RuntimeError(f"run {record.run_id} failed") from error
         summaries.append(summary)
-        if summary["status"] == "interrupted":
-            print(f"run {record.run_id} interrupted at step {summary['steps']}; continue it with: "
+        if summary.status == "interrupted":
+            print(f"run {record.run_id} interrupted at step {summary.steps}; continue it with: "
                   f"attnlab resume {record.run_id} --runs-dir {runs_dir}", file=sys.stderr)
             exit_code = 130
             break
-        if summary["status"] != "completed":
+        if summary.status != "completed":
             exit_code = 1
-            print(f"run {record.run_id} {summary['status']}: {summary['error']}", file=sys.stderr)
+            print(f"run {record.run_id} {summary.status}: {summary.error}", file=sys.stderr)
     print(results_table(summaries))
     print(f"runs saved under {runs_dir}/")
     return exit_code
@@ -115,15 +116,16 @@ def run(*, variant_names: str, task_names: str | None, profile: str, seed: int, 
     overrides = configs.parse_sets(sets)
     names = [name for name in variant_names.split(",") if name]
     task_list = [name for name in task_names.split(",") if name] if task_names else tasks.DEFAULT_SUITE
-    # Resolve every config before training anything, so a typo in the last one costs nothing. In a list of
+    # Build every run's parts before training anything, so a typo in the last one costs nothing. In a list of
     # several runs, a variant and task that cannot run together (a bidirectional variant on a task that needs
     # causality) are skipped with the reason; alone, they are refused.
     resolved = []
     for name in names:
         for task in task_list:
             try:
-                resolved.append(configs.resolve(variant=name, task=task, profile=profile, seed=seed, device=device,
-                                                kernel=kernel, overrides=configs.for_variant(overrides, name, names)))
+                resolved.append(build(configs.resolve(
+                    variant=name, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
+                    overrides=configs.for_variant(overrides, name, names))))
             except configs.Incompatible as reason:
                 if len(names) * len(task_list) == 1:
                     raise
@@ -131,7 +133,7 @@ def run(*, variant_names: str, task_names: str | None, profile: str, seed: int, 
     if not resolved:
         raise configs.Incompatible(f"no run of {', '.join(names)} on {', '.join(task_list)} can run; see the "
                                    "reasons above.")
-    pending = [(config, start_record(runs_dir, config)) for config in resolved]
+    pending = [(parts, start_record(runs_dir, parts.config)) for parts in resolved]
     return train_runs(pending, runs_dir, quiet)
 
 
@@ -140,8 +142,8 @@ def resume(run_id: str, runs_dir: Path, quiet: bool) -> int:
     record = RunRecord.open(runs_dir, run_id)
     config = configs.from_dict(record.read_config())
     checked_device(config.device)
-    if (record.path / "summary.json").exists() and record.read_summary()["status"] == "completed":
+    if (record.path / "summary.json").exists() and record.read_summary().status == "completed":
         raise RecordError(f"Run {run_id!r} is already completed; accepted: a run that is interrupted, "
                           "failed or was killed.")
     record.load_checkpoint()  # a corrupt checkpoint is the user's to know about before anything runs
-    return train_runs([(config, record)], runs_dir, quiet)
+    return train_runs([(build(config), record)], runs_dir, quiet)

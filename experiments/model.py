@@ -11,6 +11,7 @@ residuals and the MLP stay as they are.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,21 +24,21 @@ from experiments.tasks import IGNORE
 
 
 class Block(nn.Module):
-    def __init__(self, config: ModelConfig, variant: str, variant_options: dict, kernel: str, layer_index: int,
+    def __init__(self, config: ModelConfig, variant: str, variant_options: Any, kernel: str, layer_index: int,
                  seed: int, max_len: int) -> None:
         super().__init__()
         self.attn_norm = nn.LayerNorm(config.dim)
         self.mixer = None
         if variants.is_baseline(variant):  # a token mixer (dim -> dim) in place of qkv -> attention -> out
             self.mixer = variants.create_baseline(variant, dim=config.dim, causal=config.causal, layer=layer_index,
-                                                  kernel=kernel, **variant_options)
+                                                  kernel=kernel, options=variant_options)
         else:
             self.heads = config.heads
             width = config.heads * config.attention_head_dim  # of q, k and v over all heads
             self.qkv = nn.Linear(config.dim, 3 * width)
             self.attn = variants.create(variant, num_heads=config.heads, head_dim=config.attention_head_dim,
                                         kernel=kernel, layer_index=layer_index, run_seed=seed,
-                                        max_len=max_len, **variant_options)
+                                        max_len=max_len, options=variant_options)
             self.out = nn.Linear(width, config.dim)
         self.mlp_norm = nn.LayerNorm(config.dim)
         self.mlp = nn.Sequential(
@@ -76,7 +77,7 @@ def sinusoidal(length: int, dim: int) -> torch.Tensor:
 
 class Transformer(nn.Module):
     def __init__(self, config: ModelConfig, *, vocab_size: int, num_classes: int, max_len: int,
-                 variant: str, variant_options: dict, kernel: str = "auto", seed: int = 0) -> None:
+                 variant: str, variant_options: Any, kernel: str = "auto", seed: int = 0) -> None:
         super().__init__()
         self.config = config
         self.embed = nn.Embedding(vocab_size, config.dim)

@@ -19,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from experiments import config as configs
-from experiments.records import RecordError, RunRecord
+from experiments.records import RecordError, RunRecord, Summary
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,12 @@ def open_record(runs_dir: Path, planned: PlannedRun) -> RunRecord | None:
     if not _same_settings(record.read_config(), planned.config):
         raise RecordError(f"Run {planned.name!r} in {runs_dir} was made with other settings; accepted: the folder "
                           "as this version of attnlab writes it for this plan (remove the run to redo it).")
-    if (path / "summary.json").exists() and record.read_summary()["status"] == "completed":
+    if (path / "summary.json").exists() and record.read_summary().status == "completed":
         return None
     return record
 
 
-def train_one(runs_dir: str, planned: PlannedRun, threads: int | None) -> dict[str, Any]:
+def train_one(runs_dir: str, planned: PlannedRun, threads: int | None) -> Summary:
     """One run, in this process or a worker's; `threads` sets torch's thread count (None: leave it)."""
     from experiments.train import train  # the training loop's imports are only paid for when a run trains
 
@@ -74,9 +74,9 @@ def train_all(runs: list[PlannedRun], runs_dir: Path, *, workers: int, quiet: bo
     bar = tqdm(total=len(runs), initial=len(runs) - len(pending), desc=desc, unit="run", disable=quiet,
                dynamic_ncols=True)
 
-    def finished(planned: PlannedRun, summary: dict[str, Any]) -> None:
-        if summary["status"] != "completed":
-            problems.append(f"{planned.name}: {summary['status']} ({summary['error']})")
+    def finished(planned: PlannedRun, summary: Summary) -> None:
+        if summary.status != "completed":
+            problems.append(f"{planned.name}: {summary.status} ({summary.error})")
         bar.set_postfix_str(planned.name)
         bar.update()
 

@@ -193,15 +193,22 @@ class RunRecord:
         assert summary.status in STATUSES, summary.status
         atomic_write_text(self.path / "summary.json", json.dumps(summary.to_dict(), indent=2, sort_keys=True) + "\n")
 
-    def read_summary(self) -> dict[str, Any]:
-        return with_current_names(self._read_json("summary.json"))
+    def read_summary(self) -> Summary:
+        """summary.json as a `Summary` (an earlier version's names read as today's)."""
+        saved = self._read_json("summary.json")
+        if not isinstance(saved, dict):
+            raise RecordError(f"{self.path / 'summary.json'} does not hold a JSON object; accepted: the file a run "
+                              "wrote.")
+        return Summary.from_dict(saved)
 
     def write_metrics(self, lines: list[dict[str, Any]]) -> None:
         atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
 
     def read_metrics(self) -> list[dict[str, Any]]:
         path = self.path / "metrics.jsonl"
-        return [metric_line_as_today(json.loads(line)) for line in path.read_text().splitlines()] if path.exists() else []
+        if not path.exists():
+            return []
+        return [metric_line_as_today(json.loads(line)) for line in path.read_text().splitlines()]
 
     # -- checkpoint ---------------------------------------------------------------------------------
 

@@ -45,6 +45,7 @@ TRAIN_SPACE: dict[str, Range | Choice] = {
 SIZES = ("seq_len", "head_dim", "steps")  # what a declared bound may name
 SECTIONS = ("variant", "train")  # what a space may search: the variant's options and training's
 _BOUND = re.compile(r"(?P<size>[a-z_]+)(?:(?P<op>[*/])(?P<factor>[0-9]+))?")
+KINDS: dict[str, type] = {"int": int, "float": float, "choice": object}  # a parameter's kind, as data names it
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,19 @@ class Param:
             what = f"{numbers} {self.low:g}..{self.high:g}, {'log-uniform' if self.log else 'uniform'}"
         condition = f" (when {self.when[0]} is {' or '.join(map(repr, self.when[1]))})" if self.when else ""
         return f"{self.name}: {what}{condition}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The parameter as JSON data, which `from_dict` reads back: a sweep's stored definition holds its space so."""
+        kind = next(name for name, kind in KINDS.items() if kind is self.kind)
+        return {"name": self.name, "kind": kind, "low": self.low, "high": self.high, "log": self.log,
+                "choices": None if self.choices is None else list(self.choices),
+                "when": None if self.when is None else [self.when[0], list(self.when[1])]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Param:
+        return cls(data["name"], KINDS[data["kind"]], data["low"], data["high"], data["log"],
+                   None if data["choices"] is None else tuple(data["choices"]),
+                   None if data["when"] is None else (data["when"][0], tuple(data["when"][1])))
 
 
 @dataclass(frozen=True)

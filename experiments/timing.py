@@ -1,4 +1,4 @@
-"""Wall time of a callable on CPU and CUDA. Apart from `experiments.measure`, whose import changes how glibc
+"""Wall time of a callable on CPU and CUDA. Apart from `experiments.speed.memory`, whose import changes how glibc
 allocates (for its peak-memory readings): what times a training run must time it as a training process runs."""
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from common.provenance import git_commit
 from experiments import attention_stats, tasks
+from experiments.build import Parts, build
 from experiments.config import RunConfig, TrainConfig
 from experiments.model import Transformer, scored_loss
 from experiments.records import RunRecord, Summary, metric_line_as_today
@@ -177,17 +178,13 @@ class RunState:
     last_eval: dict[str, Any] | None = None
 
 
-def set_up(config: RunConfig, record: RunRecord, tags: dict[str, Any]) -> Run:
-    """The task, the model (initialised from the run seed), its optimiser and the held-out sets."""
-    device = torch.device(config.device)
-    torch.manual_seed(config.seed)
-    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
-    model = Transformer(
-        config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
-        variant=config.variant, variant_options=config.variant_options, kernel=config.kernel, seed=config.seed,
-    ).to(device)
+def set_up(parts: Parts, record: RunRecord, tags: dict[str, Any]) -> Run:
+    """The run's task and model (`experiments.build`) on its device, its optimiser and the held-out sets."""
+    config, device = parts.config, torch.device(parts.config.device)
+    torch.set_rng_state(parts.rng_state)
+    model = parts.model.to(device)
     optimizer, decayed = build_optimizer(model, config.train)
-    precision = resolved_precision(config.train, device)
+    precision, task = resolved_precision(config.train, device), parts.task
     return Run(
         config=config, record=record, tags=dict(tags), device=device, task=task, model=model,
         step_model=torch.compile(model) if config.train.compile else model,
@@ -196,7 +193,7 @@ def set_up(config: RunConfig, record: RunRecord, tags: dict[str, Any]) -> Run:
         validation_set=task.validation_set(device), extra_sets=task.extra_test_sets(device),
         precision=precision,
         autocast=torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"),
-        described=model.variant_module.describe(),
+        described=parts.described,
     )
 
 
@@ -339,28 +336,28 @@ def finish(run: Run, state: RunState, status: str) -> Summary:
 
 
 def train(
-    config: RunConfig,
+    run_or_parts: RunConfig | Parts,
     record: RunRecord,
     *,
     quiet: bool = False,
     should_stop: Callable[[int], bool] = lambda step: False,
     should_prune: Callable[[int, float], bool] = lambda step, accuracy: False,
     tags: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Train (or resume, when the record holds a checkpoint) and return the run's `Summary` as a dict.
+) -> Summary:
+    """Train (or resume, when the record holds a checkpoint) the run of a config, or of the parts `build` made
+    of it, and return its `Summary`.
 
     `should_stop(step)` is asked before every step (True: status "interrupted", resumable); `should_prune(step,
     val_accuracy)` after every evaluation but the last (True: status "pruned", as a sweep's pruner decides);
     `tags` (e.g. a sweep's study and trial number) are copied into the summary."""
-    run = set_up(config, record, tags or {})
-    state = resume(run)
+    run = set_up(run_or_parts if isinstance(run_or_parts, Parts) else build(run_or_parts), record, tags or {})
+    config, state = run.config, resume(run)
     steps = config.train.steps
     if config.train.attention_stats and state.step == 0:  # where the learning curves and the statistics start
         record_evaluation(run, state)
     record.write_summary(summarise(run, state, "running"))
 
-    started = time.perf_counter() - state.wall_seconds
-    status = "completed"
+    started, status = time.perf_counter() - state.wall_seconds, "completed"
     bar = tqdm(total=steps, initial=state.step, desc=f"{run.described}/{config.task}", disable=quiet,
                unit="step", dynamic_ncols=True)
     try:
@@ -397,4 +394,4 @@ def train(
         raise
     bar.close()
     state.wall_seconds = time.perf_counter() - started
-    return finish(run, state, status).to_dict()
+    return finish(run, state, status)

@@ -4,7 +4,12 @@ Layers, lowest first: `common` (helpers that know nothing of attention) < `varia
 `analysis` < the command line (`experiments.cli` and what it alone uses). A module may import its own layer
 or a lower one, never a higher one, and no chain of imports between modules may come back to where it
 started. Every import counts, also one inside a function (a "lazy import to avoid a cycle" is still a
-cycle); only imports under `if TYPE_CHECKING:` are left out, since they never run.
+cycle) and one under `if TYPE_CHECKING:` (a type that two modules need of each other is a sign that one of them
+holds what belongs in a third).
+
+A run is built in one place: `experiments.build` turns a resolved config into the task and the model, and the
+model's blocks (`experiments.model`) are the only callers of `variants.create` and `variants.create_baseline` that
+serve a run.
 """
 
 from __future__ import annotations
@@ -36,24 +41,12 @@ def layer(module: str) -> int:
     return PACKAGES.index(module.split(".")[0])
 
 
-def _typing_only(tree: ast.Module) -> set[int]:
-    """ids of the import nodes under `if TYPE_CHECKING:`."""
-    skipped = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
-    return skipped
-
-
 def imports_of(module: str, path: Path, modules: set[str]) -> set[str]:
     """The project's modules that `module` imports. `from package import name` depends on the submodule
     `package.name` when there is one, else on the package itself (its __init__ defines the name)."""
     tree = ast.parse(path.read_text())
-    skipped = _typing_only(tree)
     found = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -94,14 +87,14 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_the_graph_walker_sees_a_cycle_and_a_lazy_import(tmp_path):
+def test_the_graph_walker_sees_a_cycle_a_lazy_import_and_a_type_only_one(tmp_path):
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
     lazy = tmp_path / "lazy.py"
     lazy.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import typed\n"
                     "def f():\n    from pkg import sub\n    import other\n")
-    assert imports_of("lazy", lazy, {"pkg", "pkg.sub", "other", "typed"}) == {"pkg.sub", "other"}
+    assert imports_of("lazy", lazy, {"pkg", "pkg.sub", "other", "typed"}) == {"pkg.sub", "other", "typed"}
 
 
 def test_no_module_imports_a_chain_that_comes_back_to_it():
@@ -131,3 +124,29 @@ def test_no_two_test_files_share_a_name():
     in different folders stop the whole collection with an import mismatch."""
     names = [path.name for path in (ROOT / "tests").rglob("test_*.py")]
     assert sorted({name for name in names if names.count(name) > 1}) == []
+
+
+# Modules that build attention modules or token mixers that serve no run: the kernel timing and the GPU check
+# time bare modules at sizes of their own, the saturation study's fading table weighs one query against n keys,
+# and the results page lists the kernels a variant runs on. Everything that serves a run builds it through
+# `experiments.build`, whose model blocks (`experiments.model`) call `variants.create`.
+BARE_MODULE_BUILDERS = {"experiments.model", "experiments.speed.kernels", "experiments.gpu_check",
+                        "experiments.saturation.tables", "analysis.results_doc"}
+
+
+def calls_of(path: Path) -> set[str]:
+    """The dotted names a module calls: `variants.create(...)` -> "variants.create", `Transformer(...)`."""
+    return {ast.unparse(node.func) for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Call)}
+
+
+def test_a_run_is_built_in_one_place():
+    calls = {module: calls_of(path) for module, path in source_files().items()}
+    building_models = sorted(module for module, called in calls.items() if "Transformer" in called)
+    assert building_models == ["experiments.build"], building_models
+    building_modules = sorted(module for module, called in calls.items()
+                              if called & {"variants.create", "variants.create_baseline", "create", "create_baseline"}
+                              and not module.startswith("variants"))
+    assert set(building_modules) <= BARE_MODULE_BUILDERS, building_modules
+    reading_run_folders = sorted(module for module, called in calls.items() if module.startswith("analysis")
+                                 and module != "analysis.runs" and called & {"RunRecord", "RunRecord.open"})
+    assert reading_run_folders == [], f"read runs through analysis.runs (load_runs, its handles): {reading_run_folders}"

@@ -14,34 +14,39 @@ Baselines (LSTM, GRU, convolution, Mamba; `variants.baselines`) run in attention
 """
 
 from common.options import OptionError
+from common.registry import import_modules
 from variants.base import Attention
 from variants.registry import (
+    check_kernel_name,
     create,
+    describe,
     describe_variants,
     is_baseline,
     list_baselines,
     list_variants,
+    options_of,
     register,
     variant_class,
 )
 
-# Importing a variant module registers it.
-from variants import (  # noqa: E402,F401  isort: skip
-    additive, based, cosformer, dense, linear, linformer, local, nystromformer, performer, qknorm, reformer, relative,
-    sinkhorn, softcap, sparse, ssmax, synthesizer, temperature, unscaled,
-)
+# Every module of the package is imported (kernels/ and baselines/ import their own), and importing a variant's
+# module registers it: a new file needs its `@register` and nothing else.
+import_modules(__name__, __path__)
 from variants.baselines import Baseline, create_baseline  # noqa: E402  isort: skip
 
 __all__ = [
     "Attention",
     "Baseline",
     "OptionError",
+    "check_kernel_name",
     "create",
     "create_baseline",
+    "describe",
     "describe_variants",
     "is_baseline",
     "list_baselines",
     "list_variants",
+    "options_of",
     "register",
     "variant_class",
 ]

@@ -43,14 +43,18 @@ class Additive(Attention):
 
     def __init__(self, options: Options, **kwargs) -> None:
         super().__init__(options, **kwargs)
-        hidden = options.hidden_dim or self.head_dim
-        self.options = dataclasses.replace(options, hidden_dim=hidden)  # fully resolved
+        self.options = self.resolved_options(options, head_dim=self.head_dim)
+        hidden = self.options.hidden_dim
         # Same initial scale as nn.Linear: unit-variance inputs give O(1) pre-activations.
         # The matrices of its linear maps, decayed like a linear layer's weight (the training loop reads this).
         self.linear_weights = ("query_proj", "key_proj", "score_vector")
         self.query_proj = nn.Parameter(torch.randn(self.num_heads, hidden, self.head_dim) / math.sqrt(self.head_dim))
         self.key_proj = nn.Parameter(torch.randn(self.num_heads, hidden, self.head_dim) / math.sqrt(self.head_dim))
         self.score_vector = nn.Parameter(torch.randn(self.num_heads, hidden) / math.sqrt(hidden))
+
+    @classmethod
+    def resolved_options(cls, options: Options, *, head_dim: int) -> Options:
+        return dataclasses.replace(options, hidden_dim=options.hidden_dim or head_dim)
 
     @property
     def pair_width(self) -> int:

@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from common.options import option, ordered_fields, tag_value
+from common.options import option, tagged_name
 from variants import kernels, layouts, normalisers
 from variants.kernels.call import ScoreMod
 
@@ -92,7 +92,7 @@ class Choice:
 class Complexity:
     """Time per layer as the literature writes it (the tutorials' table, Vaswani et al. 2017, Table 1, or the
     variant's paper), its exponents of the length n and the width d, and its sequential operations, "O(1)" or
-    "O(n)": what `make bench-variants` measures each row against."""
+    "O(n)": what `make speed` measures each row against."""
 
     text: str
     n: float
@@ -336,17 +336,14 @@ class Attention(nn.Module):
     # ----------------------------------------------------------------------------------------------
 
     def describe(self) -> str:
-        """Short self-describing name, e.g. `temperature_t0.5` or `dense_nentmax15`: the name plus its tagged
-        options, its own first, then the shared ones (the normaliser, named unless it is the softmax)."""
-        parts = [self.name]
-        for field in ordered_fields(type(self.options)):
-            value, tag = getattr(self.options, field.name), field.metadata.get("tag")
-            if tag is None or value is None or value is False:
-                continue
-            if not field.metadata.get("tag_default", True) and value == field.default:
-                continue
-            parts.append(tag if value is True else f"{tag}{tag_value(value)}")
-        return "_".join(parts)
+        """Short self-describing name, e.g. `temperature_t0.5` or `dense_nentmax15` (`common.options.tagged_name`)."""
+        return tagged_name(self.name, self.options)
+
+    @classmethod
+    def resolved_options(cls, options: Any, *, head_dim: int) -> Any:
+        """The options as a module of heads `head_dim` wide runs them: every option that defaults to a size
+        (additive's hidden_dim) filled in. Here, the options as given."""
+        return options
 
     def extra_repr(self) -> str:
         return f"{self.describe()}, num_heads={self.num_heads}, head_dim={self.head_dim}, kernel={self.kernel}"
@@ -397,3 +394,4 @@ class Attention(nn.Module):
         if return_weights:
             return kernels.attend_with_weights(call)
         return self.kernel_on(q.device).run(call)
+

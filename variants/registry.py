@@ -6,7 +6,7 @@ import dataclasses
 import typing
 from typing import Any, Literal
 
-from common.options import build_options, describe_options, ordered_fields
+from common.options import OptionError, build_options, closest, describe_options, ordered_fields, tagged_name
 from common.registry import Registry
 from variants import kernels
 from variants.base import HONOURED_BY, Attention, NormaliserOptions
@@ -55,11 +55,44 @@ def _index(label: str, value: Any, low: int) -> None:
         raise ValueError(f"{label} got {value!r}; accepted: an integer >= {low}.")
 
 
+def options_of(name: str, values: Any, *, head_dim: int | None = None) -> Any:
+    """The typed options of variant (or baseline) `name`: `values`, a dict or already its `Options`, checked
+    against its Options dataclass; with `head_dim`, every option that defaults to a size filled in as a module
+    with heads that wide runs it (`Attention.resolved_options`). A bad name or value is a one-sentence error."""
+    cls = variant_class(name)
+    if not isinstance(values, cls.Options):
+        owner = f"Baseline {name!r}" if is_baseline(name) else f"Variant {name!r}"
+        values = build_options(cls.Options, owner, dict(values))
+    if head_dim is not None and issubclass(cls, Attention):
+        values = cls.resolved_options(values, head_dim=head_dim)
+    return values
+
+
+def check_kernel_name(name: str, kernel: str) -> None:
+    """Refuse, in one sentence, a kernel that does not exist, or any kernel but auto for a baseline (it runs on
+    none). Whether an attention variant runs on a kernel that exists is known once its module is built."""
+    if kernel == "auto":
+        return
+    if is_baseline(name):
+        raise OptionError(f"Baseline {name!r} runs on no attention kernel, so kernel {kernel!r} cannot apply; "
+                          "accepted: auto.")
+    if kernel not in kernels.KERNELS:
+        raise OptionError(f"Unknown kernel {kernel!r}{closest(kernel, kernels.KERNELS)}; accepted: 'auto', "
+                          f"{', '.join(repr(known) for known in kernels.KERNELS)}.")
+
+
+def describe(name: str, options: Any, *, head_dim: int | None = None) -> str:
+    """The self-describing name a module of variant `name` with `options` (and heads `head_dim` wide, for an
+    option that defaults to a size) gives itself, e.g. `local_w16`, without building the module."""
+    return tagged_name(name, options_of(name, options, head_dim=head_dim))
+
+
 def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", layer_index: int = 0,
-           run_seed: int = 0, max_len: int | None = None, **options: Any) -> Attention:
+           run_seed: int = 0, max_len: int | None = None, options: Any = None, **values: Any) -> Attention:
     """Build the attention module registered as `name` for `num_heads` heads of `head_dim` each, to serve
     block `layer_index` of a model trained from `run_seed` (what a layout or features drawn at random are
-    seeded from) on sequences of at most `max_len` positions (None: unknown; Linformer needs it)."""
+    seeded from) on sequences of at most `max_len` positions (None: unknown; Linformer needs it). The options
+    are `options` (its typed `Options`, as a run's config holds them) or the keyword `values`."""
     cls = variant_class(name)
     if is_baseline(name):
         raise ValueError(f"{name!r} is a baseline, not an attention variant; accepted: "
@@ -70,7 +103,7 @@ def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", la
     _index("run_seed", run_seed, 0)
     if max_len is not None:
         _index("max_len", max_len, 1)
-    resolved = build_options(cls.Options, f"Variant {name!r}", options)
+    resolved = options_of(name, values if options is None else options)
     module = cls.class_for(resolved, layer_index)(resolved, num_heads=num_heads, head_dim=head_dim, kernel=kernel,
                                                   layer_index=layer_index, run_seed=run_seed, max_len=max_len)
     # a variant's kernels may depend on its options (its normaliser, say)

@@ -14,9 +14,7 @@ map (whose weights are never exactly 0 where a key is seen, unless the exponenti
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -28,13 +26,13 @@ import variants
 from analysis import figures
 from analysis.context import Context
 from analysis.render import Block, Figure, Text
+from analysis.runs import trained_parts
 from analysis.sections import shared
 from analysis.sections.registry import section
-from experiments import config as configs
 from experiments import tasks
 from experiments.attention_stats import softmax_of_logits
 from experiments.model import Transformer
-from experiments.records import RecordError, RunRecord
+from experiments.records import RecordError
 
 MAX_ATTENTION_RUNS = 6  # checkpoints loaded for attention pictures: one per task and variant, at most this many
 MAX_FULL_ATTENTION = 96  # longer sequences show only the scored query rows
@@ -51,7 +49,7 @@ def _checkpointed_runs(context: Context) -> pd.DataFrame:
     completed = context.completed
     candidates = completed[~completed["variant"].map(variants.is_baseline).astype(bool)]
     candidates = candidates.sort_values(["task", "label", "seed", "run_id"])
-    candidates = candidates[[Path(path, "checkpoint.pt").is_file() for path in candidates["path"]]]
+    candidates = candidates[candidates["has_checkpoint"].astype(bool)]
     return candidates.drop_duplicates(["task", "label"])
 
 
@@ -64,22 +62,12 @@ def _farthest_example(task: tasks.Task) -> tuple[tasks.Batch, torch.Tensor, int]
 
 
 def _trained_model(run: pd.Series) -> tuple[tasks.Task, Transformer]:
-    """The run's task and its model with the checkpoint's weights, in eval mode."""
-    record = RunRecord(Path(run["path"]))
-    config = configs.from_dict(record.read_config())
-    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
-    if task.seq_len > MAX_ATTENTION_LENGTH:
-        raise RecordError(f"sequences of {task.seq_len} tokens: the dense weights of every head would not fit; "
+    """The run's task and its model with the checkpoint's weights, in eval mode (`analysis.runs.trained_parts`)."""
+    parts = trained_parts(run)
+    if parts.task.seq_len > MAX_ATTENTION_LENGTH:
+        raise RecordError(f"sequences of {parts.task.seq_len} tokens: the dense weights of every head would not fit; "
                           f"pictures are drawn up to {MAX_ATTENTION_LENGTH} tokens")
-    model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
-                        max_len=task.max_len, variant=config.variant, variant_options=config.variant_options,
-                        seed=config.seed)  # what a layout or features drawn at random are drawn from, as trained
-    state = record.load_checkpoint()
-    if state is None:
-        raise RecordError("no checkpoint.pt")
-    model.load_state_dict(state["model"])
-    model.eval()
-    return task, model
+    return parts.task, parts.model
 
 
 def _weights_drawn(model: Transformer) -> str:
@@ -186,9 +174,7 @@ def _layout_figure(context: Context, entries: list[dict[str, Any]]) -> Figure:
     for ax in axes.flat[len(entries):]:
         ax.set_axis_off()
     for ax, entry in zip(axes.flat, entries, strict=False):
-        attention = variants.create(entry["variant"], num_heads=entry["heads"], head_dim=entry["head_dim"],
-                                    run_seed=entry["seed"], max_len=entry.get("max_len"),
-                                    **json.loads(entry["options"]))  # layer 0 as it ran
+        attention = entry["modules"][0]  # layer 0 as it ran
         drawn = min(entry["seq_len"], MAX_LAYOUT_DRAWN)
         allowed = attention.layout(entry["seq_len"], entry["seq_len"], causal=entry["causal"])[:drawn, :drawn]
         step = max(1, math.ceil(drawn / 16))
@@ -301,14 +287,7 @@ def attention(context: Context) -> list[Block]:
         blocks.append(Text("No completed run with a checkpoint to draw attention from."))
     layouts = []
     for entry in shared.layout_variants(context.ordinary):
-        try:
-            has_pattern = variants.create(entry["variant"], num_heads=entry["heads"], head_dim=entry["head_dim"],
-                                          max_len=entry.get("max_len"),
-                                          **json.loads(entry["options"])).block_layout is not None
-        except ValueError as error:
-            problems.append({"run": entry["variant_name"], "reason": f"layout not drawn ({error})"})
-            continue
-        if has_pattern:
+        if entry["modules"][0].block_layout is not None:
             layouts.append(entry)
     if layouts:
         blocks.append(_layout_figure(context, layouts[:MAX_LAYOUTS]))

@@ -1,7 +1,7 @@
-"""The report's cost section, from `make bench-variants`: time and peak memory against sequence length per
+"""The report's cost section, from `make speed`: time and peak memory against sequence length per
 variant and kernel (every family: dense, local, sparse, kernelised, low-rank, and the baselines' mixers), time
 against width d and against length at fixed total work, and the complexity table, claimed O(...) beside the
-measured n^a d^b and sequential steps, computed by `experiments.bench_fits` as the benchmark prints it."""
+measured n^a d^b and sequential steps, computed by `experiments.speed.fits` as `make speed` prints it."""
 
 from __future__ import annotations
 
@@ -12,27 +12,27 @@ from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
 from analysis.sections import shared
 from analysis.sections.registry import section
-from experiments import bench_fits
+from experiments.speed import fits
 
 
 @section("cost", "Cost: time and memory against sequence length and width")
 def cost(context: Context) -> list[Block]:
-    bench = context.bench
+    speed = context.speed
     blocks: list[Block] = [Text(
-        "Forward+backward time and peak memory per variant and kernel from `make bench-variants`, log-log; the "
+        "Forward+backward time and peak memory per variant and kernel from `make speed`, log-log; the "
         "exponent k of a least-squares fit time ∝ n^k (and memory ∝ n^k) over each line's measured lengths is "
-        "printed on the line. Files read: " + (", ".join(path.name for path in context.bench_files) or "none") + "."
+        "printed on the line. Files read: " + (", ".join(path.name for path in context.speed_files) or "none") + "."
     )]
-    if bench is None:
-        blocks.append(Text(f"No benchmark table in {context.runs_dir / 'bench'}: `make bench-variants` writes one."))
+    if speed is None:
+        blocks.append(Text(f"No speed table in {context.runs_dir / 'speed'}: `make speed` writes one."))
         return blocks
-    measured = bench[bench["status"] == "ok"].assign(family=bench_fits.column_or(bench, "family", "not recorded"))
-    blocks += _length_blocks(context, bench_fits.in_sweep(measured, "length"))
+    measured = speed[speed["status"] == "ok"].assign(family=fits.column_or(speed, "family", "not recorded"))
+    blocks += _length_blocks(context, fits.in_sweep(measured, "length"))
     blocks += _width_and_steps_blocks(context, measured)
-    blocks += _complexity_blocks(bench)
-    skipped = bench[bench["status"] != "ok"]
+    blocks += _complexity_blocks(speed)
+    skipped = speed[speed["status"] != "ok"]
     if len(skipped):
-        blocks.append(Table("cost-skipped", "Measurements the benchmark skipped, and why",
+        blocks.append(Table("cost-skipped", "Measurements `make speed` skipped, and why",
                             skipped[["variant", "kernel", "seq_len", "head_dim", "causal", "device", "status"]]))
     return blocks
 
@@ -88,8 +88,8 @@ def _length_blocks(context: Context, measured: pd.DataFrame) -> list[Block]:
 def _width_and_steps_blocks(context: Context, measured: pd.DataFrame) -> list[Block]:
     """Per causality and device: time against width d at a fixed length, and time against length at fixed
     total work (batch * work(n) held constant), where the sweeps were measured."""
-    against_d = bench_fits.in_sweep(measured, "dim").assign(dim=lambda frame: frame["heads"] * frame["head_dim"])
-    steps = bench_fits.in_sweep(measured, "steps")
+    against_d = fits.in_sweep(measured, "dim").assign(dim=lambda frame: frame["heads"] * frame["head_dim"])
+    steps = fits.in_sweep(measured, "steps")
     both = pd.concat([against_d.assign(panel="d"), steps.assign(panel="steps")], ignore_index=True)
     blocks, markers = [], _markers(both)
     for index, ((causal, device), frame) in enumerate(both.groupby(["causal", "device"], sort=True)):
@@ -117,15 +117,15 @@ def _width_and_steps_blocks(context: Context, measured: pd.DataFrame) -> list[Bl
     return blocks
 
 
-def _complexity_blocks(bench: pd.DataFrame) -> list[Block]:
-    summary = bench_fits.complexity(bench)
+def _complexity_blocks(speed: pd.DataFrame) -> list[Block]:
+    summary = fits.complexity(speed)
     if summary.empty:
         return []
     shown = summary.rename(columns={
         "claimed": "claimed O(...)", "measured": "measured n^a d^b", "lengths": "n fitted", "dims": "d fitted",
         "claimed_sequential": "claimed sequential steps", "steps_exponent": "time ∝ n^s at fixed work: s",
         "step_lengths": "n fitted at fixed work"})
-    sentences = bench_fits.disagreements(summary)
+    sentences = fits.disagreements(summary)
     return [Table("cost-complexity", "The tutorials' complexity table, measured: claimed per layer beside the fitted "
                                      "time ∝ n^a d^b (a over the length sweep, b over the width sweep, each over its "
                                      "top three octaves), and sequential steps as the exponent s of time against n "

@@ -3,8 +3,7 @@ layouts), against evaluation length, and on each task's extra splits."""
 
 from __future__ import annotations
 
-import functools
-import json
+from typing import Any
 
 import pandas as pd
 import torch
@@ -20,43 +19,29 @@ from analysis.sections.registry import section
 MAX_REACH_LENGTH = 4096  # receptive fields are computed on layouts up to this length
 
 
-def _mixer_reach(variant: str, options_json: str, dim: int, depth: int, seq_len: int, causal: bool) -> int | None:
-    """How far back the last position sees through `depth` blocks of a baseline whose mixer has a finite reach
+def _mixer_reach(mixers: list, seq_len: int) -> int | None:
+    """How far back the last position sees through the blocks of a baseline whose mixer has a finite reach
     (a convolution: its `reach`, (past, future) positions per block, adds up over blocks); None for one that
-    sees the whole past (a recurrence) or cannot be built."""
-    past = 0
-    for layer in range(depth):
-        try:
-            mixer = variants.create_baseline(variant, dim=dim, causal=causal, layer=layer, **json.loads(options_json))
-        except ValueError:
-            return None
-        if not hasattr(mixer, "reach"):
-            return None
-        past += mixer.reach[0]
-    return min(past, seq_len - 1)
+    sees the whole past (a recurrence)."""
+    if not all(hasattr(mixer, "reach") for mixer in mixers):
+        return None
+    return min(sum(mixer.reach[0] for mixer in mixers), seq_len - 1)
 
 
-@functools.cache
-def _reach(variant: str, options_json: str, heads: int, head_dim: int, depth: int, seq_len: int,
-           causal: bool, run_seed: int = 0, dim: int = 0) -> int | None:
-    """How far back (in tokens) the last position sees every position, through the `depth` layers of the
-    variant's layouts as the run drew them (each layer's own, any of its heads), or through a convolution
-    baseline's receptive field; None for a variant without a layout (it sees everything) or one that cannot be
-    built."""
-    if variants.is_baseline(variant):
-        return _mixer_reach(variant, options_json, dim, depth, seq_len, causal)
+def _reach(entry: dict[str, Any]) -> int | None:
+    """How far back (in tokens) the last position sees every position, through the layers of the variant's
+    layouts as the run drew them (each layer's own, any of its heads), or through a convolution baseline's
+    receptive field; None for a variant without a layout (it sees everything)."""
+    modules, seq_len, causal = entry["modules"], entry["seq_len"], entry["causal"]
+    if variants.is_baseline(entry["variant"]):
+        return _mixer_reach(modules, seq_len)
     reached = torch.zeros(seq_len, dtype=torch.bool)
     reached[-1] = True
-    for layer in reversed(range(depth)):  # the last layer's queries first, back towards the input
-        try:
-            attention = variants.create(variant, num_heads=heads, head_dim=head_dim, layer_index=layer,
-                                        run_seed=run_seed, max_len=seq_len, **json.loads(options_json))
-        except ValueError:
-            return None
+    for attention in reversed(modules):  # the last layer's queries first, back towards the input
         if attention.block_layout is None:
             return None
         allowed = torch.stack([attention.layout(seq_len, seq_len, causal=causal, head=head)
-                               for head in range(heads)]).any(dim=0)  # (query, key): some head attends
+                               for head in range(entry["heads"])]).any(dim=0)  # (query, key): some head attends
         reached |= allowed[reached].any(dim=0)
     by_distance = reached.flip(0)  # index d: the position d tokens before the last
     gaps = (~by_distance).nonzero().flatten()
@@ -105,8 +90,7 @@ def distance(context: Context) -> list[Block]:
         for entry in shared.layout_variants(completed[completed["task"] == task], baselines=True):
             if entry["seq_len"] > MAX_REACH_LENGTH:
                 continue
-            reach = _reach(entry["variant"], entry["options"], entry["heads"], entry["head_dim"], entry["depth"],
-                           entry["seq_len"], entry["causal"], entry["seed"], entry["dim"])
+            reach = _reach(entry)
             if reach is not None:
                 reaches.append({"task": task, "variant_name": entry["variant_name"], "depth": entry["depth"],
                                 "seq_len": entry["seq_len"], "reach": reach})

@@ -6,15 +6,15 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 import time
-from pathlib import Path
 
 import pandas as pd
 
 from analysis.context import Context
 from analysis.render import Block, Table, Text
+from analysis.runs import saved_config
 from analysis.sections.registry import section
 from common.provenance import git_commit
-from experiments.records import RecordError, RunRecord
+from experiments.records import RecordError
 from experiments.rerun import rerun_command
 
 PACKAGES = ("torch", "numpy", "pandas", "seaborn", "matplotlib", "optuna", "scikit-learn", "einops")
@@ -41,7 +41,7 @@ def provenance(context: Context) -> list[Block]:
     rows = []
     for run in context.runs.sort_values(["task", "variant_name", "seed", "run_id"]).itertuples(index=False):
         try:
-            command = rerun_command(RunRecord(Path(run.path)).read_config())
+            command = rerun_command(saved_config(run))
         except RecordError as error:
             command = f"unavailable ({error})"
         rows.append({"run": run.run_id, "status": run.status, "task": run.task, "variant": run.variant_name,

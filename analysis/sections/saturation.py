@@ -1,5 +1,5 @@
 """The report's "Softmax saturation" section: findings, figures and tables of the study under
-RUNS_DIR/saturation (`make saturation`), read through `analysis.saturation_study`."""
+RUNS_DIR/saturation (`make saturation`), read through `analysis.saturation.study`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pandas as pd
 from analysis.aggregate import over_seeds
 from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
-from analysis.saturation_figures import figures
-from analysis.saturation_findings import findings
-from analysis.saturation_study import (
+from analysis.saturation.figures import figures
+from analysis.saturation.findings import findings
+from analysis.saturation.study import (
     MAKE,
     THRESHOLD,
     SaturationStudy,
@@ -22,7 +22,7 @@ from analysis.saturation_study import (
     normaliser_dynamics,
     study_folder,
 )
-from analysis.saturation_text import early_text, number, plus_minus, steps_text
+from analysis.saturation.text import early_text, number, plus_minus, steps_text
 from analysis.sections.registry import section
 
 

@@ -3,9 +3,7 @@ variant, the accuracy axis, and the layouts of the runs' variants."""
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -13,9 +11,8 @@ import pandas as pd
 import variants
 from analysis.context import Context
 from analysis.render import Block, Table
-from experiments import config as configs
-from experiments import tasks
-from experiments.records import RecordError, RunRecord
+from analysis.runs import run_parts
+from experiments.records import RecordError
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -40,27 +37,23 @@ def problems_table(name: str, caption: str, problems: list[dict[str, str]]) -> l
 
 
 def layout_variants(runs: pd.DataFrame, *, baselines: bool = False) -> list[dict[str, Any]]:
-    """One entry per variant_name among `runs` (first run of each) with what drawing its layout needs, the run's
-    seed included (a layout drawn at random, BigBird's, is drawn from it), and the longest sequence of its task
-    (`max_len`, what the model was built for: Linformer sizes its projections by it); with `baselines`, the
-    baselines' runs too (their entry's `dim` builds the mixer), else attention variants only."""
+    """One entry per variant_name among `runs` (first run of each) with what drawing its layout needs: `modules`,
+    each block's attention module (or a baseline's token mixer) as the run built them (`analysis.runs.run_parts`:
+    the run's seed draws a random layout, BigBird's, and the task's longest sequence sizes Linformer's
+    projections), and the run's sizes; with `baselines`, the baselines' runs too, else attention variants only."""
     entries = []
     if not baselines:
         runs = runs[~runs["variant"].map(variants.is_baseline).astype(bool)]  # a baseline has no attention layout
     for name, group in runs.groupby("variant_name", sort=True):
-        run = group.iloc[0]
         try:
-            config = RunRecord(Path(run["path"])).read_config()
-            model = configs.ModelConfig(**config["model"])
-            task = tasks.create_task(config["task"], profile=config["profile"], **config["task_options"])
-            entries.append({"variant_name": name, "variant": config["variant"],
-                            "options": json.dumps(config.get("variant_options", {}), sort_keys=True),
-                            "heads": model.heads, "head_dim": model.attention_head_dim, "dim": model.dim,
-                            "depth": int(config["model"]["depth"]), "causal": bool(config["model"]["causal"]),
-                            "seq_len": int(config["task_options"]["seq_len"]), "max_len": task.max_len,
-                            "seed": int(config["seed"])})
+            parts = run_parts(group.iloc[0])
         except (RecordError, KeyError, TypeError, ValueError):
             continue
+        model = parts.config.model
+        entries.append({"variant_name": name, "variant": parts.config.variant,
+                        "modules": [block.attn if block.mixer is None else block.mixer for block in parts.model.blocks],
+                        "heads": model.heads, "depth": model.depth, "causal": model.causal,
+                        "seq_len": parts.task.seq_len, "seed": parts.config.seed})
     return entries
 
 

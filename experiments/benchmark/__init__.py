@@ -25,17 +25,21 @@ Every run is a job in one Optuna storage, the sweeps' own (`experiments.sweep.st
 RUNS_DIR/benchmark/NAME/jobs.journal on one machine, a database across machines. Running the same command
 again continues where it stopped. The modules, by job:
 
-    definition  the benchmark validated and its cells resolved before anything runs; its jobs
+    definition  the benchmark validated and its cells resolved before anything runs, from its options or from
+                its stored definition (a worker process)
+    stages      tuning, confirmation, capacity: each stage one object, when a cell is ready for it and its jobs
     capacity    each cell's capacity points (its sizes on each capacity axis), resolved with it
     ledger      each job's and each cell's state, read from the storage
     worker      plan, take a job, train it, write its figures; until every job has settled
-    command     `attnlab benchmark` from start to end
+    command     `attnlab benchmark` from start to end; one worker process of it (`join`)
     estimate    `attnlab benchmark --estimate`: what remains of it, timed here before it runs
 """
 
 from experiments.benchmark.command import open_study, run
-from experiments.benchmark.definition import Benchmark, Cell, Job, prepare
+from experiments.benchmark.definition import Benchmark, Cell, prepare
 from experiments.benchmark.ledger import CellState, JobState, Ledger
+from experiments.benchmark.stages import STAGES, Job, Stage
 from experiments.benchmark.worker import work
 
-__all__ = ["Benchmark", "Cell", "CellState", "Job", "JobState", "Ledger", "open_study", "prepare", "run", "work"]
+__all__ = ["STAGES", "Benchmark", "Cell", "CellState", "Job", "JobState", "Ledger", "Stage", "open_study", "prepare",
+           "run", "work"]

@@ -80,8 +80,8 @@ def points(config: configs.RunConfig, widths: tuple[float, ...], scales: tuple[f
     option = tasks.task_class(config.task).capacity_option
     axes = [(WIDTH, config.model.dim, widths, lambda multiple: _width_changes(config.model, multiple))]
     if option is not None:
-        axes.append((option, config.task_options[option], scales,
-                     lambda multiple: ((f"task.{option}", round(config.task_options[option] * multiple)),)))
+        axes.append((option, getattr(config.task_options, option), scales,
+                     lambda multiple: ((f"task.{option}", round(getattr(config.task_options, option) * multiple)),)))
     found: list[Point] = []
     for axis, own, multiples, changes_at in axes:
         if not multiples:

@@ -1,13 +1,16 @@
 """A benchmark's definition, validated and resolved before anything runs: its cells (variant x task, each
 resolved, or skipped with the reason it cannot run by construction), its learning-rate grid, its seeds, the
-capacity points of each cell (`experiments.benchmark.capacity`), and the jobs the protocol makes of them."""
+capacity points of each cell (`experiments.benchmark.capacity`), and its stages, which make its jobs
+(`experiments.benchmark.stages`). The process that starts a benchmark builds it from its options (`prepare`);
+the definition is stored with its study, and a worker process builds it from there (`Benchmark.from_definition`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +20,12 @@ from experiments import config as configs
 from experiments import tasks
 from experiments.benchmark import capacity
 from experiments.benchmark.capacity import Point
+from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
 from experiments.sweep.definition import check_study_name
-from experiments.sweep.storage import shown
+from experiments.sweep.storage import field_of, shown
 
-TUNE, CONFIRM, CAPACITY = "tune", "confirm", "capacity"  # the stages of the protocol
 MIN_LEARNING_RATES = 3  # the grid MAD's protocol sweeps has 3 values or more
+STUDY_PREFIX = "benchmark-"  # the study of benchmark NAME is benchmark-NAME
 
 
 def default_variants() -> list[str]:
@@ -30,46 +34,17 @@ def default_variants() -> list[str]:
 
 
 @dataclass(frozen=True)
-class Job:
-    """One run of the protocol: a variant on a task at a learning rate with a seed, in a stage (tuning
-    on the validation set, confirmation with a fresh seed, or capacity: the cell at another size, its
-    point's `axis` = `value`)."""
-
-    stage: str
-    variant: str
-    task: str
-    lr: float
-    seed: int
-    axis: str | None = None
-    value: int | None = None
-
-    @property
-    def key(self) -> str:
-        """What names the job in the storage: two trials with one key are one job."""
-        size = f"/{self.axis}={self.value}" if self.axis is not None else ""
-        return f"{self.stage}/{self.task}/{self.variant}/lr={self.lr!r}/seed={self.seed}{size}"
-
-    def to_attr(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_attr(cls, value: Any) -> Job | None:
-        """The job a trial's `job` user attribute names, or None when it names none."""
-        if not isinstance(value, dict) or set(value) != {field.name for field in dataclasses.fields(cls)}:
-            return None
-        return cls(**value)
-
-
-@dataclass(frozen=True)
 class Cell:
     """A variant on a task: `skipped` says why it cannot run by construction; `base_lr` is the task profile's
-    learning rate, which the grid's multiples scale; `capacity` its capacity points."""
+    learning rate, which the grid's multiples scale; `capacity` its capacity points; `overrides` the user's
+    --set as it reaches this cell (section -> field -> value)."""
 
     variant: str
     task: str
     skipped: str | None = None
     base_lr: float | None = None
     capacity: tuple[Point, ...] = ()
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -91,6 +66,7 @@ class Benchmark:
     runs_dir: Path
     heartbeat_seconds: int
     cells: tuple[Cell, ...]
+    stages: tuple[Stage, ...] = DEFAULT_STAGES  # in order; each makes its jobs of a cell when the cell is ready
 
     @property
     def folder(self) -> Path:
@@ -107,7 +83,7 @@ class Benchmark:
 
     @property
     def study_name(self) -> str:
-        return f"benchmark-{self.name}"
+        return f"{STUDY_PREFIX}{self.name}"
 
     @property
     def confirmation_seeds(self) -> list[int]:
@@ -125,72 +101,90 @@ class Benchmark:
             "variants": self.variants, "tasks": self.tasks, "profile": self.profile, "seed": self.seed,
             "seeds": self.seeds, "lr_multiples": self.lr_multiples, "kernel": self.kernel, "sets": self.sets,
             "capacity_widths": self.capacity_widths, "capacity_scales": self.capacity_scales,
-            "capacity_seeds": self.capacity_seeds,
+            "capacity_seeds": self.capacity_seeds, "stages": [stage.name for stage in self.stages],
         }))
+
+    @classmethod
+    def from_definition(cls, stored: dict[str, Any], *, study_name: str, device: str, storage_url: str | None,
+                        runs_dir: Path, heartbeat_seconds: int, known: dict[str, Stage] = STAGES) -> Benchmark:
+        """The benchmark whose study `study_name` holds the definition `stored` (written by `definition()`, or by
+        an older version: `upgraded`), validated, its cells resolved again on this machine's `device`: what a
+        worker process runs, started with only where the storage is and what is local to it. `known`: the
+        stages by name."""
+        today = upgraded(stored)
+        where = f"benchmark study {study_name!r}"
+
+        def read(key: str) -> Any:
+            return field_of(today, key, where=where)
+
+        unknown = [name for name in read("stages") if name not in known]
+        if unknown:
+            raise OptionError(f"The {where} runs stage {unknown[0]!r}, which this version does not have; accepted: "
+                              f"{', '.join(known)}.")
+        return build(name=study_name.removeprefix(STUDY_PREFIX), variant_names=tuple(read("variants")),
+                     task_names=tuple(read("tasks")), profile=read("profile"), seed=read("seed"), seeds=read("seeds"),
+                     lr_multiples=tuple(read("lr_multiples")), capacity_widths=tuple(read("capacity_widths")),
+                     capacity_scales=tuple(read("capacity_scales")), capacity_seeds=read("capacity_seeds"),
+                     device=device, kernel=read("kernel"), sets=tuple(read("sets")), storage_url=storage_url,
+                     runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
+                     stages=tuple(known[name] for name in read("stages")))
 
     def learning_rates(self, cell: Cell) -> list[float]:
         """The cell's grid: each multiple of the task's profile learning rate, to 4 significant digits."""
         assert cell.base_lr is not None, cell
         return [float(f"{multiple * cell.base_lr:.4g}") for multiple in self.lr_multiples]
 
-    def tuning_jobs(self, cell: Cell) -> list[Job]:
-        return [Job(TUNE, cell.variant, cell.task, lr, self.seed) for lr in self.learning_rates(cell)]
+    def stage(self, name: str) -> Stage:
+        """The stage named `name` (a job's `stage`)."""
+        return {stage.name: stage for stage in self.stages}[name]
 
-    def confirmation_jobs(self, cell: Cell, lr: float) -> list[Job]:
-        return [Job(CONFIRM, cell.variant, cell.task, lr, seed) for seed in self.confirmation_seeds]
-
-    def capacity_jobs(self, cell: Cell, lr: float) -> list[Job]:
-        """Each capacity point of the cell that can run, other than its own, with each capacity seed."""
-        return [Job(CAPACITY, cell.variant, cell.task, lr, seed, point.axis, point.value)
-                for point in cell.capacity if not point.own and point.skipped is None
-                for seed in self.capacity_seed_list]
+    def cell(self, variant: str, task: str) -> Cell:
+        return next(cell for cell in self.cells if (cell.variant, cell.task) == (variant, task))
 
     def planned_jobs(self) -> list[Job]:
-        """Every job the protocol will call for: confirmation's and capacity's learning rate is not known before
-        tuning has settled, and the grid's middle one stands in for it (what a job costs does not depend on it)."""
+        """Every job the protocol will call for, stage by stage: the learning rate of the stages after tuning is
+        not known before tuning has settled, and the grid's middle one stands in for it (`Stage.planned`)."""
         jobs = []
         for cell in self.cells:
             if cell.skipped is None:
                 rates = self.learning_rates(cell)
-                stand_in = rates[len(rates) // 2]
-                jobs += [*self.tuning_jobs(cell), *self.confirmation_jobs(cell, stand_in),
-                         *self.capacity_jobs(cell, stand_in)]
+                jobs += [job for stage in self.stages for job in stage.planned(self, cell, rates[len(rates) // 2])]
         return jobs
 
-    def point(self, job: Job) -> Point | None:
-        """The capacity point a job trains, or None for the cell's own size."""
-        return next((point for cell in self.cells if (cell.variant, cell.task) == (job.variant, job.task)
-                     for point in cell.capacity if (point.axis, point.value) == (job.axis, job.value)
-                     and not point.own), None)
-
     def config(self, job: Job) -> configs.RunConfig:
-        """The run config of a job: the profile, the user's --set, the job's learning rate, seed and size."""
-        overrides = overrides_for(configs.parse_sets(list(self.sets)), job.variant, job.task, self.variants,
-                                  self.tasks)
-        overrides["train"] = {**overrides["train"], "lr": job.lr}
-        point = self.point(job)
-        return configs.resolve(variant=job.variant, task=job.task, profile=self.profile, seed=job.seed,
-                               device=self.device, kernel=self.kernel,
-                               overrides=capacity.changed(overrides, point.changes if point else ()))
+        """The run config of a job: the profile, the user's --set as it reaches the job's cell, the job's learning
+        rate and seed, and what its stage changes (a capacity job's size)."""
+        cell = self.cell(job.variant, job.task)
+        overrides = {**cell.overrides, "train": {**cell.overrides["train"], "lr": job.lr}}
 
-    def arguments(self, *, hide_password: bool = True) -> list[str]:
-        """The benchmark's own arguments of `attnlab benchmark`: what every process that joins it must give."""
-        words = ["--variant", ",".join(self.variants), "--task", ",".join(self.tasks), "--profile", self.profile,
-                 "--seed", str(self.seed), "--seeds", str(self.seeds),
+        def resolved(changes: tuple[tuple[str, Any], ...]) -> configs.RunConfig:
+            return configs.resolve(variant=job.variant, task=job.task, profile=self.profile, seed=job.seed,
+                                   device=self.device, kernel=self.kernel,
+                                   overrides=capacity.changed(overrides, changes))
+
+        own = resolved(())
+        changes = self.stage(job.stage).changes(self, job, own)
+        return resolved(changes) if changes else own
+
+    def command(self) -> str:
+        """The command that continues this benchmark (or joins it from another machine) as a user types it,
+        written from its definition, a storage password hidden: the page states it. No process is started with
+        it: a worker reads the definition from the storage."""
+        words = ["attnlab", "benchmark", "--variant", ",".join(self.variants), "--task", ",".join(self.tasks),
+                 "--profile", self.profile, "--seed", str(self.seed), "--seeds", str(self.seeds),
                  "--lr-multiples", ",".join(map(repr, self.lr_multiples)),
                  "--capacity-widths", ",".join(map(repr, self.capacity_widths)) or "none",
                  "--capacity-scales", ",".join(map(repr, self.capacity_scales)) or "none",
                  "--capacity-seeds", str(self.capacity_seeds), "--name", self.name]
         words += ["--kernel", self.kernel] if self.kernel != "auto" else []
         words += [word for assignment in self.sets for word in ("--set", assignment)]
-        if self.storage_url:
-            words += ["--storage", self.storage_shown if hide_password else self.storage_url]
-        return words
+        return shlex.join(words + (["--storage", self.storage_shown] if self.storage_url else []))
 
-    def command(self) -> str:
-        """The command that runs (or joins, or continues) this benchmark, as a user types it (a storage
-        password hidden)."""
-        return shlex.join(["attnlab", "benchmark", *self.arguments()])
+
+def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored definition in today's form: one stored before definitions named their stages runs the stages
+    every benchmark then ran."""
+    return {"stages": list(UNNAMED_STAGES), **stored}
 
 
 def parse_multiples(text: str) -> tuple[float, ...]:
@@ -227,14 +221,15 @@ def resolve_cell(variant: str, task: str, *, profile: str, seed: int, device: st
                                  kernel=kernel, overrides=capacity.changed(overrides, changes))
         # A task size of the capacity stage must be drawable too, or every run there fails drawing its test set.
         if any(key.startswith("task.") for key, _ in changes):
-            tasks.check_drawable(config.task, profile=config.profile, **config.task_options)
+            tasks.check_drawable(config.task, profile=config.profile, **dataclasses.asdict(config.task_options))
         return config
 
     try:
         config = resolved(())
     except configs.Incompatible as reason:
-        return Cell(variant, task, skipped=str(reason))
-    return Cell(variant, task, base_lr=config.train.lr, capacity=capacity.points(config, widths, scales, resolved))
+        return Cell(variant, task, skipped=str(reason), overrides=overrides)
+    return Cell(variant, task, base_lr=config.train.lr, capacity=capacity.points(config, widths, scales, resolved),
+                overrides=overrides)
 
 
 def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capacity_seeds: int,
@@ -255,32 +250,48 @@ def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capac
         raise OptionError(f"Benchmark heartbeat seconds got {heartbeat_seconds}; accepted: an integer >= 1.")
 
 
-def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
-            lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
-            kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
-            heartbeat_seconds: int) -> Benchmark:
-    """Validate everything a benchmark needs and resolve every cell and its capacity points, touching nothing:
-    a bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
-    multiples = parse_multiples(lr_multiples)
-    _check_numbers(seed, seeds, multiples, capacity_seeds, heartbeat_seconds)
-    widths = capacity.parse_multiples(capacity_widths, "capacity-widths", "each cell's model width")
-    scales = capacity.parse_multiples(capacity_scales, "capacity-scales", "each task's capacity option")
-    names = _names(variant_names, "variant", default_variants())
-    for variant in names:
+def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, ...], profile: str, seed: int,
+          seeds: int, lr_multiples: tuple[float, ...], capacity_widths: tuple[float, ...],
+          capacity_scales: tuple[float, ...], capacity_seeds: int, device: str, kernel: str, sets: tuple[str, ...],
+          storage_url: str | None, runs_dir: Path, heartbeat_seconds: int,
+          stages: tuple[Stage, ...] = DEFAULT_STAGES) -> Benchmark:
+    """Validate a benchmark's values and resolve every cell and its capacity points, touching nothing: a bad value
+    is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
+    _check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds)
+    names = [stage.name for stage in stages]
+    if len(set(names)) < len(names):
+        raise OptionError(f"Benchmark stages {', '.join(names)} name one stage twice; accepted: each name once (a "
+                          "job's key begins with its stage's name).")
+    for variant in variant_names:
         variants.variant_class(variant)
-    task_list = _names(task_names, "task", tasks.DEFAULT_SUITE)
-    for task in task_list:
+    for task in task_names:
         tasks.task_class(task)
-    overrides = configs.parse_sets(sets)
+    overrides = configs.parse_sets(list(sets))
     if "lr" in overrides["train"]:
         raise OptionError("--set train.lr names what the benchmark tunes; accepted: the grid's multiples of each "
                           "task's learning rate, --lr-multiples A,B,C.")
     cells = tuple(resolve_cell(variant, task, profile=profile, seed=seed, device=device, kernel=kernel,
-                               overrides=overrides_for(overrides, variant, task, names, task_list), widths=widths,
-                               scales=scales)
-                  for task in task_list for variant in names)
-    return Benchmark(name=check_study_name(name or profile), variants=names, tasks=task_list, profile=profile,
-                     seed=seed, seeds=seeds, lr_multiples=multiples, capacity_widths=widths, capacity_scales=scales,
-                     capacity_seeds=capacity_seeds, device=device, kernel=kernel,
-                     sets=tuple(sets), storage_url=storage, runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
-                     cells=cells)
+                               overrides=overrides_for(overrides, variant, task, variant_names, task_names),
+                               widths=capacity_widths, scales=capacity_scales)
+                  for task in task_names for variant in variant_names)
+    return Benchmark(name=check_study_name(name), variants=variant_names, tasks=task_names, profile=profile,
+                     seed=seed, seeds=seeds, lr_multiples=lr_multiples, capacity_widths=capacity_widths,
+                     capacity_scales=capacity_scales, capacity_seeds=capacity_seeds, device=device, kernel=kernel,
+                     sets=sets, storage_url=storage_url, runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
+                     cells=cells, stages=stages)
+
+
+def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
+            lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
+            kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
+            heartbeat_seconds: int) -> Benchmark:
+    """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error."""
+    return build(name=name or profile, variant_names=_names(variant_names, "variant", default_variants()),
+                 task_names=_names(task_names, "task", tasks.DEFAULT_SUITE), profile=profile, seed=seed, seeds=seeds,
+                 lr_multiples=parse_multiples(lr_multiples),
+                 capacity_widths=capacity.parse_multiples(capacity_widths, "capacity-widths",
+                                                          "each cell's model width"),
+                 capacity_scales=capacity.parse_multiples(capacity_scales, "capacity-scales",
+                                                          "each task's capacity option"),
+                 capacity_seeds=capacity_seeds, device=device, kernel=kernel, sets=tuple(sets), storage_url=storage,
+                 runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds)

@@ -1,8 +1,9 @@
 """What a benchmark will cost before it runs (`attnlab benchmark --estimate`), measured rather than guessed.
 
-Every size the benchmark trains at (each cell's own size, which its tuning and confirmation jobs share, and
-each capacity point) is set up exactly as a job's run is (`experiments.train.set_up`), then timed on this
-device for a few optimiser steps and one evaluation, with the threads each of the workers would get. A job's
+Every size the benchmark trains at (each cell's own size, which its tuning and confirmation jobs share, and each
+other size a stage trains at, `Stage.size`: each capacity point) is set up exactly as a job's run is
+(`experiments.train.set_up`), then timed on this device for a few optimiser steps and one evaluation, with the
+threads each of the workers would get. A job's
 time is its profile's steps times the time of a step plus its evaluations times the time of one; the learning
 rate and the seed do not change it. Jobs the benchmark's storage already holds as settled are left out, so
 the estimate of a benchmark that has started is what remains of it. A size that cannot be set up is listed
@@ -28,8 +29,9 @@ from tqdm import tqdm
 from common.files import atomic_write_text
 from experiments import config as configs
 from experiments.benchmark.command import open_study
-from experiments.benchmark.definition import CAPACITY, CONFIRM, TUNE, Benchmark, Job
+from experiments.benchmark.definition import Benchmark, Job
 from experiments.benchmark.ledger import SETTLED, Ledger
+from experiments.build import build
 from experiments.records import RunRecord
 from experiments.sweep.pool import cpu_threads, worker_count
 from experiments.timing import seconds
@@ -37,7 +39,6 @@ from experiments.train import evaluation_line, resume, set_up, train_step
 
 WARMUP_STEPS = 2  # the first steps allocate what the others reuse: not timed
 TIMED_STEPS = 5
-STAGES = (TUNE, CONFIRM, CAPACITY)
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def time_run(config: configs.RunConfig) -> Timing:
     """Seconds per optimiser step and per evaluation of a run of `config`, set up as `train` sets one up, in a
     throwaway folder."""
     with tempfile.TemporaryDirectory() as folder:
-        run = set_up(config, RunRecord.create(Path(folder), "estimate"), {})
+        run = set_up(build(config), RunRecord.create(Path(folder), "estimate"), {})
         state = resume(run)
         for _ in range(WARMUP_STEPS):
             train_step(run, state)
@@ -65,9 +66,9 @@ def evaluations(train: configs.TrainConfig) -> int:
     return math.ceil(train.steps / train.eval_every) + int(train.attention_stats)
 
 
-def size_of(job: Job) -> tuple[str, str, str | None, int | None]:
-    """What a job's cost depends on: its cell and its capacity point (None, None: the cell's own size)."""
-    return job.variant, job.task, job.axis, job.value
+def size_of(benchmark: Benchmark, job: Job) -> tuple[str, str, str]:
+    """What a job's cost depends on: its cell and the size its stage trains it at ('own': the cell's own)."""
+    return job.variant, job.task, benchmark.stage(job.stage).size(job)
 
 
 def settled_jobs(benchmark: Benchmark) -> Counter:
@@ -76,7 +77,7 @@ def settled_jobs(benchmark: Benchmark) -> Counter:
     if benchmark.storage_url is None and not benchmark.journal.exists():
         return Counter()
     ledger = Ledger(benchmark, open_study(benchmark).get_trials(deepcopy=False))
-    return Counter((size_of(state.job), state.job.stage) for state in ledger.states.values()
+    return Counter((size_of(benchmark, state.job), state.job.stage) for state in ledger.states.values()
                    if state.state in SETTLED)
 
 
@@ -89,16 +90,17 @@ def threads_per_worker(workers: int, device: str) -> int:
 
 
 def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.DataFrame:
-    """One row per size still to train: the variant, task and capacity point, the jobs of each stage left at
-    that size, the measured seconds of a step and of an evaluation, a job's seconds and the size's total."""
+    """One row per size still to train: the variant, task and size (`Stage.size`), the jobs of each stage left
+    at that size, the measured seconds of a step and of an evaluation, a job's seconds and the size's total."""
     planned = benchmark.planned_jobs()
-    remaining = Counter((size_of(job), job.stage) for job in planned)
+    stages = [stage.name for stage in benchmark.stages]
+    remaining = Counter((size_of(benchmark, job), job.stage) for job in planned)
     remaining.subtract(settled_jobs(benchmark))
     by_size: dict[tuple, dict[str, int]] = {}
     for (size, stage), count in remaining.items():
         if count > 0:
-            by_size.setdefault(size, dict.fromkeys(STAGES, 0))[stage] = count
-    examples = {size_of(job): job for job in planned}  # a job of each size, whose config that size trains
+            by_size.setdefault(size, dict.fromkeys(stages, 0))[stage] = count
+    examples = {size_of(benchmark, job): job for job in planned}  # a job of each size, whose config it trains
     rows = []
     threads = torch.get_num_threads()
     torch.set_num_threads(threads_per_worker(workers, benchmark.device))
@@ -111,15 +113,15 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
             except Exception as failure:  # its jobs will fail alike: the benchmark lists them, so does this
                 timing, error = Timing(math.nan, math.nan), f"{type(failure).__name__}: {failure}"
             job_seconds = config.train.steps * timing.step_seconds + evaluations(config.train) * timing.eval_seconds
-            variant, task, axis, value = size
-            rows.append({"variant": variant, "task": task, "size": "own" if axis is None else f"{axis} {value}",
-                         **{f"{stage} jobs": counts[stage] for stage in STAGES},
+            variant, task, label = size
+            rows.append({"variant": variant, "task": task, "size": label,
+                         **{f"{stage} jobs": counts[stage] for stage in stages},
                          "steps": config.train.steps, "step seconds": timing.step_seconds,
                          "eval seconds": timing.eval_seconds, "job seconds": job_seconds,
                          "seconds": job_seconds * sum(counts.values()), "error": error})
     finally:
         torch.set_num_threads(threads)
-    return pd.DataFrame(rows, columns=["variant", "task", "size", *(f"{stage} jobs" for stage in STAGES), "steps",
+    return pd.DataFrame(rows, columns=["variant", "task", "size", *(f"{stage} jobs" for stage in stages), "steps",
                                        "step seconds", "eval seconds", "job seconds", "seconds", "error"])
 
 
@@ -139,14 +141,15 @@ def summary(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> str:
         f"cpu, {threads_per_worker(workers, 'cpu')} thread(s) per worker"
     if sizes.empty:
         return f"benchmark {benchmark.name}: every job has settled; nothing remains to run."
-    stages = pd.DataFrame({"jobs": [int(sizes[f"{stage} jobs"].sum()) for stage in STAGES],
+    names = [stage.name for stage in benchmark.stages]
+    stages = pd.DataFrame({"jobs": [int(sizes[f"{stage} jobs"].sum()) for stage in names],
                            "hours": [hours((sizes[f"{stage} jobs"] * sizes["job seconds"]).sum())
-                                     for stage in STAGES]}, index=list(STAGES))
+                                     for stage in names]}, index=names)
     per = {key: sizes.groupby(key, sort=False)["seconds"].sum().sort_values(ascending=False).map(hours)
            for key in ("variant", "task")}
     total = sizes["seconds"].sum()  # sizes that could not be set up count for nothing (NaN)
     failed = sizes[sizes["error"].notna()]
-    jobs = failed[[f"{stage} jobs" for stage in STAGES]].sum(axis=1)
+    jobs = failed[[f"{stage} jobs" for stage in names]].sum(axis=1)
     return "\n".join([
         f"benchmark {benchmark.name}: {stages['jobs'].sum():,} jobs to run, measured on {device} "
         f"({TIMED_STEPS} steps and one evaluation of each of {len(sizes)} sizes)",

@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 
 from optuna.trial import FrozenTrial, TrialState
 
-from experiments.benchmark.definition import Benchmark, Cell, Job
+from experiments.benchmark.definition import Benchmark, Cell
+from experiments.benchmark.stages import CAPACITY, CONFIRM, TUNE, Job
 from experiments.sweep.storage import MAX_RETRIES
 
 WAITING, RUNNING, COMPLETED, DIVERGED, FAILED = "waiting", "running", "completed", "diverged", "failed"
 SETTLED = (COMPLETED, DIVERGED, FAILED)
 DUPLICATE, IDLE = "duplicate", "idle"
 RESULT, OUTCOME = "result", "outcome"  # the trials' user attributes
+RENAMED_RESULT_KEYS = {"chance": "chance_accuracy"}  # storages written before results took the Summary's names
 
 
 def root(trial: FrozenTrial) -> int:
@@ -46,7 +48,9 @@ class JobState:
 
     @property
     def result(self) -> dict | None:
-        return self.trials[-1].user_attrs.get(RESULT)
+        """The stored figures of its run (`worker.job_result`), under today's names."""
+        result = self.trials[-1].user_attrs.get(RESULT)
+        return {RENAMED_RESULT_KEYS.get(key, key): value for key, value in result.items()} if result else result
 
     @property
     def attempts(self) -> int:
@@ -108,20 +112,37 @@ def owns_its_job(trial: FrozenTrial, trials: list[FrozenTrial]) -> bool:
 
 @dataclass
 class CellState:
-    """A cell's tuning jobs (one per learning rate of its grid), confirmation jobs (one per fresh seed, at the
-    best learning rate) and, once confirmation has settled, capacity jobs (one per capacity point and seed, at
-    the best learning rate); None where a job is not queued yet."""
+    """A cell's jobs, stage by stage, of the stages the cell is ready for (`Stage.ready`); None where a job is
+    not queued yet. Tuning's jobs choose the learning rate of the stages after it (`best_lr`)."""
 
     cell: Cell
-    tuning: list[JobState | None]
-    confirmation: list[JobState | None]
     learning_rates: list[float]
-    capacity: list[JobState | None] = field(default_factory=list)
+    stages: dict[str, list[JobState | None]] = field(default_factory=dict)  # by stage name, in stage order
     called: list[Job] = field(default_factory=list)  # the jobs the protocol calls for now, in stage order
+
+    def of(self, stage: str) -> list[JobState | None]:
+        """The jobs of stage `stage` (none where the cell is not ready for it)."""
+        return self.stages.get(stage, [])
+
+    def settled(self, stage: str) -> bool:
+        """Whether the stage has called for jobs of the cell and each of them has settled."""
+        return bool(self.of(stage)) and all(job is not None and job.state in SETTLED for job in self.of(stage))
+
+    @property
+    def tuning(self) -> list[JobState | None]:
+        return self.of(TUNE)
+
+    @property
+    def confirmation(self) -> list[JobState | None]:
+        return self.of(CONFIRM)
+
+    @property
+    def capacity(self) -> list[JobState | None]:
+        return self.of(CAPACITY)
 
     @property
     def tuned(self) -> bool:
-        return all(job is not None and job.state in SETTLED for job in self.tuning)
+        return self.settled(TUNE)
 
     @property
     def best_lr(self) -> float | None:
@@ -134,14 +155,8 @@ class CellState:
         return max(completed)[2] if completed else None
 
     @property
-    def confirmed(self) -> bool:
-        """Whether confirmation has settled, which the capacity stage waits for (it reruns the confirmed
-        configuration at other sizes, and its own size is confirmation's)."""
-        return bool(self.confirmation) and all(job is not None and job.state in SETTLED for job in self.confirmation)
-
-    @property
     def jobs(self) -> list[JobState]:
-        return [job for job in (*self.tuning, *self.confirmation, *self.capacity) if job is not None]
+        return [job for jobs in self.stages.values() for job in jobs if job is not None]
 
 
 class Ledger:
@@ -153,22 +168,18 @@ class Ledger:
         self.cells = [self._cell(cell) for cell in benchmark.cells]
 
     def _cell(self, cell: Cell) -> CellState:
-        """The cell's state, stage by stage: its tuning jobs; once tuning has settled with a best learning rate,
-        its confirmation jobs; once confirmation has settled, its capacity jobs."""
+        """The cell's state, stage by stage: each stage the cell is ready for, given the stages before it (tuning
+        always; confirmation once tuning has settled with a best learning rate; capacity once confirmation has
+        settled), calls for its jobs at the best learning rate."""
         if cell.skipped is not None:
-            return CellState(cell, [], [], [])
-        state = CellState(cell, [], [], self.benchmark.learning_rates(cell))
-        state.tuning = self._call(state, self.benchmark.tuning_jobs(cell))
-        if state.best_lr is not None:
-            state.confirmation = self._call(state, self.benchmark.confirmation_jobs(cell, state.best_lr))
-        if state.confirmed:
-            state.capacity = self._call(state, self.benchmark.capacity_jobs(cell, state.best_lr))
+            return CellState(cell, [])
+        state = CellState(cell, self.benchmark.learning_rates(cell))
+        for stage in self.benchmark.stages:
+            if stage.ready(state):
+                jobs = stage.jobs(self.benchmark, cell, state.best_lr)
+                state.called += jobs
+                state.stages[stage.name] = [self.states.get(job.key) for job in jobs]
         return state
-
-    def _call(self, state: CellState, jobs: list[Job]) -> list[JobState | None]:
-        """Add `jobs` to those the cell calls for; their states (None: not queued yet)."""
-        state.called += jobs
-        return [self.states.get(job.key) for job in jobs]
 
     def missing(self) -> list[Job]:
         """The jobs the protocol calls for now that no trial holds."""

@@ -11,6 +11,7 @@ queue its job again at once; the same command continues.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -23,7 +24,6 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.trial import FrozenTrial, TrialState
 
 from experiments import config as configs
-from experiments import tasks
 from experiments.benchmark.definition import Benchmark, Job
 from experiments.benchmark.ledger import (
     DIVERGED,
@@ -36,11 +36,11 @@ from experiments.benchmark.ledger import (
     Ledger,
     owns_its_job,
 )
-from experiments.records import RecordError, RunRecord
+from experiments.records import RecordError, RunRecord, Summary
 from experiments.sweep.liveness import machine
 from experiments.sweep.objective import inherited_record
 from experiments.sweep.storage import retry_callback
-from experiments.train import train, validation_accuracy
+from experiments.train import train
 
 
 class JobEnded(Exception):
@@ -51,32 +51,29 @@ class JobInterrupted(Exception):
     """SIGINT or SIGTERM stopped the job's run at a checkpoint; the job is queued again."""
 
 
-def job_result(summary: dict[str, Any], config: configs.RunConfig, metrics: list[dict[str, Any]]) -> dict[str, Any]:
-    """The figures of a job's run that the storage keeps, so that the result needs no run folder: its
-    accuracies, size and cost, its test accuracy at each evaluation (`curve`: step, wall seconds, accuracy),
-    per dependency-distance bucket (`accuracy_by_distance`) and at each evaluation length of its task
-    (`accuracy_by_length`)."""
-    seq_len = tasks.create_task(config.task, profile=config.profile, **config.task_options).seq_len
-    steps = summary.get("steps") or 0
+# The fields of a job's run `Summary` that the storage keeps, under the Summary's own names.
+RESULT_FIELDS = ("status", "error", "run_id", "variant_name", "val_accuracy", "test_accuracy", "chance_accuracy",
+                 "parameters", "steps", "wall_seconds", "device", "device_name", "accuracy_by_distance",
+                 "accuracy_by_length")
+
+
+def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of a job's run that the storage keeps, so that the result needs no run folder: the
+    `RESULT_FIELDS` of its summary, the tokens it trained on, and its test accuracy at each evaluation
+    (`curve`: step, wall seconds, accuracy)."""
     curve = [[line["step"], line["wall_seconds"], line["test_accuracy"]] for line in metrics if line["kind"] == "eval"]
-    return {"status": summary["status"], "error": summary.get("error"), "run_id": summary.get("run_id"),
-            "variant_name": summary.get("variant_name"), "val_accuracy": validation_accuracy(summary),
-            "test_accuracy": summary.get("test_accuracy"), "chance": summary.get("chance_accuracy"),
-            "parameters": summary.get("parameters"), "steps": steps,
-            "tokens": steps * config.train.batch_size * seq_len, "wall_seconds": summary.get("wall_seconds"),
-            "device": summary.get("device"), "device_name": summary.get("device_name"), "curve": curve,
-            "accuracy_by_distance": summary.get("accuracy_by_distance") or [],
-            "accuracy_by_length": summary.get("accuracy_by_length") or []}
+    return {**{name: getattr(summary, name) for name in RESULT_FIELDS},
+            "tokens": (summary.steps or 0) * config.train.batch_size * config.task_options.seq_len, "curve": curve}
 
 
-def failed_summary(record: RunRecord, error: Exception) -> dict[str, Any]:
+def failed_summary(record: RunRecord, error: Exception) -> Summary:
     """The summary of a run that raised `error`: what the run wrote (train writes the steps it reached), as
     failed with the error."""
     try:
         written = record.read_summary()
     except RecordError:  # it failed before writing one
-        written = {}
-    return {**written, "run_id": record.run_id, "status": "failed", "error": f"{type(error).__name__}: {error}"}
+        written = Summary()
+    return dataclasses.replace(written, run_id=record.run_id, status="failed", error=f"{type(error).__name__}: {error}")
 
 
 class Objective:
@@ -110,12 +107,12 @@ class Objective:
             summary = train(config, record, quiet=self.quiet, should_stop=self.should_stop, tags=tags)
         except Exception as error:  # the benchmark lists the error with the job and goes on
             summary = failed_summary(record, error)
-        if summary["status"] == "interrupted":
+        if summary.status == "interrupted":
             raise JobInterrupted(f"trial {trial.number} interrupted")
         result = job_result(summary, config, record.read_metrics())
         trial.set_user_attr(RESULT, result)
-        if summary["status"] != "completed":
-            self._end(trial, DIVERGED if summary["status"] == "diverged" else FAILED, str(summary.get("error")))
+        if summary.status != "completed":
+            self._end(trial, DIVERGED if summary.status == "diverged" else FAILED, str(summary.error))
         return result["val_accuracy"]
 
 

@@ -21,7 +21,7 @@ The modules, by job:
     pool        workers that run trials until the target is reached, one process or several
     result      the counts, the best trial and the command that trains it again
     confirm     the best configuration trained with fresh seeds: mean and spread of its test accuracy
-    command     `attnlab sweep` from start to end
+    command     `attnlab sweep` from start to end; one worker process of it (`join`)
 """
 
 from experiments.sweep.command import run

@@ -23,10 +23,10 @@ from scipy import stats
 
 from experiments import config as configs
 from experiments.launch import start_record
-from experiments.records import RunRecord
+from experiments.records import RunRecord, Summary
 from experiments.sweep.definition import Sweep
 from experiments.sweep.result import best_trial
-from experiments.train import train, validation_accuracy
+from experiments.train import train
 
 CONFIRM = "confirm"  # the tag of a confirmation run
 FINISHED = ("completed", "diverged")  # a confirmation run in one of these states is kept, not trained again
@@ -38,7 +38,7 @@ def confirmation_runs(sweep: Sweep) -> dict[str, RunRecord]:
     for path in sorted(sweep.runs_dir.glob("*/summary.json")):
         record = RunRecord(path.parent)
         try:
-            tags = record.read_summary().get("tags") or {}
+            tags = record.read_summary().tags or {}
             if tags.get("study") == sweep.study_name and tags.get(CONFIRM) is True:
                 found[configs.to_json(configs.from_dict(record.read_config()))] = record
         except ValueError:  # an unreadable record, or one no longer valid, confirms nothing
@@ -70,13 +70,13 @@ def spread(accuracies: list[float]) -> str:
 
 
 def _train_or_keep(config: configs.RunConfig, found: dict[str, RunRecord], sweep: Sweep, *, quiet: bool,
-                   should_stop: Callable[[int], bool], tags: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+                   should_stop: Callable[[int], bool], tags: dict[str, Any]) -> tuple[Summary, bool]:
     """The summary of the confirmation run of `config`, and whether it was kept: a finished run is kept,
     one that stopped is resumed, and a new one is started when there is none."""
     record = found.get(configs.to_json(config))
     if record is not None:
         summary = record.read_summary()
-        if summary["status"] in FINISHED:
+        if summary.status in FINISHED:
             return summary, True
     else:
         record = start_record(sweep.runs_dir, config)
@@ -99,16 +99,15 @@ def confirm_best(sweep: Sweep, study: optuna.Study, *, quiet: bool, should_stop:
     for seed in seeds:
         summary, kept = _train_or_keep(dataclasses.replace(sweep.trial_config(best), seed=seed), found, sweep,
                                        quiet=quiet, should_stop=should_stop, tags=tags)
-        if summary["status"] == "interrupted":
-            print(f"sweep {sweep.study_name}: confirmation run {summary['run_id']} interrupted; run the same "
+        if summary.status == "interrupted":
+            print(f"sweep {sweep.study_name}: confirmation run {summary.run_id} interrupted; run the same "
                   "command to continue", file=sys.stderr)
             return 130
-        if summary["status"] == "completed":
-            accuracies.append(summary["test_accuracy"])
-            outcome = (f"test accuracy {summary['test_accuracy']:.4f}, validation accuracy "
-                       f"{validation_accuracy(summary):.4f}")
+        if summary.status == "completed":
+            accuracies.append(summary.test_accuracy)
+            outcome = f"test accuracy {summary.test_accuracy:.4f}, validation accuracy {summary.val_accuracy:.4f}"
         else:
-            exit_code, outcome = 1, f"{summary['status']}: {summary['error']}"
-        print(f"  seed {seed}: {outcome}; run {summary['run_id']}{' (kept)' if kept else ''}", flush=True)
+            exit_code, outcome = 1, f"{summary.status}: {summary.error}"
+        print(f"  seed {seed}: {outcome}; run {summary.run_id}{' (kept)' if kept else ''}", flush=True)
     print(spread(accuracies))
     return exit_code

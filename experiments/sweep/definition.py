@@ -1,4 +1,6 @@
-"""A sweep's definition: validated and resolved before anything runs, and the study it creates or joins."""
+"""A sweep's definition: validated and resolved before anything runs, and the study it creates or joins. The
+process that starts a sweep builds it from its options (`prepare`); the definition is stored with its study, and
+a worker process builds it from there (`Sweep.from_definition`)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from experiments import config as configs
 from experiments import space as spaces
 from experiments import tasks
 from experiments.records import RUN_ID
-from experiments.sweep.storage import create_or_join, open_storage, shown
+from experiments.sweep.storage import create_or_join, field_of, open_storage, shown
 
 PRUNERS = ("median", "none")
 
@@ -48,10 +50,6 @@ class Sweep:
     prune_after: int
     heartbeat_seconds: int
     confirm_seeds: int = 0  # fresh seeds that train the best configuration again once the study is done
-    # The narrowing and fixing as given, for the command of each worker process
-    sets: tuple[str, ...] = ()
-    space_args: tuple[str, ...] = ()
-    space_file: str | None = None
 
     @property
     def journal(self) -> Path:
@@ -69,11 +67,44 @@ class Sweep:
         return [self.seed + offset for offset in range(1, self.confirm_seeds + 1)]
 
     def definition(self) -> dict[str, Any]:
-        """What makes trials comparable; workers joining a study must agree on it."""
+        """What makes trials comparable, and all a worker process reads to join the study: processes joining a
+        study must agree on it."""
         return json.loads(json.dumps({
             "variant": self.variant, "task": self.task, "profile": self.profile, "seed": self.seed,
-            "overrides": self.overrides, "space": [param.describe() for param in self.space.params],
+            "overrides": self.overrides, "space": [param.to_dict() for param in self.space.params],
+            "kernel": self.kernel, "pruner": self.pruner, "prune_after": self.prune_after,
         }))
+
+    def upgraded(self, stored: dict[str, Any]) -> dict[str, Any]:
+        """`stored`, a definition as an older version stored it, in today's form as far as it agrees with this
+        sweep: a space stored as text (each parameter described) is this sweep's where the text describes it, and
+        the kernel and pruner, which older versions did not store, are this sweep's."""
+        today = {"kernel": self.kernel, "pruner": self.pruner, "prune_after": self.prune_after, **stored}
+        if today.get("space") == [param.describe() for param in self.space.params]:
+            today["space"] = self.definition()["space"]
+        return today
+
+    @classmethod
+    def from_definition(cls, stored: dict[str, Any], *, study_name: str, device: str, storage_url: str | None,
+                        runs_dir: Path, heartbeat_seconds: int, trials: int) -> Sweep:
+        """The sweep whose study `study_name` holds the definition `stored` (as `definition()` wrote it), checked
+        by resolving its run config on this machine's `device`: what a worker process runs, started with only
+        where the storage is, what is local to it and `trials`, the target of the command that started it."""
+        where = f"sweep study {study_name!r}"
+
+        def read(key: str) -> Any:
+            return field_of(stored, key, where=where)
+
+        if not all(isinstance(param, dict) for param in read("space")):
+            raise OptionError(f"The {where} stores its space as text (an older version created it); accepted: "
+                              "joining it once with the command that created it, which records it as data.")
+        sweep = cls(variant=read("variant"), task=read("task"), profile=read("profile"), seed=read("seed"),
+                    device=device, kernel=read("kernel"), overrides=read("overrides"),
+                    space=spaces.Space(tuple(spaces.Param.from_dict(param) for param in read("space"))),
+                    study_name=study_name, storage_url=storage_url, runs_dir=runs_dir, trials=trials,
+                    pruner=read("pruner"), prune_after=read("prune_after"), heartbeat_seconds=heartbeat_seconds)
+        sweep.config({})  # a definition this version cannot run is refused here, in one sentence
+        return sweep
 
     def config(self, chosen: dict[str, dict[str, Any]]) -> configs.RunConfig:
         """The run config of a trial: the sweep's overrides plus the trial's values."""
@@ -115,7 +146,7 @@ def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, ke
                                   f"or fixing it with --space {section}.{name}=VALUE.")
     base = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
                            overrides=overrides)
-    sizes = {"seq_len": base.task_options["seq_len"], "head_dim": base.model.attention_head_dim,
+    sizes = {"seq_len": base.task_options.seq_len, "head_dim": base.model.attention_head_dim,
              "steps": base.train.steps}
     narrowing = spaces.read_space_file(Path(space_file)) if space_file else {}
     narrowing.update(spaces.parse_space_args(space_args))
@@ -124,7 +155,7 @@ def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     return Sweep(variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
                  overrides=overrides, space=resolved, study_name=name, storage_url=storage, runs_dir=runs_dir,
                  trials=trials, pruner=pruner, prune_after=prune_after, heartbeat_seconds=heartbeat_seconds,
-                 confirm_seeds=confirm_seeds, sets=tuple(sets), space_args=tuple(space_args), space_file=space_file)
+                 confirm_seeds=confirm_seeds)
 
 
 def open_study(sweep: Sweep) -> optuna.Study:
@@ -132,6 +163,6 @@ def open_study(sweep: Sweep) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # each trial is announced by the sweep itself
     storage = open_storage(sweep.storage_url, sweep.journal, sweep.heartbeat_seconds)
     return create_or_join(storage, sweep.study_name, sweep.definition(), kind="sweep", shown=sweep.storage_shown,
-                          pruner=sweep.make_pruner(),
-                          accepted="the variant, task, profile, seed, --set and --space it was created with, or "
-                                   "another study name")
+                          pruner=sweep.make_pruner(), upgrade=sweep.upgraded,
+                          accepted="the variant, task, profile, seed, --set, --space, kernel and pruner it was "
+                                   "created with, or another study name")

@@ -20,7 +20,7 @@ from experiments.launch import start_record
 from experiments.records import RunRecord
 from experiments.sweep.definition import Sweep
 from experiments.sweep.liveness import machine
-from experiments.train import train, validation_accuracy
+from experiments.train import train
 
 
 class TrialDiverged(Exception):
@@ -92,12 +92,11 @@ class Objective:
                             tags={"study": self.sweep.study_name, "trial": trial.number})
         except ValueError as error:  # inputs were validated before training: this is a bug, show its trace
             raise RuntimeError(f"run {record.run_id} of trial {trial.number} failed") from error
-        trial.set_user_attr("status", summary["status"])
-        if summary["status"] == "pruned":
-            raise optuna.TrialPruned(f"validation accuracy {validation_accuracy(summary):.3f} at step "
-                                     f"{summary['steps']}")
-        if summary["status"] == "diverged":
-            raise TrialDiverged(summary["error"])
-        if summary["status"] == "interrupted":
+        trial.set_user_attr("status", summary.status)
+        if summary.status == "pruned":
+            raise optuna.TrialPruned(f"validation accuracy {summary.val_accuracy:.3f} at step {summary.steps}")
+        if summary.status == "diverged":
+            raise TrialDiverged(summary.error)
+        if summary.status == "interrupted":
             raise SweepInterrupted(trial.number)
-        return validation_accuracy(summary)
+        return summary.val_accuracy

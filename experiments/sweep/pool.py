@@ -1,5 +1,6 @@
 """The workers of a sweep: one process runs trials until the study holds `--trials` complete ones
-(`work`), and `--workers N` starts N such processes on this machine (`run_workers`).
+(`work`), and `--workers N` starts N such processes on this machine (`run_workers`). A worker process is given
+only what is local to it (`WorkerSettings`); it reads the definition it joins from the storage (`experiments.worker`).
 
 Exactly `--trials` complete trials: before each trial a worker counts the study's complete and running
 trials; it starts one only while they fall short of the target, and waits (taking over trials whose
@@ -11,6 +12,8 @@ Pruned and failed trials do not count.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +22,8 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -27,7 +32,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from experiments.sweep.definition import Sweep
 from experiments.sweep.objective import Objective, SweepInterrupted, TrialDiverged, TrialSurplus
-from experiments.sweep.storage import retry_callback
+from experiments.sweep.storage import open_storage, retry_callback, shown, stored_definition
 
 
 def short(value: Any) -> str:
@@ -105,10 +110,42 @@ def cpu_threads(workers: int) -> int:
     return int(os.environ.get("OMP_NUM_THREADS") or max(1, (os.cpu_count() or 1) // workers))
 
 
-def spawn_workers(command: list[str], workers: int, *, device: str, label: str) -> list[int]:
-    """Run `workers` processes of `command --worker-index I` and wait for them; their exit codes. On CUDA each
-    sees one GPU (round robin), on CPU each gets its share of the cores. SIGINT or SIGTERM here is passed on
-    to each; they die with this process. A worker that did not end with 0 is named, with `label` first."""
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a worker process of a sweep or a benchmark is started with: only what is local to this machine and
+    this command. The definition of what it joins (variants, tasks, settings, space) is the study's own, which the
+    worker reads from the storage (`experiments.worker`)."""
+
+    kind: str  # "sweep" or "benchmark": which definition the study holds
+    study: str
+    storage_url: str | None  # a database shared by machines, or None: the journal file
+    journal: str
+    runs_dir: str
+    device: str
+    heartbeat_seconds: int
+    quiet: bool
+    trials: int = 0  # a sweep's target of complete trials, this command's (a later command may raise it)
+    index: int = 0  # which of the command's workers it is
+
+    def command(self, index: int) -> list[str]:
+        """The command line of worker `index`: these settings as one JSON argument."""
+        return [sys.executable, "-m", "experiments.worker", json.dumps(dataclasses.asdict(self) | {"index": index})]
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerSettings:
+        return cls(**json.loads(text))
+
+    def stored_definition(self) -> dict[str, Any]:
+        """The definition the study holds, which the worker joins."""
+        storage = open_storage(self.storage_url, Path(self.journal), self.heartbeat_seconds)
+        where = shown(self.storage_url) if self.storage_url else self.journal
+        return stored_definition(storage, self.study, kind=self.kind, shown=where)
+
+
+def spawn_workers(settings: WorkerSettings, workers: int, *, label: str) -> list[int]:
+    """Run `workers` worker processes (`settings`, each with its index) and wait for them; their exit codes. On
+    CUDA each sees one GPU (round robin), on CPU each gets its share of the cores. SIGINT or SIGTERM here is passed
+    on to each; they die with this process. A worker that did not end with 0 is named, with `label` first."""
     import torch
 
     def die_with_parent() -> None:  # Linux: a worker whose parent is killed gets SIGTERM, and checkpoints
@@ -117,7 +154,7 @@ def spawn_workers(command: list[str], workers: int, *, device: str, label: str) 
 
             ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
-    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    gpus = torch.cuda.device_count() if settings.device == "cuda" else 0
     processes = []
     for index in range(workers):
         env = dict(os.environ)
@@ -125,9 +162,8 @@ def spawn_workers(command: list[str], workers: int, *, device: str, label: str) 
             env["CUDA_VISIBLE_DEVICES"] = str(index % gpus)
         else:
             env["OMP_NUM_THREADS"] = str(cpu_threads(workers))
-        processes.append(subprocess.Popen([*command, "--worker-index", str(index)], env=env,
-                                          stdin=subprocess.DEVNULL, start_new_session=True,
-                                          preexec_fn=die_with_parent))
+        processes.append(subprocess.Popen(settings.command(index), env=env, stdin=subprocess.DEVNULL,
+                                          start_new_session=True, preexec_fn=die_with_parent))
 
     def forward(signum, frame):
         for process in processes:
@@ -144,24 +180,11 @@ def spawn_workers(command: list[str], workers: int, *, device: str, label: str) 
     return codes
 
 
-def run_workers(sweep: Sweep, study: optuna.Study, command: list[str], workers: int) -> int:
-    """`workers` processes running `command` (`spawn_workers`): 0 when the study reached its target; else 130
+def run_workers(sweep: Sweep, study: optuna.Study, workers: int, *, quiet: bool) -> int:
+    """`workers` worker processes of `sweep` (`spawn_workers`): 0 when the study reached its target; else 130
     after a signal, 1 otherwise."""
-    codes = spawn_workers(command, workers, device=sweep.device, label=f"sweep {sweep.study_name}")
+    settings = WorkerSettings("sweep", sweep.study_name, sweep.storage_url, str(sweep.journal), str(sweep.runs_dir),
+                              sweep.device, sweep.heartbeat_seconds, quiet, trials=sweep.trials)
+    codes = spawn_workers(settings, workers, label=f"sweep {sweep.study_name}")
     complete = sum(trial.state == TrialState.COMPLETE for trial in study.get_trials(deepcopy=False))
     return 0 if complete >= sweep.trials else 130 if 130 in codes else 1
-
-
-def worker_command(sweep: Sweep, quiet: bool) -> list[str]:
-    """The command of one worker process of `sweep`; `run_workers` adds --worker-index."""
-    command = [sys.executable, "-m", "experiments", "sweep", "--variant", sweep.variant, "--task", sweep.task,
-               "--profile", sweep.profile, "--seed", str(sweep.seed), "--trials", str(sweep.trials),
-               "--study", sweep.study_name, "--device", sweep.device, "--kernel", sweep.kernel,
-               "--pruner", sweep.pruner, "--prune-after", str(sweep.prune_after),
-               "--heartbeat-seconds", str(sweep.heartbeat_seconds), "--runs-dir", str(sweep.runs_dir),
-               "--workers", "1"]
-    command += [item for assignment in sweep.sets for item in ("--set", assignment)]
-    command += [item for assignment in sweep.space_args for item in ("--space", assignment)]
-    command += ["--space-file", sweep.space_file] if sweep.space_file else []
-    command += ["--storage", sweep.storage_url] if sweep.storage_url else []
-    return command + (["--quiet"] if quiet else [])

@@ -23,7 +23,7 @@ def best_trial(study: optuna.Study) -> FrozenTrial | None:
 def accuracy_on_test_set(sweep: Sweep, run_id: str) -> str:
     """The test (test set) accuracy its run's summary holds, shown; the run may be on another machine."""
     try:
-        accuracy = RunRecord.open(sweep.runs_dir, run_id).read_summary()["test_accuracy"]
+        accuracy = RunRecord.open(sweep.runs_dir, run_id).read_summary().test_accuracy
     except RecordError:
         return f"unknown here (no run {run_id} in {sweep.runs_dir})"
     return f"{accuracy:.4f}"

@@ -122,19 +122,48 @@ def open_storage(url: str | None, journal: Path, heartbeat_seconds: int) -> optu
                              "store.") from None
 
 
-
 def create_or_join(storage: optuna.storages.BaseStorage, name: str, definition: dict[str, Any], *, kind: str,
-                   shown: str, accepted: str, pruner: optuna.pruners.BasePruner | None = None) -> optuna.Study:
+                   shown: str, accepted: str, pruner: optuna.pruners.BasePruner | None = None,
+                   upgrade: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> optuna.Study:
     """Create the study `name`, or join it after checking that it was created with the same `definition`
-    (what makes its trials comparable; stored as the study's user attribute `definition`): a study made
-    for another `kind` of job (a sweep, a benchmark) with other settings is a one-sentence error."""
+    (what makes its trials comparable, and all a worker process reads to join it; stored as the study's user
+    attribute `definition`): a study made for another `kind` of job (a sweep, a benchmark) with other settings
+    is a one-sentence error. A definition an older version stored is compared in today's form, `upgrade(it)`
+    (the fields added since as that version ran them), and stored again in today's form when it agrees."""
     study = optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
                                 pruner=pruner)
-    theirs = study.user_attrs.get("definition")
-    if theirs is None:
+    stored = study.user_attrs.get("definition")
+    if stored is None:
         study.set_user_attr("definition", definition)
-    elif theirs != definition:
-        differing = ", ".join(key for key in definition if definition[key] != theirs.get(key))
+        return study
+    theirs = upgrade(stored)
+    if theirs != definition:
+        keys = [*definition, *(key for key in theirs if key not in definition)]  # a newer version's fields too
+        differing = ", ".join(key for key in keys if definition.get(key) != theirs.get(key))
         raise OptionError(f"Study {name!r} in {shown} was created for another {kind} (its {differing} differ); "
                           f"accepted: {accepted}.")
+    if stored != definition:
+        study.set_user_attr("definition", definition)
     return study
+
+
+def stored_definition(storage: optuna.storages.BaseStorage, name: str, *, kind: str, shown: str) -> dict[str, Any]:
+    """The definition the study `name` was created with, as stored: what a worker process joins; a study that
+    does not exist, or holds none, is a one-sentence error."""
+    try:
+        definition = optuna.load_study(study_name=name, storage=storage).user_attrs.get("definition")
+    except KeyError:
+        definition = None
+    if not isinstance(definition, dict):
+        raise OptionError(f"Study {name!r} in {shown} holds no {kind}'s definition; accepted: the study of a {kind} "
+                          f"that `attnlab {kind}` created.")
+    return definition
+
+
+def field_of(definition: dict[str, Any], key: str, *, where: str) -> Any:
+    """`definition[key]`; a definition without it, which a version before the field stored and no process of
+    today's has joined since, is a one-sentence error."""
+    if key not in definition:
+        raise OptionError(f"The {where} stores no {key!r} in its definition (an older version created it); "
+                          "accepted: joining it once with the command that created it, which records it.")
+    return definition[key]

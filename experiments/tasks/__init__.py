@@ -9,11 +9,12 @@
     (torch.Size([32, 128]), 8, 0.125)
 """
 
+from common.registry import import_modules
 from experiments.tasks.base import (
-    TEST_SEED_OFFSET,
     IGNORE,
     MAX_TRAIN_SEED,
     PROFILES,
+    TEST_SEED_OFFSET,
     VALIDATION_SEED_OFFSET,
     Batch,
     Task,
@@ -31,12 +32,15 @@ from experiments.tasks.registry import (
     task_class,
 )
 
-# Importing a task module registers it.
-from experiments.tasks import flipflop, induction, listops, mqar, passkey, pathfinder, selective_copy  # noqa: E402,F401  isort: skip
+# Every module of the package is imported, and importing a task's module registers it: a new file needs its
+# `@register_task` and nothing else.
+import_modules(__name__, __path__)
 
 # What `attnlab run` trains when no task is named: every task whose quick profile is discriminative (dense
-# clearly above chance, and a local window of 16 measurably below dense; docs/calibration.md has the figures).
-DEFAULT_SUITE = ["passkey", "mqar", "selective_copy", "induction", "flipflop", "listops", "pathfinder"]
+# clearly above chance, and a local window of 16 measurably below dense; docs/calibration.md has the figures),
+# in the order of their `suite_position`.
+DEFAULT_SUITE = sorted((name for name in list_tasks() if task_class(name).suite_position is not None),
+                       key=lambda name: task_class(name).suite_position)
 
 __all__ = [
     "DEFAULT_SUITE",

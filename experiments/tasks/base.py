@@ -125,6 +125,9 @@ class Task:
     # multiples of it, so that a curve rather than a ceiling separates variants. None where no option counts such
     # a thing (a vocabulary's size or the sequence length is not one: the length axis covers length).
     capacity_option: ClassVar[str | None] = None
+    # The task's place in the default suite (`experiments.tasks.DEFAULT_SUITE`, what `attnlab run` trains when no
+    # task is named: the tasks whose quick profile is discriminative), or None where the suite leaves it out.
+    suite_position: ClassVar[int | None] = None
 
     vocabulary: list[str]  # readable name of each token id
     num_classes: int  # answers are token ids 0..num_classes-1

@@ -71,6 +71,7 @@ class FlipFlop(Task):
 
     eval_splits = ("dense", "sparse")
     needs_causal = True  # the input after each scored `r` is the bit to be said there
+    suite_position = 4
 
     @dataclass(frozen=True)
     class Options:

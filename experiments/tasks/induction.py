@@ -66,6 +66,8 @@ class Induction(Task):
         task.label_text(batch, 0) == "11: * -> t3"
     """
 
+    suite_position = 3
+
     @dataclass(frozen=True)
     class Options:
         seq_len: int = option(32, "tokens per example: the trigger and its answer among random tokens, then the "

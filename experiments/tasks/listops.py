@@ -104,6 +104,8 @@ class ListOps(Task):
         task.label_text(batch, 0) == "23: = -> 3"
     """
 
+    suite_position = 5
+
     @dataclass(frozen=True)
     class Options:
         seq_len: int = option(64, "tokens per example: left padding, the expression, the query `=`; expressions "

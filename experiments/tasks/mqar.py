@@ -60,6 +60,7 @@ class MultiQueryRecall(Task):
     """
 
     capacity_option = "num_pairs"  # more pairs to recall at once: Zoology's axis beside the model width
+    suite_position = 1
 
     @dataclass(frozen=True)
     class Options:

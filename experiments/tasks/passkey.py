@@ -52,6 +52,8 @@ class Passkey(Task):
         task.label_text(batch, 0) == "11: ? -> K2"
     """
 
+    suite_position = 0
+
     @dataclass(frozen=True)
     class Options:
         seq_len: int = option(128, "tokens per example, the query included; distances run 1..seq_len-1")

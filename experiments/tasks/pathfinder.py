@@ -115,6 +115,7 @@ class Pathfinder(Task):
     """
 
     capacity_option = "num_distractors"  # more paths to tell the connecting one from
+    suite_position = 6
 
     @dataclass(frozen=True)
     class Options:

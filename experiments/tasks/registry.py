@@ -31,8 +31,9 @@ list_tasks = TASKS.names
 task_class = TASKS.get
 
 
-def create_task(name: str, *, profile: str = "quick", **options: Any) -> Task:
-    """Build task `name` at `profile`'s sizes; explicit options override the profile's.
+def create_task(name: str, *, profile: str = "quick", options: Any = None, **values: Any) -> Task:
+    """Build task `name` at `profile`'s sizes; explicit `values` override the profile's (or `options`, the
+    task's typed `Options` as a run's config holds them, give every option).
 
         >>> create_task("passkey", profile="standard").seq_len
         1024
@@ -43,9 +44,10 @@ def create_task(name: str, *, profile: str = "quick", **options: Any) -> Task:
     if profile not in PROFILES:
         raise ValueError(f"Unknown profile {profile!r}{closest(str(profile), PROFILES)}; "
                          f"available: {', '.join(PROFILES)}.")
-    values = {**cls.profiles[profile].options, **options}
     owner = f"Task {name!r} (profile {profile!r})"
-    task = cls(build_options(cls.Options, owner, values), profile)
+    if not isinstance(options, cls.Options):
+        options = build_options(cls.Options, owner, {**cls.profiles[profile].options, **(options or {}), **values})
+    task = cls(options, profile)
     lengths = task.eval_lengths
     if len(set(lengths)) != len(lengths):
         raise OptionError(f"{owner} option 'eval_lengths' got {lengths!r}; accepted: distinct lengths.")

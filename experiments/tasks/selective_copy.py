@@ -60,6 +60,7 @@ class SelectiveCopy(Task):
     """
 
     capacity_option = "num_tokens"  # more tokens to hold and put in order (the Mamba paper's 16 at long)
+    suite_position = 2
 
     @dataclass(frozen=True)
     class Options:

@@ -1,9 +1,9 @@
-"""Real tiny runs, a real sweep study and a real benchmark table, made once per test session.
+"""Real tiny runs, a real sweep study and a real speed table, made once per test session.
 
 The runs folder holds: dense and local (window 4) on passkey, seeds 0 and 1 (completed); three sweep
 trials of local in a study stored as the sweep command stores it (two complete, one pruned); a failed
 run whose variant name and error are HTML; a record whose summary.json is not JSON; a
-`bench-variants` CSV of dense and local at three lengths; and a tiny softmax saturation study at
+`attnlab speed` CSV of dense and local at three lengths; and a tiny softmax saturation study at
 saturation/quick, made by the study runner and its read-back (`saturation_dir`, also used on its own).
 """
 
@@ -24,10 +24,12 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-from analysis import build_report, saturation_readback
-from experiments import bench, saturation
+from analysis import build_report
+from analysis.saturation import readback as saturation_readback
 from experiments import config as configs
+from experiments import saturation
 from experiments.launch import start_record
+from experiments.speed import kernels as speed
 from experiments.train import train
 
 TINY = {
@@ -84,7 +86,7 @@ def _sweep(runs: Path) -> None:
         if prune:
             study.tell(trial, state=TrialState.PRUNED)
         else:
-            study.tell(trial, summary["test_accuracy"])
+            study.tell(trial, summary.test_accuracy)
 
 
 def _hand_made_records(runs: Path, model_run: Path) -> None:
@@ -144,9 +146,9 @@ def _make_runs(runs: Path, saturation_dir: Path) -> None:
     model_run = next(path for path in sorted(runs.iterdir()) if "-dense-" in path.name)
     _hand_made_records(runs, model_run)
     # Tensors of 64 KiB and more, so that every call's peak memory is measurable (not reused heap).
-    bench.run(specs=["dense", "local:window=16"], kernels=["auto"], lengths=[256, 512, 1024], causal_modes=[True],
+    speed.run(specs=["dense", "local:window=16"], kernels=["auto"], lengths=[256, 512, 1024], causal_modes=[True],
               batch=1, heads=2, head_dim=32, repeats=1, budget=5.0, device=torch.device("cpu"),
-              out_dir=runs / "bench", quiet=True)
+              out_dir=runs / "speed", quiet=True)
     shutil.copytree(saturation_dir, runs / "saturation" / "quick")
 
 

@@ -69,10 +69,10 @@ def ledger(tmp_path):
         if cell.skipped is not None:
             continue
         validation, test, parameters = FIGURES[cell.variant, cell.task]
-        for job, value in zip(bench.tuning_jobs(cell), validation, strict=True):
+        for job, value in zip(bench.stage("tune").jobs(bench, cell), validation, strict=True):
             add(study, job, value, parameters)
         best = bench.learning_rates(cell)[validation.index(max(validation))]
-        for job, value in zip(bench.confirmation_jobs(cell, best), test, strict=True):
+        for job, value in zip(bench.stage("confirm").jobs(bench, cell, best), test, strict=True):
             add(study, job, value, parameters)
     return Ledger(bench, study.get_trials())
 
@@ -165,11 +165,11 @@ def capacity_ledger(tmp_path):
     bench = prepare(tmp_path, "dense,local", "mqar,passkey", seeds=2, widths="0.5,2", scales="2,4")
     study = optuna.create_study()
     for cell in bench.cells:
-        for job in bench.tuning_jobs(cell):
+        for job in bench.stage("tune").jobs(bench, cell):
             add(study, job, 0.9 if job.lr == 0.001 else 0.5, 1000)
-        for job, value in zip(bench.confirmation_jobs(cell, 0.001), OWN[cell.variant], strict=True):
+        for job, value in zip(bench.stage("confirm").jobs(bench, cell, 0.001), OWN[cell.variant], strict=True):
             add(study, job, value, 1000)
-        for job in bench.capacity_jobs(cell, 0.001):
+        for job in bench.stage("capacity").jobs(bench, cell, 0.001):
             add(study, job, CAPACITY[cell.variant][job.axis, job.value], 4000)
     return Ledger(bench, study.get_trials())
 

@@ -1,11 +1,11 @@
-"""The cost section from small synthetic bench-variants CSVs: every family drawn against length, the sweeps
+"""The cost section from small synthetic speed CSVs (`attnlab speed`): every family drawn against length, the sweeps
 against width and at fixed work, the complexity table with its disagreements, and an older CSV without them."""
 
 import pandas as pd
 import pytest
 
 from analysis import figures
-from analysis.context import Context, read_bench
+from analysis.context import Context, read_speed
 from analysis.render import Figure, Table, Text
 from analysis.runs import load_runs
 from analysis.sections.cost import cost
@@ -30,12 +30,12 @@ def rows_of(variant, name, family, kernel, *, a, b=None, s=None, causal=True):
 
 
 def blocks_from(tmp_path, rows):
-    bench_dir = tmp_path / "runs" / "bench"
-    bench_dir.mkdir(parents=True)
-    pd.DataFrame(rows).to_csv(bench_dir / "variants-20260101-000000.csv", index=False)
-    bench, files, _ = read_bench(bench_dir)
+    speed_dir = tmp_path / "runs" / "speed"
+    speed_dir.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(speed_dir / "variants-20260101-000000.csv", index=False)
+    speed, files, _ = read_speed(speed_dir)
     context = Context(runs_dir=tmp_path / "runs", runs=load_runs(tmp_path / "runs"), skipped=[], studies=[],
-                      bench=bench, bench_files=files, filters={})
+                      speed=speed, speed_files=files, filters={})
     with figures.style():
         blocks = cost(context)
     return ({block.name: block for block in blocks if isinstance(block, Table | Figure)},

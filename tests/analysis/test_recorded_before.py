@@ -56,7 +56,8 @@ def test_the_test_set_they_called_eval_loads_under_its_name_today(runs_dir):
     saved = record._read_json("summary.json")
     assert "eval_accuracy" in saved and "test_accuracy" not in saved  # as the earlier version wrote it
     assert runs.loc["local-passkey-s0", "test_accuracy"] == saved["eval_accuracy"]
-    assert runs.loc["local-passkey-s0", "task.test_size"] == record._read_json("config.json")["task_options"]["eval_size"]
+    saved_config = record._read_json("config.json")
+    assert runs.loc["local-passkey-s0", "task.test_size"] == saved_config["task_options"]["eval_size"]
     evaluations = [line for line in record.read_metrics() if line["kind"] == "eval"]
     assert evaluations and all("test_accuracy" in line and "eval_accuracy" not in line for line in evaluations)
     history = torch.load(record.checkpoint_path, weights_only=True)["history"]
@@ -64,9 +65,10 @@ def test_the_test_set_they_called_eval_loads_under_its_name_today(runs_dir):
 
 
 def test_a_resumed_history_uses_todays_names(runs_dir):
+    from experiments.build import build
     from experiments.train import resume, set_up
 
     record = RunRecord(runs_dir / "local-passkey-s0")
-    state = resume(set_up(configs.from_dict(record.read_config()), record, {}))
+    state = resume(set_up(build(configs.from_dict(record.read_config())), record, {}))
     assert state.last_eval is not None and "test_accuracy" in state.last_eval
     assert not any("eval_accuracy" in line for line in state.history)

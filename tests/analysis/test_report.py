@@ -164,13 +164,13 @@ def test_attention_pictures_are_softmax_weights_of_one_checkpoint_per_variant(re
     assert ((layouts["query"] - layouts["key"]).between(0, 2)).all()
 
 
-def test_the_cost_section_fits_the_exponent_of_each_line_from_the_benchmark_csv(report, runs_dir):
-    (csv,) = (runs_dir / "bench").glob("variants-*.csv")
-    bench = pd.read_csv(csv)
+def test_the_cost_section_fits_the_exponent_of_each_line_from_the_speed_csv(report, runs_dir):
+    (csv,) = (runs_dir / "speed").glob("variants-*.csv")
+    speed = pd.read_csv(csv)
     exponents = _table(report, "cost-exponents")
-    assert len(exponents) == bench.groupby(["variant", "kernel"]).ngroups == 2
+    assert len(exponents) == speed.groupby(["variant", "kernel"]).ngroups == 2
     for row in exponents.itertuples():
-        line = bench[(bench["variant"] == row.variant) & (bench["kernel"] == row.kernel)]
+        line = speed[(speed["variant"] == row.variant) & (speed["kernel"] == row.kernel)]
         assert row.time_exponent == pytest.approx(np.polyfit(np.log(line["seq_len"]), np.log(line["ms"]), 1)[0])
         assert row.memory_exponent == pytest.approx(
             np.polyfit(np.log(line["seq_len"]), np.log(line["peak_mib"]), 1)[0])
@@ -199,7 +199,7 @@ def test_the_sweep_section_lists_the_trials_best_settings_and_importances(report
 def test_each_runs_provenance_command_reproduces_its_config(report, runs_dir):
     provenance = _table(report, "provenance")
     assert set(provenance["run"]) == {path.name for path in runs_dir.iterdir() if path.name not in
-                                      ("bench", "sweeps", "saturation", CORRUPT_RUN)}
+                                      ("speed", "sweeps", "saturation", CORRUPT_RUN)}
     for row in provenance.itertuples():
         words = shlex.split(row.command)
         assert words[:2] == ["make", "experiment"]
@@ -336,7 +336,7 @@ def test_the_results_table_shows_each_rows_position_scheme_from_its_config(repor
 def test_a_study_shows_its_best_trials_selection_value_apart_from_test_accuracy_and_its_confirmation_runs(
         runs_dir, tmp_path):
     runs = tmp_path / "runs"
-    shutil.copytree(runs_dir, runs, ignore=shutil.ignore_patterns("checkpoint.pt", "saturation", "bench"))
+    shutil.copytree(runs_dir, runs, ignore=shutil.ignore_patterns("checkpoint.pt", "saturation", "speed"))
     sources = [path for path in sorted(runs.iterdir()) if "-dense-" in path.name
                and json.loads((path / "summary.json").read_text())["status"] == "completed"][:2]
     for index, (source, accuracy) in enumerate(zip(sources, (0.5, 0.7), strict=True)):
@@ -362,14 +362,15 @@ def test_the_layout_figure_draws_bigbirds_random_blocks_as_the_run_drew_them(tmp
     from types import SimpleNamespace
 
     from analysis.sections import attention
+    from experiments.build import build
     from experiments.model import Transformer
 
     options = {"pattern": "bigbird", "block_size": 4, "num_global_blocks": 0, "num_random_blocks": 2}
     config = configs.resolve(variant="sparse", task="passkey", profile="quick", seed=3, device="cpu",
                              overrides={"variant": options, "task": {}, "model": {}, "train": {}})
-    entry = {"variant_name": "bigbird", "variant": "sparse", "options": json.dumps(config.variant_options),
-             "heads": config.model.heads, "head_dim": config.model.attention_head_dim, "depth": config.model.depth,
-             "causal": False, "seq_len": 48, "seed": 3}
+    built = build(config)  # as `shared.layout_variants` builds a run's modules: from its config, seed included
+    entry = {"variant_name": "bigbird", "variant": "sparse", "modules": [block.attn for block in built.model.blocks],
+             "heads": config.model.heads, "depth": config.model.depth, "causal": False, "seq_len": 48, "seed": 3}
     figure = attention._layout_figure(SimpleNamespace(colour=lambda name: "#123456"), [entry])
     drawn = torch.zeros(48, 48, dtype=torch.bool)
     drawn[figure.data["query"].to_numpy(copy=True), figure.data["key"].to_numpy(copy=True)] = True

@@ -31,7 +31,7 @@ def layout_runs(tmp_path_factory) -> Path:
 
 def _drawn(runs_dir: Path) -> tuple[dict[str, object], list[dict[str, str]]]:
     runs = load_runs(runs_dir)
-    context = Context(runs_dir=runs_dir, runs=runs, skipped=[], studies=[], bench=None, bench_files=[], filters={})
+    context = Context(runs_dir=runs_dir, runs=runs, skipped=[], studies=[], speed=None, speed_files=[], filters={})
     problems = []
     with figures.style():
         blocks = attention_section._example_layout_blocks(context, problems)

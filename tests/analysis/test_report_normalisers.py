@@ -43,7 +43,7 @@ def normaliser_runs(tmp_path_factory) -> Path:
 
 
 def _context(runs: pd.DataFrame, runs_dir: Path) -> Context:
-    return Context(runs_dir=runs_dir, runs=runs, skipped=[], studies=[], bench=None, bench_files=[], filters={})
+    return Context(runs_dir=runs_dir, runs=runs, skipped=[], studies=[], speed=None, speed_files=[], filters={})
 
 
 def test_each_run_has_the_normaliser_its_attention_ran_with(normaliser_runs):

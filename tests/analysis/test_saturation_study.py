@@ -15,16 +15,20 @@ import pytest
 from PIL import Image
 
 import variants
-from analysis import build_report, saturation_figures, saturation_findings, saturation_readback, saturation_study
+from analysis import build_report
 from analysis import figures as style
 from analysis.render import Figure, Table, Text, md_escape
-from analysis.saturation_fading import FADES_LIKE_ONE_OVER_N
-from analysis.saturation_findings import NOISE
-from analysis.saturation_study import THRESHOLD
-from analysis.saturation_text import number
+from analysis.saturation import figures as saturation_figures
+from analysis.saturation import findings as saturation_findings
+from analysis.saturation import readback as saturation_readback
+from analysis.saturation import study as saturation_study
+from analysis.saturation.fading_findings import FADES_LIKE_ONE_OVER_N
+from analysis.saturation.findings import NOISE
+from analysis.saturation.study import THRESHOLD
+from analysis.saturation.text import number
 from analysis.sections import saturation as saturation_section
 from experiments.attention_stats import SATURATED
-from experiments.saturation_tables import VANISHING_DERIVATIVE
+from experiments.saturation.tables import VANISHING_DERIVATIVE
 
 NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:e([-+]?\d+))?(?!\w)")
 

@@ -26,7 +26,7 @@ EVIL_APPROXIMATION = '<script>alert(7)</script> & "softmax" approximated'
 
 
 def _context(runs: pd.DataFrame, runs_dir) -> Context:
-    return Context(runs_dir=runs_dir, runs=runs, skipped=[], studies=[], bench=None, bench_files=[], filters={})
+    return Context(runs_dir=runs_dir, runs=runs, skipped=[], studies=[], speed=None, speed_files=[], filters={})
 
 
 def _results(context: Context) -> tuple[list[str], pd.DataFrame]:
@@ -84,7 +84,7 @@ def _reference_model(run) -> tuple[Transformer, tasks.Task]:
     """The run's trained model, rebuilt from its record, and its task."""
     record = RunRecord(Path(run["path"]))
     config = configs.from_dict(record.read_config())
-    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
+    task = tasks.create_task(config.task, profile=config.profile, options=config.task_options)
     model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
                         variant=config.variant, variant_options=config.variant_options, seed=config.seed)
     model.load_state_dict(record.load_checkpoint()["model"])

@@ -78,7 +78,7 @@ def _model(variant: str, options: dict | None = None, *, head_dim: int = 8, seq_
                                                                            "test_size": 8},
                                         "model": {"dim": 16, "depth": 2, "heads": 2, "head_dim": head_dim},
                                         "train": {}})
-    task = tasks.create_task("passkey", profile="quick", **config.task_options)
+    task = tasks.create_task("passkey", profile="quick", options=config.task_options)
     torch.manual_seed(0)
     model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
                         max_len=task.max_len, variant=variant, variant_options=config.variant_options)

@@ -32,7 +32,7 @@ def test_a_short_run_gives_the_numbers_recorded_before_the_refactor(tmp_path, va
     record.write_config(config.to_dict())
     summary = train(config, record, quiet=True)
     lines = record.read_metrics()
-    assert (summary["variant_name"], summary["parameters"]) == (recorded["name"], recorded["parameters"])
+    assert (summary.variant_name, summary.parameters) == (recorded["name"], recorded["parameters"])
     assert [line["loss"] for line in lines if line["kind"] == "train"] == pytest.approx(recorded["train_loss"],
                                                                                          rel=1e-5)
     evaluations = [value for line in lines if line["kind"] == "eval"

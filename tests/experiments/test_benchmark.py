@@ -3,6 +3,7 @@ for every variant, the choice on the validation set, confirmation with fresh see
 other widths and task sizes, jobs queued twice or retried, resuming where it stopped, workers on a real
 PostgreSQL server of which one is killed, and one-sentence errors."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ from experiments import benchmark, benchmark_options
 from experiments.benchmark import Job, estimate, worker
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
 from experiments.cli import main
-from experiments.records import RunRecord
+from experiments.records import RunRecord, Summary
 from experiments.sweep.storage import MAX_RETRIES
 from experiments.tasks import pathfinder
 from experiments.train import train
@@ -142,7 +143,8 @@ def test_capacity_trains_the_confirmed_cell_at_other_widths_and_task_sizes_once_
             assert config.model.attention_head_dim == job.value // own.model.heads
             assert config.task_options == bench.config(Job("confirm", "dense", job.task, 0.001, 1)).task_options
         else:  # the task's capacity option changes, nothing else
-            assert config.task_options == {**own.task_options, "num_pairs": 2 * own.task_options["num_pairs"]}
+            assert config.task_options == dataclasses.replace(own.task_options,
+                                                              num_pairs=2 * own.task_options.num_pairs)
             assert config.model == own.model
     for job in capacity:
         add(study, job, TrialState.COMPLETE, val=0.4, test=0.3)
@@ -229,7 +231,7 @@ def test_a_job_whose_worker_died_too_often_has_failed_with_the_reason(tmp_path):
 
 
 def summaries(folder):
-    return {path.parent.name: json.loads(path.read_text()) for path in folder.glob("*/summary.json")}
+    return {path.parent.name: Summary.from_dict(json.loads(path.read_text())) for path in folder.glob("*/summary.json")}
 
 
 def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run(tmp_path, monkeypatch):
@@ -242,7 +244,7 @@ def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run
         reached["step 10"] += step == 10
         return step == 10 and reached["step 10"] == 2
     assert benchmark.work(bench, study, quiet=True, should_stop=stop_in_the_third_job) == 130
-    (stopped,) = [summary for summary in summaries(bench.folder).values() if summary["status"] == "interrupted"]
+    (stopped,) = [summary for summary in summaries(bench.folder).values() if summary.status == "interrupted"]
     assert benchmark.work(bench, study, quiet=True) == 0
 
     ledger = Ledger(bench, study.get_trials())
@@ -250,14 +252,14 @@ def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run
     runs = summaries(bench.folder)
     # One run per job (3 learning rates, 2 seeds, 2 widths): the stopped job continued its own run.
     assert len(runs) == 7 == len(ledger.states)
-    assert runs[stopped["run_id"]]["status"] == "completed" and runs[stopped["run_id"]]["steps"] == 20
+    assert runs[stopped.run_id].status == "completed" and runs[stopped.run_id].steps == 20
     (diverged,) = [state for state in ledger.states.values() if state.state != COMPLETED]
     assert diverged.state == "diverged" and "non-finite" in diverged.reason and diverged.job.lr == 0.0003
     cell = ledger.cells[0]
     assert cell.best_lr in (0.001, 0.003) and [job.job.seed for job in cell.confirmation] == [1, 2]
-    assert {runs[job.result["run_id"]]["tags"]["stage"] for job in cell.confirmation} == {"confirm"}
-    assert {runs[job.result["run_id"]]["tags"]["stage"] for job in cell.capacity} == {"capacity"}
-    (resumed,) = [state for state in ledger.states.values() if state.result["run_id"] == stopped["run_id"]]
+    assert {runs[job.result["run_id"]].tags["stage"] for job in cell.confirmation} == {"confirm"}
+    assert {runs[job.result["run_id"]].tags["stage"] for job in cell.capacity} == {"capacity"}
+    (resumed,) = [state for state in ledger.states.values() if state.result["run_id"] == stopped.run_id]
     assert [step for step, seconds, accuracy in resumed.result["curve"]] == [10, 20]  # its evaluations, each once
     assert Counter(trial.state for trial in study.get_trials())[TrialState.COMPLETE] == 6
 
@@ -366,7 +368,7 @@ def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_t
         (retry,) = [trial for trial in trials if trial.system_attrs.get("failed_trial") == killed.number]
         assert retry.state == TrialState.COMPLETE and retry.user_attrs["run_id"] == killed.user_attrs["run_id"]
         runs = summaries(folder)
-        assert len(runs) == 14 and all(run["status"] == "completed" and run["steps"] == 60 for run in runs.values())
+        assert len(runs) == 14 and all(run.status == "completed" and run.steps == 60 for run in runs.values())
         evaluations = [json.loads(line)["step"] for line in (folder / killed.user_attrs["run_id"] / "metrics.jsonl")
                        .read_text().splitlines() if json.loads(line)["kind"] == "eval"]
         assert evaluations == [10, 20, 30, 40, 50, 60]  # resumed from its checkpoint: each evaluation once
@@ -459,7 +461,7 @@ def test_the_estimate_leaves_out_the_jobs_the_storage_holds_as_settled(tmp_path,
     monkeypatch.setattr(estimate, "time_run", lambda config: estimate.Timing(0.5, 2.0))
     bench = plan(tmp_path, task="passkey", variants="dense", capacity_widths="none", capacity_scales="none")
     study = benchmark.open_study(bench)
-    first, second, third = bench.tuning_jobs(bench.cells[0])
+    first, second, third = bench.stage("tune").jobs(bench, bench.cells[0])
     add(study, first, TrialState.COMPLETE, val=0.5, test=0.5)
     add(study, second, TrialState.FAIL, outcome=FAILED)  # settled: failed
     add(study, third, TrialState.RUNNING)  # not settled: it still costs what it costs
@@ -495,9 +497,9 @@ def test_an_evaluation_is_timed_as_often_as_a_run_evaluates(tmp_path):
 
 
 def test_the_estimate_times_runs_with_the_allocator_a_training_process_has():
-    # experiments.measure makes glibc map every allocation over 64 KiB afresh, for its peak-memory readings;
+    # experiments.speed.memory makes glibc map every allocation over 64 KiB afresh, for its peak-memory readings;
     # a run's steps then take up to twice as long as they do in a worker.
-    code = "import sys, experiments.benchmark.estimate; print('experiments.measure' in sys.modules)"
+    code = "import sys, experiments.benchmark.estimate; print('experiments.speed.memory' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "False"
 

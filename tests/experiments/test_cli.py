@@ -158,7 +158,7 @@ def test_resuming_a_completed_run_is_refused(tmp_path):
 
 def test_help_describes_the_commands():
     output = attnlab("--help", check=True).stdout
-    for command in ("run", "resume", "sample", "list", "bench-variants"):
+    for command in ("run", "resume", "sample", "list", "speed", "speed-train"):
         assert command in output
     assert "--set" in attnlab("run", "--help", check=True).stdout
 
@@ -202,9 +202,17 @@ def test_backend_is_an_alias_of_kernel(command):
     assert build_parser().parse_args([command, "--backend", "sdpa"]).kernel == "sdpa"
 
 
+@pytest.mark.parametrize("command, old_name", [("speed", "bench-variants"), ("speed-train", "bench-train")])
+def test_the_timing_commands_answer_to_their_old_names_too(command, old_name):
+    from experiments.cli import build_parser
+
+    parser = build_parser()
+    assert vars(parser.parse_args([old_name])) == {**vars(parser.parse_args([command])), "command": old_name}
+
+
 def test_the_modules_that_do_the_work_do_not_import_the_command_line():
     # The command line is the top layer: it parses and dispatches, and nothing below it imports it.
-    code = ("import sys, experiments.sweep, experiments.launch, experiments.catalogue, experiments.bench; "
+    code = ("import sys, experiments.sweep, experiments.launch, experiments.catalogue, experiments.speed.kernels; "
             "sys.exit('experiments.cli' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

@@ -2,11 +2,14 @@
 commands, positions that a variant brings or that cannot reach the eval lengths, and tasks that need causal
 attention."""
 
+import dataclasses
+
 import pytest
 
 import variants
 from experiments import config as configs
 from experiments import tasks
+from experiments.build import build
 from variants.relative import KIND_DEFAULTS
 
 
@@ -27,9 +30,9 @@ def refusal(sets, **where):
     (["model.positions=none"], "dense", lambda config: config.model.positions == "none"),
     (["model.positions=None"], "dense", lambda config: config.model.positions == "none"),
     (["model.positions=none", "task.eval_lengths=256,512"], "dense",
-     lambda config: config.task_options["eval_lengths"] == (256, 512)),
+     lambda config: config.task_options.eval_lengths == (256, 512)),
     (["variant.window=32", "train.lr=3e-4"], "local",
-     lambda config: config.variant_options["window"] == 32 and config.train.lr == 3e-4),
+     lambda config: config.variant_options.window == 32 and config.train.lr == 3e-4),
     (["model.head_dim=256"], "dense", lambda config: config.model.attention_head_dim == 256),
     (["train.attention_stats=true"], "dense", lambda config: config.train.attention_stats is True),
 ])
@@ -100,7 +103,7 @@ def test_a_bidirectional_variant_runs_non_causal_where_the_task_allows_and_is_re
 def test_linformer_resolves_with_the_tasks_longest_sequence_as_its_max_len():
     config = resolve_as_the_cli(["task.seq_len=24", "task.eval_lengths=40", "model.positions=none",
                                  "variant.rank=8", "variant.share=kv"], variant="linformer")
-    assert config.variant_options == {"rank": 8, "share": "kv"}
-    module = configs.variant_module("linformer", config.model, "auto", config.variant_options, max_len=40)
+    assert dataclasses.asdict(config.variant_options) == {"rank": 8, "share": "kv"}
+    module = build(config).model.variant_module
     assert module.max_len == 40 and module.key_projection.shape == (8, 40)
     assert configs.described_variant(config) == "linformer_r8_sharekv"

@@ -25,7 +25,7 @@ def test_attended_pairs_are_the_pairs_the_causal_layout_attends(spec, length):
     if spec == "torch-sdpa":
         expected = torch.ones(length, length, dtype=torch.bool).tril()
     else:
-        name, options = gpu_check.bench.parse_spec(spec)
+        name, options = gpu_check.speed.parse_spec(spec)
         expected = variants.create(name, num_heads=1, head_dim=16, **options).layout(length, length, causal=True)
     assert gpu_check.attended_pairs(spec, length, CPU) == int(expected.sum())
 

@@ -32,17 +32,17 @@ def tiny_run(tmp_path, name, variant="dense", device="cpu", **train_overrides):
 def test_defaults_on_cpu_are_the_uncompiled_float32_loop_bit_for_bit(tmp_path):
     default, default_metrics, _ = tiny_run(tmp_path, "default")
     assert configs.TrainConfig().precision == "auto" and configs.TrainConfig().compile is False
-    assert default["precision"] == "float32" and default["compiled"] is False
+    assert default.precision == "float32" and default.compiled is False
     explicit, explicit_metrics, _ = tiny_run(tmp_path, "explicit", precision="float32", compile=False)
     assert explicit_metrics == default_metrics
-    assert explicit["test_loss"] == default["test_loss"]
+    assert explicit.test_loss == default.test_loss
 
 
 def test_bf16_on_cpu_trains_under_autocast_and_keeps_float32_master_weights(tmp_path):
     full, full_metrics, _ = tiny_run(tmp_path, "float32", precision="float32")
     half, half_metrics, record = tiny_run(tmp_path, "bf16", precision="bf16")
-    assert half["status"] == "completed" and half["precision"] == "bf16"
-    assert half["test_accuracy"] >= 0.9  # it still learns the task
+    assert half.status == "completed" and half.precision == "bf16"
+    assert half.test_accuracy >= 0.9  # it still learns the task
     assert half_metrics != full_metrics  # autocast ran the matmuls in bf16
     weights = torch.load(record.checkpoint_path, weights_only=True)["model"]
     assert {tensor.dtype for tensor in weights.values()} == {torch.float32}
@@ -60,6 +60,6 @@ def test_a_compiled_bf16_run_on_cuda_learns_and_records_its_kernel_and_precision
     """local: the compiled model calls the flex kernel, itself compiled, inside its graph."""
     summary, _, _ = tiny_run(tmp_path, "local", variant="local", device="cuda", compile=True, steps=150,
                              eval_every=150, checkpoint_every=150)
-    assert summary["status"] == "completed" and summary["precision"] == "bf16" and summary["compiled"] is True
-    assert summary["kernel"] == "flex"
-    assert summary["test_accuracy"] >= 0.9
+    assert summary.status == "completed" and summary.precision == "bf16" and summary.compiled is True
+    assert summary.kernel == "flex"
+    assert summary.test_accuracy >= 0.9

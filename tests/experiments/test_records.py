@@ -14,7 +14,7 @@ def test_a_summary_round_trips_through_its_file(tmp_path):
     summary = Summary(run_id="run", status="completed", test_accuracy=0.5, val_accuracy=0.75,
                       accuracy_by_split={"dense": 1.0}, decayed_parameters=["embed.weight"])
     record.write_summary(summary)
-    assert Summary.from_dict(record.read_summary()) == summary
+    assert record.read_summary() == summary
     assert set(json.loads((record.path / "summary.json").read_text())) == {
         field.name for field in dataclasses.fields(Summary)}
 

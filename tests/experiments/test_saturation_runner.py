@@ -10,11 +10,15 @@ import pandas as pd
 import pytest
 import torch
 
+import experiments.build
 import variants
-from experiments import saturation, saturation_tables, tasks
+from experiments import tasks
+from experiments.build import build
 from experiments.model import Transformer
 from experiments.planned import open_record, train_all
 from experiments.records import RecordError, RunRecord
+from experiments.saturation import runs as saturation
+from experiments.saturation import tables as saturation_tables
 from experiments.train import train
 
 TINY = dataclasses.replace(
@@ -30,7 +34,7 @@ def test_each_setting_trains_what_the_studies_ask_for(name):
     runs = saturation.plan(setting)
     assert len({run.name for run in runs}) == len(runs)
     dynamics = [run for run in runs if run.tags["saturation"] == "B"]
-    trained = [(run.config.variant, run.config.variant_options["normaliser"], run.config.model.attention_head_dim,
+    trained = [(run.config.variant, run.config.variant_options.normaliser, run.config.model.attention_head_dim,
                 run.config.seed) for run in dynamics]
     normaliser_head_dims = (64,) if name == "quick" else (16, 64, 256)  # quick keeps its budget: one head dim
     assert len(trained) == len(set(trained))
@@ -45,7 +49,7 @@ def test_each_setting_trains_what_the_studies_ask_for(name):
     assert all(run.config.train.attention_stats for run in dynamics)
     assert {run.config.model.dim for run in dynamics} == {64}  # the same model; only the heads' width changes
     learned = [run for run in dynamics if run.config.variant == "temperature"]
-    assert all(run.config.variant_options["learnable"] for run in learned)
+    assert all(run.config.variant_options.learnable for run in learned)
 
     rates = [run for run in runs if run.tags["saturation"] == "C"]
     assert {run.config.variant for run in rates} == {"dense", "qknorm"}
@@ -54,10 +58,10 @@ def test_each_setting_trains_what_the_studies_ask_for(name):
     assert all(run.config.train.attention_stats for run in rates)
 
     lengths = [run for run in runs if run.tags["saturation"] == "D"]
-    assert {(run.config.variant, run.config.variant_options.get("kind")) for run in lengths} == {
+    assert {(run.config.variant, getattr(run.config.variant_options, "kind", None)) for run in lengths} == {
         ("dense", None), ("ssmax", None), ("temperature", None), ("relative", "alibi")}
     assert all(run.config.task == "passkey" and run.config.model.positions == "none" for run in lengths)
-    assert all(max(run.config.task_options["eval_lengths"]) >= 8 * run.config.task_options["seq_len"]
+    assert all(max(run.config.task_options.eval_lengths) >= 8 * run.config.task_options.seq_len
                for run in lengths)
 
 
@@ -72,14 +76,14 @@ def test_a_second_call_keeps_finished_runs_and_resumes_interrupted_ones(tmp_path
     interrupted.mkdir()
     record = open_record(interrupted, planned)
     stopped = train(planned.config, record, quiet=True, should_stop=lambda step: step >= 2)
-    assert stopped["status"] == "interrupted" and stopped["steps"] == 2
+    assert stopped.status == "interrupted" and stopped.steps == 2
     assert train_all([planned], interrupted, workers=1, quiet=True) == []
 
     def numbers(folder):
         return [{key: value for key, value in line.items() if key != "wall_seconds"}
                 for line in RunRecord.open(folder, planned.name).read_metrics()]
 
-    assert RunRecord.open(interrupted, planned.name).read_summary()["status"] == "completed"
+    assert RunRecord.open(interrupted, planned.name).read_summary().status == "completed"
     assert numbers(interrupted) == numbers(whole)  # resumed at step 2: the numbers of the uninterrupted run
 
 
@@ -124,10 +128,8 @@ def test_the_model_variance_is_that_of_q_and_k_in_the_model_the_study_trains():
     assert list(measured["layer"]) == list(range(config.model.depth))
     assert set(measured["head_dim"]) == {config.model.attention_head_dim}
 
-    torch.manual_seed(config.seed)  # as the training loop builds it
-    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
-    model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
-                        max_len=task.max_len, variant=config.variant, variant_options=config.variant_options)
+    parts = build(config)  # as the training loop builds it
+    task, model = parts.task, parts.model
     inputs = task.batch(8, tasks.train_generator(config.seed), "cpu").inputs
     with torch.no_grad():
         projected = model.blocks[0].qkv(model.blocks[0].attn_norm(model.embedded(inputs)))  # (B, T, 3 * width)
@@ -151,7 +153,7 @@ def test_the_model_variance_follows_the_models_initialisation(monkeypatch):
                     block.qkv.weight.mul_(2)
                     block.qkv.bias.mul_(2)
 
-    monkeypatch.setattr(saturation_tables, "Transformer", Doubled)
+    monkeypatch.setattr(experiments.build, "Transformer", Doubled)
     after = saturation_tables.model_variance(config, batch_size=8)
     assert after.loc[0, "q_variance"] == pytest.approx(4 * before.loc[0, "q_variance"], rel=1e-5)
     assert after.loc[0, "k_variance"] == pytest.approx(4 * before.loc[0, "k_variance"], rel=1e-5)
@@ -160,7 +162,7 @@ def test_the_model_variance_follows_the_models_initialisation(monkeypatch):
 def test_the_model_variance_is_measured_on_dense_with_the_softmax_once_per_head_dim():
     setting = dataclasses.replace(TINY, dynamics_head_dims=(8,), normaliser_head_dims=(8, 16))
     planned = saturation.plan(setting)
-    assert {run.config.variant_options["normaliser"] for run in planned if run.config.variant == "dense"
+    assert {run.config.variant_options.normaliser for run in planned if run.config.variant == "dense"
             and run.tags["saturation"] == "B"} == {"softmax", "sparsemax", "entmax15", "sigmoid"}
     measured = saturation.measured_variance(setting, planned)
     assert measured["head_dim"].tolist() == [8]  # not the dense runs of other normalisers, at 8 or 16

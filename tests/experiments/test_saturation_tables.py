@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import variants
-from experiments import saturation_tables as saturation
-from experiments.saturation_normalisers import jacobian_norm
-from experiments.saturation_tables import (
+from experiments.saturation import tables as saturation
+from experiments.saturation.normaliser_weights import jacobian_norm
+from experiments.saturation.tables import (
     COLUMNS,
     FADING_COLUMNS,
     entropy,

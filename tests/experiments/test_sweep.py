@@ -236,7 +236,7 @@ def test_every_variant_declares_a_space_of_its_own_options_that_yields_runnable_
                 assert param.when is None or trial.params[param.when[0]] in param.when[1]
             else:  # its condition excluded it: the option keeps its default
                 assert param.when is not None and trial.params[param.when[0]] not in param.when[1]
-        attention = variants.create(name, num_heads=2, head_dim=16, max_len=12, **config.variant_options)
+        attention = variants.create(name, num_heads=2, head_dim=16, max_len=12, options=config.variant_options)
         q = k = v = torch.randn(1, 2, 12, 16)
         causal = attention.supports_causal  # a variant without a causal form runs bidirectional
         assert torch.isfinite(attention(q, k, v, causal=causal)).all(), config.variant_options

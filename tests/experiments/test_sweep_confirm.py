@@ -25,7 +25,7 @@ def test_the_objective_and_the_pruner_hear_the_validation_accuracy_and_the_end_s
         summary = Summary(run_id=record.run_id, status="completed", steps=40, val_accuracy=0.25, test_accuracy=0.75,
                           tags=tags)
         record.write_summary(summary)
-        return summary.to_dict()
+        return summary
 
     monkeypatch.setattr(objective, "train", trained)
     plan, study = in_process_sweep(tmp_path, trials=1)
@@ -37,8 +37,8 @@ def test_the_objective_and_the_pruner_hear_the_validation_accuracy_and_the_end_s
 
 
 def confirmation_summaries(runs_dir):
-    summaries = [json.loads(path.read_text()) for path in runs_dir.glob("*/summary.json")]
-    return sorted((summary for summary in summaries if summary["tags"].get("confirm")), key=lambda s: s["seed"])
+    summaries = [Summary.from_dict(json.loads(path.read_text())) for path in runs_dir.glob("*/summary.json")]
+    return sorted((summary for summary in summaries if summary.tags.get("confirm")), key=lambda s: s.seed)
 
 
 def test_confirm_seeds_trains_the_best_config_with_fresh_seeds_resumably_and_reports_mean_and_spread(
@@ -51,20 +51,20 @@ def test_confirm_seeds_trains_the_best_config_with_fresh_seeds_resumably_and_rep
     # Stopped by a signal in its first run, confirming ends with 130; the same call resumes that run.
     stopped = sweeps.confirm_best(plan, study, quiet=True, should_stop=lambda step: step >= 20)
     (interrupted,) = confirmation_summaries(tmp_path)
-    assert stopped == 130 and interrupted["status"] == "interrupted" and interrupted["steps"] == 20
+    assert stopped == 130 and interrupted.status == "interrupted" and interrupted.steps == 20
     capsys.readouterr()
     assert sweeps.confirm_best(plan, study, quiet=True, should_stop=lambda step: False) == 0
     output = capsys.readouterr().out
 
     summaries = confirmation_summaries(tmp_path)
-    assert [summary["seed"] for summary in summaries] == [1, 2, 3]  # the seeds after the sweep's seed 0
-    assert summaries[0]["run_id"] == interrupted["run_id"] and summaries[0]["steps"] == 40
+    assert [summary.seed for summary in summaries] == [1, 2, 3]  # the seeds after the sweep's seed 0
+    assert summaries[0].run_id == interrupted.run_id and summaries[0].steps == 40
     for summary in summaries:
-        assert summary["status"] == "completed"
-        assert summary["tags"] == {"study": plan.study_name, "confirm": True, "confirms_trial": best.number}
-        config = json.loads((tmp_path / summary["run_id"] / "config.json").read_text())
+        assert summary.status == "completed"
+        assert summary.tags == {"study": plan.study_name, "confirm": True, "confirms_trial": best.number}
+        config = json.loads((tmp_path / summary.run_id / "config.json").read_text())
         assert {**config, "seed": 0} == trial_config  # the best trial's config, its seed the only change
-    accuracies = [summary["test_accuracy"] for summary in summaries]
+    accuracies = [summary.test_accuracy for summary in summaries]
     mean, std = statistics.fmean(accuracies), statistics.stdev(accuracies)
     (line,) = [line for line in output.splitlines() if line.startswith("test accuracy over 3 fresh seeds")]
     assert f"mean {mean:.4f}, std {std:.4f}" in line

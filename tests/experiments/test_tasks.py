@@ -46,6 +46,13 @@ def test_every_registered_task_has_a_solver_small_sizes_and_a_worked_example():
     assert tasks.list_tasks("p*") == ["passkey", "pathfinder"]
 
 
+def test_the_default_suite_is_the_tasks_that_take_a_place_in_it_in_that_order():
+    suite = ["passkey", "mqar", "selective_copy", "induction", "flipflop", "listops", "pathfinder"]
+    assert tasks.DEFAULT_SUITE == suite
+    positions = [tasks.task_class(name).suite_position for name in suite]
+    assert len(set(positions)) == len(positions)  # no two tasks share a place, so the order is the positions'
+
+
 @pytest.mark.parametrize("name", tasks.list_tasks())
 def test_task_documents_options_example_cost_and_profiles_and_has_calibration_rows(name):
     cls = tasks.task_class(name)

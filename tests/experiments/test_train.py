@@ -34,9 +34,9 @@ def new_record(tmp_path, config, name="run"):
 def test_a_tiny_run_learns_passkey(tmp_path):
     config = tiny_config(steps=150, eval_every=150, checkpoint_every=150)
     summary = train(config, new_record(tmp_path, config), quiet=True)
-    assert summary["status"] == "completed" and summary["steps"] == 150
-    assert summary["test_accuracy"] >= 0.9 > 3 * summary["chance_accuracy"], summary["test_accuracy"]
-    assert sum(bucket["count"] for bucket in summary["accuracy_by_distance"]) == 64
+    assert summary.status == "completed" and summary.steps == 150
+    assert summary.test_accuracy >= 0.9 > 3 * summary.chance_accuracy, summary.test_accuracy
+    assert sum(bucket["count"] for bucket in summary.accuracy_by_distance) == 64
 
 
 def test_run_records_hold_config_metrics_summary_and_a_safe_checkpoint(tmp_path):
@@ -45,7 +45,7 @@ def test_run_records_hold_config_metrics_summary_and_a_safe_checkpoint(tmp_path)
     summary = train(config, record, quiet=True)
     assert configs.from_dict(json.loads((record.path / "config.json").read_text())) == config
     saved = json.loads((record.path / "summary.json").read_text())
-    assert saved == json.loads(json.dumps(summary))
+    assert saved == json.loads(json.dumps(summary.to_dict()))
     for key in ("run_id", "variant", "variant_options", "task", "profile", "seed", "status", "test_accuracy",
                 "chance_accuracy", "accuracy_by_distance", "steps", "wall_seconds", "tokens_per_second",
                 "peak_memory_bytes", "device", "torch_version", "git_commit", "decayed_parameters"):
@@ -64,7 +64,7 @@ def test_same_seed_same_numbers(tmp_path):
     config = tiny_config()
     first = train(config, new_record(tmp_path, config, "a"), quiet=True)
     second = train(config, new_record(tmp_path, config, "b"), quiet=True)
-    assert first["test_accuracy"] == second["test_accuracy"] and first["test_loss"] == second["test_loss"]
+    assert first.test_accuracy == second.test_accuracy and first.test_loss == second.test_loss
     metrics = [RunRecord(tmp_path / name).read_metrics() for name in ("a", "b")]
     strip = [[{k: v for k, v in line.items() if k != "wall_seconds"} for line in lines] for lines in metrics]
     assert strip[0] == strip[1]
@@ -76,12 +76,12 @@ def test_interrupted_then_resumed_equals_uninterrupted_bit_for_bit(tmp_path, sto
     whole = train(config, new_record(tmp_path, config, "whole"), quiet=True)
     record = new_record(tmp_path, config, "split")
     interrupted = train(config, record, quiet=True, should_stop=lambda step: step == stop_at)
-    assert interrupted["status"] == "interrupted" and interrupted["steps"] == stop_at
-    assert record.read_summary()["status"] == "interrupted"
+    assert interrupted.status == "interrupted" and interrupted.steps == stop_at
+    assert record.read_summary().status == "interrupted"
     resumed = train(config, RunRecord.open(tmp_path, "split"), quiet=True)
-    assert resumed["status"] == "completed"
-    assert (resumed["test_accuracy"], resumed["test_loss"]) == (whole["test_accuracy"], whole["test_loss"])
-    assert resumed["accuracy_by_distance"] == whole["accuracy_by_distance"]
+    assert resumed.status == "completed"
+    assert (resumed.test_accuracy, resumed.test_loss) == (whole.test_accuracy, whole.test_loss)
+    assert resumed.accuracy_by_distance == whole.accuracy_by_distance
 
     def without_times(name):
         lines = RunRecord(tmp_path / name).read_metrics()
@@ -99,7 +99,7 @@ def test_a_checkpoint_that_calls_the_running_sums_window_still_resumes_bit_for_b
     state["window"] = state.pop("running_sums")  # as checkpoints were written before the rename
     record.save_checkpoint(state)
     resumed = train(config, RunRecord.open(tmp_path, "old"), quiet=True)
-    assert (resumed["test_loss"], resumed["val_loss"]) == (whole["test_loss"], whole["val_loss"])
+    assert (resumed.test_loss, resumed.val_loss) == (whole.test_loss, whole.val_loss)
 
 
 def test_a_non_finite_loss_ends_the_run_as_diverged_and_keeps_its_record(tmp_path, monkeypatch):
@@ -115,9 +115,9 @@ def test_a_non_finite_loss_ends_the_run_as_diverged_and_keeps_its_record(tmp_pat
     monkeypatch.setattr(Transformer, "forward", poisoned)
     record = new_record(tmp_path, config)
     summary = train(config, record, quiet=True)
-    assert summary["status"] == "diverged" and "non-finite" in summary["error"]
-    assert summary["steps"] == 15  # noticed at the next check (logging every 5 steps), before a checkpoint
-    assert record.read_summary()["status"] == "diverged"
+    assert summary.status == "diverged" and "non-finite" in summary.error
+    assert summary.steps == 15  # noticed at the next check (logging every 5 steps), before a checkpoint
+    assert record.read_summary().status == "diverged"
     assert torch.load(record.checkpoint_path, weights_only=True)["step"] == 10  # the last good checkpoint
 
 
@@ -135,15 +135,15 @@ def test_eval_lengths_are_one_config_line_and_give_accuracy_by_length(tmp_path):
     overrides["model"].update({**TINY["model"], "positions": "sinusoidal"})  # learned ones cannot reach 16 and 24
     config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=3, device="cpu",
                              overrides=overrides)
-    assert config.task_options["eval_lengths"] == (16, 24)
+    assert config.task_options.eval_lengths == (16, 24)
     record = new_record(tmp_path, config)
     summary = train(config, record, quiet=True)
-    assert [entry["length"] for entry in summary["accuracy_by_length"]] == [12, 16, 24]
-    assert summary["accuracy_by_length"][0]["accuracy"] == summary["test_accuracy"]
+    assert [entry["length"] for entry in summary.accuracy_by_length] == [12, 16, 24]
+    assert summary.accuracy_by_length[0]["accuracy"] == summary.test_accuracy
     # Each length's accuracy is that of the task drawn at that length, scored by the saved model.
     last_eval = [line for line in record.read_metrics() if line["kind"] == "eval"][-1]
     assert set(last_eval["splits"]) == {"length=16", "length=24"}
-    assert all(0 <= entry["accuracy"] <= 1 for entry in summary["accuracy_by_length"])
+    assert all(0 <= entry["accuracy"] <= 1 for entry in summary.accuracy_by_length)
     assert configs.from_dict(json.loads((record.path / "config.json").read_text())) == config  # tuples survive JSON
 
 
@@ -172,17 +172,17 @@ def test_a_pruned_run_stops_after_the_evaluation_that_pruned_it_and_keeps_its_re
     asked = []
     summary = train(config, record, quiet=True, tags={"study": "s", "trial": 4},
                     should_prune=lambda step, accuracy: asked.append((step, accuracy)) or step >= 20)
-    assert summary["status"] == "pruned" and summary["steps"] == 20
-    assert asked == [(20, summary["val_accuracy"])]
+    assert summary.status == "pruned" and summary.steps == 20
+    assert asked == [(20, summary.val_accuracy)]
     saved = record.read_summary()
-    assert saved["status"] == "pruned" and saved["tags"] == {"study": "s", "trial": 4}
+    assert saved.status == "pruned" and saved.tags == {"study": "s", "trial": 4}
     assert torch.load(record.checkpoint_path, weights_only=True)["step"] == 20
 
 
 def test_the_last_evaluation_is_never_pruned(tmp_path):
     config = tiny_config()
     summary = train(config, new_record(tmp_path, config), quiet=True, should_prune=lambda step, accuracy: step == 40)
-    assert summary["status"] == "completed" and summary["tags"] == {}
+    assert summary.status == "completed" and summary.tags == {}
 
 
 def test_a_head_dim_apart_from_the_model_width_sizes_q_k_and_v():

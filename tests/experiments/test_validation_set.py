@@ -47,9 +47,9 @@ def test_every_evaluation_and_the_summary_carry_validation_accuracy_and_loss(tmp
         assert 0 <= line["val_accuracy"] <= 1 and line["val_loss"] > 0
         assert 0 <= line["test_accuracy"] <= 1 and line["test_loss"] > 0  # the test set, as before
         assert validation_accuracy(line) == line["val_accuracy"]
-    assert (summary["val_accuracy"], summary["val_loss"]) == (evaluations[-1]["val_accuracy"],
+    assert (summary.val_accuracy, summary.val_loss) == (evaluations[-1]["val_accuracy"],
                                                               evaluations[-1]["val_loss"])
-    assert record.read_summary()["val_accuracy"] == summary["val_accuracy"]
+    assert record.read_summary().val_accuracy == summary.val_accuracy
     # Measured on other examples than the test set's: the two losses are two measurements.
     assert any(line["val_loss"] != line["test_loss"] for line in evaluations)
 
@@ -59,6 +59,6 @@ def test_pruning_is_asked_with_the_validation_accuracy_not_the_test_accuracy(tmp
     asked = []
     summary = train(config, new_record(tmp_path, config), quiet=True,
                     should_prune=lambda step, accuracy: asked.append((step, accuracy)) or step >= 5)
-    assert summary["status"] == "pruned"
-    assert summary["val_accuracy"] != summary["test_accuracy"]
-    assert asked == [(5, summary["val_accuracy"])]
+    assert summary.status == "pruned"
+    assert summary.val_accuracy != summary.test_accuracy
+    assert asked == [(5, summary.val_accuracy)]

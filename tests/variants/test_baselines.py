@@ -100,7 +100,7 @@ def test_every_baseline_declares_a_space_of_its_own_options_that_yields_runnable
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), direction="maximize")
     for _ in range(8):
         config = plan.config(plan.space.suggest(study.ask()))
-        mixer = variants.create_baseline(name, dim=16, causal=True, **config.variant_options)
+        mixer = variants.create_baseline(name, dim=16, causal=True, options=config.variant_options)
         assert torch.isfinite(mixer(torch.randn(1, 12, 16))).all(), config.variant_options
 
 
@@ -290,11 +290,11 @@ def test_each_baseline_trains_a_few_steps_through_the_training_loop_without_nan(
     record = RunRecord.create(tmp_path, name)
     record.write_config(config.to_dict())
     summary = train(config, record, quiet=True)
-    assert summary["status"] == "completed" and summary["steps"] == 4
-    assert summary["test_loss"] == summary["test_loss"] and summary["test_loss"] < float("inf")
+    assert summary.status == "completed" and summary.steps == 4
+    assert summary.test_loss == summary.test_loss and summary.test_loss < float("inf")
     lines = [json.loads(line) for line in (record.path / "metrics.jsonl").read_text().splitlines()]
     assert all(line["loss"] == line["loss"] for line in lines if line["kind"] == "train")
-    assert summary["variant_name"] == configs.described_variant(config)
+    assert summary.variant_name == configs.described_variant(config)
     assert configs.from_dict(config.to_dict()) == config  # a saved baseline config reads back (resume, report)
 
 
@@ -306,8 +306,8 @@ def test_the_run_summary_records_the_parameter_count(tmp_path):
         summary = train(config, record, quiet=True)
         model = Transformer(config.model, vocab_size=9, num_classes=4, max_len=12, variant=name,
                             variant_options=config.variant_options)
-        counts[name] = summary["parameters"]
-        assert summary["parameters"] == sum(param.numel() for param in model.parameters())
+        counts[name] = summary.parameters
+        assert summary.parameters == sum(param.numel() for param in model.parameters())
     assert counts["lstm"] > counts["conv"]
 
 

@@ -1,6 +1,6 @@
 """Which hook, which kernel: one table (`variants.base.HONOURED_BY`) from which each variant's kernels are
 derived; a kernel left out would be wrong or refuse; the kernels import nothing of the variant classes;
-`attnlab list` shows the kernels per option value; the README's example variant runs on what it claims."""
+`attnlab list` shows the kernels per option value; docs/variants.md's example variant runs on what it claims."""
 
 import ast
 import re
@@ -162,15 +162,16 @@ def test_kernels_import_nothing_of_the_variant_classes(path):
     assert all(name.startswith(allowed) for name in ours), ours
 
 
-def _readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"### {title}\n")
-    end = text.find("\n#", start + 1)
+def _documented_section(title: str) -> str:
+    """The `## title` section of docs/variants.md (where the README sends whoever adds a variant)."""
+    text = (ROOT / "docs" / "variants.md").read_text()
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
 
 
-def test_the_readme_table_of_hooks_and_kernels_is_the_one_in_the_code():
-    section = _readme_section("Adding a variant")
+def test_the_documented_table_of_hooks_and_kernels_is_the_one_in_the_code():
+    section = _documented_section("Adding a variant")
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     header = next(line for line in section.splitlines() if line.startswith("| hook"))
     kernels = [cell.strip(" `") for cell in header.strip("|").split("|")[1:]]
@@ -184,32 +185,32 @@ def test_the_readme_table_of_hooks_and_kernels_is_the_one_in_the_code():
 
 
 @pytest.fixture
-def readme_variant(monkeypatch):
-    """The README's example, exactly as written, registered under a test-only name and removed after."""
-    code = re.search(r"```python\n(.*?)```", _readme_section("Adding a variant"), re.DOTALL).group(1)
+def documented_variant(monkeypatch):
+    """docs/variants.md's example, exactly as written, registered under a test-only name and removed after."""
+    code = re.search(r"```python\n(.*?)```", _documented_section("Adding a variant"), re.DOTALL).group(1)
     names = []
 
     def register(name):
-        names.append(f"readme_example_{name}")
+        names.append(f"documented_example_{name}")
         return VARIANTS.register(names[-1])
 
     monkeypatch.setattr(variants, "register", register)  # what the example's `from variants import` finds
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/variants.md", "exec"), {})
     yield names[0]
     for name in names:
         del VARIANTS.classes[name]
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_the_readme_example_variant_matches_the_reference_on_every_kernel_it_claims(readme_variant, causal,
-                                                                                    monkeypatch):
+def test_the_documented_example_variant_matches_the_reference_on_every_kernel_it_claims(documented_variant, causal,
+                                                                                        monkeypatch):
     force_small_chunks(monkeypatch)
-    claimed = variants.create(readme_variant, num_heads=HEADS, head_dim=HEAD_DIM).kernels
+    claimed = variants.create(documented_variant, num_heads=HEADS, head_dim=HEAD_DIM).kernels
     assert len(claimed) >= 3 and "sdpa" in claimed and "flex" in claimed  # an example that reaches fused kernels
     q, k, v, mask = random_inputs(2, 37, 37, seed=6, padding=True)
     dense = variants.create("dense", num_heads=HEADS, head_dim=HEAD_DIM).double()
     for kernel in claimed:
-        module, reference = build_pair(readme_variant, {}, kernel)
+        module, reference = build_pair(documented_variant, {}, kernel)
         expected = reference(q, k, v, causal=causal, key_padding_mask=mask)
         assert not torch.allclose(expected, dense(q, k, v, causal=causal, key_padding_mask=mask))  # it does something
         if not KERNELS[kernel].runs_on(CPU):

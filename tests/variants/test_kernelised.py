@@ -206,9 +206,9 @@ def test_an_interrupted_performer_run_resumes_bit_for_bit_across_redraws(tmp_pat
         return train(config, record, quiet=True, **kwargs)
 
     whole = run("whole")
-    assert run("split", should_stop=lambda step: step == 23)["status"] == "interrupted"
+    assert run("split", should_stop=lambda step: step == 23).status == "interrupted"
     resumed = train(config, RunRecord.open(tmp_path, "split"), quiet=True)
-    assert (resumed["test_accuracy"], resumed["test_loss"]) == (whole["test_accuracy"], whole["test_loss"])
+    assert (resumed.test_accuracy, resumed.test_loss) == (whole.test_accuracy, whole.test_loss)
     metrics = [[{key: value for key, value in line.items() if key != "wall_seconds"}
                 for line in RunRecord(tmp_path / name).read_metrics()] for name in ("whole", "split")]
     assert metrics[0] == metrics[1]

@@ -115,7 +115,7 @@ def train_step(attn, q, k, v):
 
 
 def test_additive_memory_stays_bounded_as_the_sequence_grows(monkeypatch):
-    from experiments.measure import cpu_peak_supported, peak_memory_bytes
+    from experiments.speed.memory import cpu_peak_supported, peak_memory_bytes
     from variants.kernels import chunked
 
     if not cpu_peak_supported():

@@ -165,7 +165,7 @@ def test_blocked_kernel_gathers_linearly_many_pairs(name, options, per_query_bou
 
 
 def test_local_memory_is_linear_in_the_sequence():
-    from experiments.measure import cpu_peak_supported, peak_memory_bytes
+    from experiments.speed.memory import cpu_peak_supported, peak_memory_bytes
 
     if not cpu_peak_supported():
         pytest.skip("peak resident memory is read from /proc (Linux)")

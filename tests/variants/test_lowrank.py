@@ -199,7 +199,7 @@ def test_describe_and_list_name_the_options_and_say_bidirectional():
 
 @pytest.mark.parametrize("name", ["linformer", "nystromformer"])
 def test_the_lowrank_kernel_never_forms_the_n_by_n_weights(name):
-    from experiments.measure import cpu_peak_supported, peak_memory_bytes
+    from experiments.speed.memory import cpu_peak_supported, peak_memory_bytes
 
     if not cpu_peak_supported():
         pytest.skip("peak resident memory is read from /proc (Linux)")

@@ -173,7 +173,7 @@ def test_make_list_prints_every_variant_with_its_options():
 
 
 def test_cli_reports_a_typo_in_one_line_without_a_traceback():
-    result = subprocess.run([sys.executable, "-m", "experiments", "bench-variants", "--variants", "dens"],
+    result = subprocess.run([sys.executable, "-m", "experiments", "speed", "--variants", "dens"],
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

@@ -11,9 +11,10 @@ They share the variant registry (one name space for `--variant`) and are listed 
     'conv_k3'
 """
 
+from common.registry import import_modules
 from variants.baselines.base import Baseline, create_baseline
 
-# Importing a baseline module registers it.
-from variants.baselines import conv, mamba, recurrent  # noqa: E402,F401  isort: skip
+# Every module of the package is imported, and importing a baseline's module registers it.
+import_modules(__name__, __path__)
 
 __all__ = ["Baseline", "create_baseline"]

@@ -13,9 +13,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from common.options import OptionError, build_options
 from variants.base import Attention, Choice, Complexity, Range
-from variants.registry import list_baselines, variant_class
+from variants.registry import check_kernel_name, list_baselines, options_of, variant_class
 
 
 class Baseline(nn.Module):
@@ -54,18 +53,15 @@ class Baseline(nn.Module):
 
 
 def create_baseline(name: str, *, dim: int, causal: bool, layer: int = 0, kernel: str = "auto",
-                    **options: Any) -> Baseline:
+                    options: Any = None, **values: Any) -> Baseline:
     """Build the baseline registered as `name` for width `dim`, causal or not, as the mixer of block `layer`.
 
     `kernel` is there to be refused: a baseline runs on no attention kernel, so anything but `auto` is an
-    error rather than a setting silently ignored."""
+    error rather than a setting silently ignored. The options are `options` (its typed `Options`) or `values`."""
     cls = variant_class(name)
     if not issubclass(cls, Baseline):
         raise ValueError(f"{name!r} is an attention variant, not a baseline; accepted: {', '.join(list_baselines())}.")
     if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
         raise ValueError(f"dim got {dim!r}; accepted: an integer >= 1.")
-    if kernel != "auto":
-        raise OptionError(f"Baseline {name!r} runs on no attention kernel, so kernel {kernel!r} cannot apply; "
-                          "accepted: auto.")
-    resolved = build_options(cls.Options, f"Baseline {name!r}", options)
-    return cls(resolved, dim=dim, causal=causal, layer=layer)
+    check_kernel_name(name, kernel)
+    return cls(options_of(name, values if options is None else options), dim=dim, causal=causal, layer=layer)

@@ -1,4 +1,5 @@
-"""Peak memory of a callable, on CPU and CUDA, for benchmarks and memory tests (its wall time: `experiments.timing`).
+"""Peak memory of a callable, on CPU and CUDA, for the speed tables and memory tests (its wall time:
+`experiments.timing`).
 
 CPU peak memory is the process's resident high-water mark (Linux `VmHWM`), reset just before the call
 through /proc/self/clear_refs, minus the resident size at that moment. glibc's allocator is told to

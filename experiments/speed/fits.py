@@ -1,4 +1,4 @@
-"""What a `make bench-variants` table says: log-log slopes against length, the fitted exponents of
+"""What a `make speed` table says: log-log slopes against length, the fitted exponents of
 time ~ n^a d^b beside the complexity each row claims, the exponent of time against n at fixed total work, and
 the figures the variant issues set goals for. The report's cost section computes its tables with these same
 functions.
@@ -9,7 +9,7 @@ recurrent O(n d^2), convolutional O(k n d^2), restricted self-attention of windo
 kernelised, low-rank and state-space rows from their papers (linear attention O(n d^2), Performer O(n m d),
 Linformer O(n r d), Mamba O(n d N), N the state size). Its third column, sequential operations, is
 read as a measurement: with batch * work(n) held fixed, a layer that must step through time one position
-after another takes time ~ n^1, a parallel one ~ n^0. The bench times attention without its q/k/v and output
+after another takes time ~ n^1, a parallel one ~ n^0. `make speed` times attention without its q/k/v and output
 projections (the table's self-attention row) and a baseline mixer whole, its projections included.
 
 Each exponent is the least-squares slope of log time against log x over the top TOP_OCTAVES octaves of x
@@ -25,7 +25,7 @@ import pandas as pd
 import variants
 from variants.base import Complexity
 
-SWEEPS = ("length", "dim", "steps")  # the sweeps of bench-variants, in the order a row's `sweep` names them
+SWEEPS = ("length", "dim", "steps")  # the sweeps of `attnlab speed`, in the order a row's `sweep` names them
 TOP_OCTAVES = 3
 
 

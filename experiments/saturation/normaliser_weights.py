@@ -1,5 +1,5 @@
 """Study A's normalisers: the weights each normaliser a dot-product variant may choose gives the drawn dot
-products, and its Jacobian, for `experiments.saturation_tables.init_stats`.
+products, and its Jacobian, for `experiments.saturation.tables.init_stats`.
 
 The weights come from the functions the variants run (`variants.normalisers`), over all n keys of a row (no
 mask), so that study A measures what training would see at initialisation:

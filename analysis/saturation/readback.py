@@ -1,10 +1,10 @@
 """A softmax saturation study's read-back, written into its folder: tables/*.csv, figures/*.png and
 findings.md (`write`), what `make saturation` leaves after its runs. The tables come from
-`analysis.saturation_study`, the figures from `analysis.saturation_figures`, the findings from
-`analysis.saturation_findings`.
+`analysis.saturation.study`, the figures from `analysis.saturation.figures`, the findings from
+`analysis.saturation.findings`.
 
-    >>> from analysis import saturation_readback
-    >>> saturation_readback.write("runs/saturation/quick")
+    >>> from analysis.saturation import readback
+    >>> readback.write("runs/saturation/quick")
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pandas as pd
 
 from analysis import figures as style
 from analysis.render import md_escape
-from analysis.saturation_figures import figures
-from analysis.saturation_findings import findings
-from analysis.saturation_study import SaturationStudy, learning_speed, load, normaliser_dynamics
+from analysis.saturation.figures import figures
+from analysis.saturation.findings import findings
+from analysis.saturation.study import SaturationStudy, learning_speed, load, normaliser_dynamics
 from common.files import atomic_write_bytes, atomic_write_text
 
 

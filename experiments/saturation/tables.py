@@ -7,7 +7,7 @@ its Jacobian diag(p) - p p^T, through which every gradient reaches the logits, s
 by sqrt(d) gives the logits unit variance again; a temperature tau divides by tau sqrt(d).
 
     >>> import torch
-    >>> from experiments.saturation_tables import init_stats, init_table, fading_table
+    >>> from experiments.saturation.tables import init_stats, init_table, fading_table
     >>> init_stats(1024, 16, scale=1.0, dtype=torch.float32, samples=256, seed=0)["frac_max_above_0.99"]
     >>> table = init_table([16, 64, 256, 1024], [16, 256, 4096], [0.5, 2.0], samples=256, seed=0)
     >>> table.to_csv("runs/saturation/init.csv", index=False)
@@ -20,7 +20,7 @@ per-component variance of q and k at each layer (PyTorch's default Linear initia
 
 The softmax is the default normaliser, not the only one (`variants.normalisers`): `init_table(...,
 normalisers=["sigmoid", "sparsemax", "entmax15", "entmax_adaptive"])` adds each one's unscaled and scaled rows at
-unit variance, on the draws of the softmax rows, its weights and Jacobian as `experiments.saturation_normalisers`
+unit variance, on the draws of the softmax rows, its weights and Jacobian as `experiments.saturation.normaliser_weights`
 computes them (`normaliser` names the row's; what entropy means for sigmoid, whose rows are not distributions,
 and at which alphas entmax_adaptive is measured, are said there).
 
@@ -78,10 +78,11 @@ from torch import Tensor
 from tqdm import tqdm
 
 import variants
-from experiments import saturation_normalisers, tasks
+from experiments import tasks
 from experiments.attention_stats import SATURATED
+from experiments.build import build
 from experiments.config import RunConfig
-from experiments.model import Transformer
+from experiments.saturation import normaliser_weights
 
 # The key columns as they always were, then `normaliser`; the statistics as they were, then the two the other
 # normalisers call for (each with its standard error).
@@ -143,15 +144,15 @@ def _per_sample(dot_products: Tensor, scale: float, normaliser: str = "softmax",
     """Each statistic of each sample, (count,) in float64, from its unscaled dot products (count, num_keys),
     under `normaliser` (entmax_adaptive at one alpha per sample, `alphas`)."""
     num_keys = dot_products.shape[-1]
-    weights = saturation_normalisers.weights(normaliser, scale * dot_products, alphas)
+    weights = normaliser_weights.weights(normaliser, scale * dot_products, alphas)
     largest = weights.amax(dim=-1)
-    derivatives = saturation_normalisers.own_derivatives(normaliser, weights, alphas)
+    derivatives = normaliser_weights.own_derivatives(normaliser, weights, alphas)
     values = {
         "qk_variance": dot_products.square().mean(dim=-1),
         "max_weight": largest,
         "frac_max_above_0.99": largest > SATURATED,
-        "entropy_over_log_n": entropy(saturation_normalisers.distribution(normaliser, weights)) / math.log(num_keys),
-        "jacobian_norm": saturation_normalisers.jacobian_norm(weights, normaliser, alphas),
+        "entropy_over_log_n": entropy(normaliser_weights.distribution(normaliser, weights)) / math.log(num_keys),
+        "jacobian_norm": normaliser_weights.jacobian_norm(weights, normaliser, alphas),
         "frac_grad_below_1e-10": (derivatives < VANISHING_DERIVATIVE).double().mean(dim=-1),
         "zero_fraction": (weights == 0).double().mean(dim=-1),
         "weight_sum": weights.sum(dim=-1),
@@ -167,9 +168,9 @@ def _mean_and_standard_error(values: Tensor) -> tuple[float, float]:
 
 
 def _normaliser(name: Any) -> str:
-    if name not in saturation_normalisers.MEASURED:
+    if name not in normaliser_weights.MEASURED:
         raise ValueError(f"normaliser {name!r} is not accepted; accepted: "
-                         f"{', '.join(saturation_normalisers.MEASURED)}.")
+                         f"{', '.join(normaliser_weights.MEASURED)}.")
     return name
 
 
@@ -200,7 +201,7 @@ def init_stats(head_dim: int, num_keys: int, *, scale: float, dtype: torch.dtype
     for start in range(0, samples, chunk):
         count = min(chunk, samples - start)
         dot_products = _dot_products(generator, head_dim, num_keys, count, dtype, q_variance, k_variance)
-        alphas = (saturation_normalisers.initial_alphas(start, count, samples) if normaliser == "entmax_adaptive"
+        alphas = (normaliser_weights.initial_alphas(start, count, samples) if normaliser == "entmax_adaptive"
                   else None)
         for name, values in _per_sample(dot_products, scale, normaliser, alphas).items():
             per_sample[name].append(values)
@@ -277,11 +278,8 @@ def model_variance(config: RunConfig, *, batch_size: int = 16) -> pd.DataFrame:
     batch_size = _integer("batch_size", batch_size, 2)
     rows = []
     with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(config.seed)
-        task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
-        model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes,
-                            max_len=task.max_len, variant=config.variant, variant_options=config.variant_options,
-                            kernel=config.kernel)
+        parts = build(config)
+        task, model = parts.task, parts.model
         inputs = task.batch(batch_size, tasks.train_generator(config.seed), "cpu").inputs
         x = model.embedded(inputs)  # (B, T, dim)
         for layer, block in enumerate(model.blocks):

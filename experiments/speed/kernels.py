@@ -1,23 +1,24 @@
-"""`make bench-variants`: forward+backward time and peak memory per variant and kernel, in three sweeps of
-measurement points (length, causality, batch, head_dim):
+"""`make speed`: forward+backward time and peak memory per variant and kernel, in three sweeps of timed
+cases (length, causality, batch, head_dim):
 - `length`: every contender at --lengths, batch --batch, --heads of --head-dim;
 - `dim`: the width d = heads * head_dim at each of --dims (heads fixed), --dim-length tokens;
 - `steps`: at --step-lengths, the batch grown as the length shrinks so that batch * work(n) stays what it is at
-  the longest length with --batch (work(n) ~ n^p, `bench_fits.work_exponent`): time then grows with n only
+  the longest length with --batch (work(n) ~ n^p, `fits.work_exponent`): time then grows with n only
   through what must run one position after another.
-`dim` and `steps` time each variant on the kernel `auto` picks, and each baseline mixer. A point two sweeps
+`dim` and `steps` time each variant on the kernel `auto` picks, and each baseline mixer. A case two sweeps
 share is measured once, its row tagged with both (`sweep` = "length+dim"). What the table says (slopes, the
-fitted n^a d^b beside each row's claimed complexity, the goals' ratios) is `experiments.bench_fits`.
+fitted n^a d^b beside each row's claimed complexity, the goals' ratios) is `experiments.speed.fits`.
 
 Three direct contenders stand beside the variants: the tutorials' naive implementation (`tutorial-naive`:
 matmul, masked_fill with a float mask, softmax, matmul), `torch.nn.functional.scaled_dot_product_attention`
 called directly (`torch-sdpa`), and the same call handed an explicit boolean mask of the pairs attended
-(`torch-sdpa-masked`), as the sdpa kernel runs a variant with a mask: the masked dense line. At each point the
+(`torch-sdpa-masked`), as the sdpa kernel runs a variant with a mask: the masked dense line. At each case the
 contenders are timed in turns (warm-up, one memory run, then `repeats` timed rounds), so that ratios come from
-the same minutes of a shared machine. A contender whose next point in a sweep is predicted (growth in the sweep's
-variable by `bench_plan.GROWTH`) to take longer than `budget` seconds per call, or too much memory, is skipped.
+the same minutes of a shared machine. A contender whose next case in a sweep is predicted (growth in the sweep's
+variable by `experiments.speed.plan.GROWTH`) to take longer than `budget` seconds per call, or too much memory, is
+skipped.
 
-Variants are built per point with max_len = its length (Linformer sizes its projections by it). One that is
+Variants are built per case with max_len = its length (Linformer sizes its projections by it). One that is
 bidirectional in its paper (`supports_causal = False`) is measured non-causal whatever --causal asks, its
 causal rows recorded as skipped with the reason. `family` says how a variant attends: dense, local, sparse (a
 block layout), kernelised (the linear kernel runs it), low-rank (the lowrank kernel), or baseline: the token
@@ -31,7 +32,6 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -42,16 +42,13 @@ from tqdm import tqdm
 
 import variants
 from common.files import atomic_write_text
-from experiments import bench_fits
-from experiments.bench_plan import GROWTH, Point, axis, plan
 from experiments.config import parse_value
-from experiments.measure import peak_memory_bytes
+from experiments.speed import fits
+from experiments.speed.memory import peak_memory_bytes
+from experiments.speed.plan import GROWTH, Attend, Contender, TimedCase, axis, plan
 from experiments.timing import seconds
 from variants import layouts
 from variants.kernels import KERNELS
-
-Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
-Build = Callable[[int | None, int], Attend]  # (max_len, head_dim) -> the contender at those sizes
 
 
 def tutorial_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -72,23 +69,6 @@ def torch_sdpa_masked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     """sdpa handed the (seq_q, seq_k) boolean mask of the pairs attended, as the sdpa kernel hands a variant's."""
     allowed = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=q.device)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed.tril() if causal else allowed)
-
-
-@dataclass(frozen=True)
-class Contender:
-    variant: str  # self-describing name, or the baseline's name
-    kernel: str
-    build: Build
-    sizes: tuple[int | None, int]  # the (max_len, head_dim) that `attend` is built at
-    name: str = ""  # the registered name (the claims of `bench_fits.CLAIMS` are keyed by it)
-    family: str = "dense"
-    supports_causal: bool = True
-    swept: bool = False  # also measured against d and at fixed work: the kernel auto picks, or a mixer
-
-    @functools.cached_property
-    def attend(self) -> Attend:
-        """The contender at the sizes it was listed with."""
-        return self.build(*self.sizes)
 
 
 def _direct(variant: str, kernel: str, attend: Attend, head_dim: int) -> Contender:
@@ -174,7 +154,7 @@ def mixer_contender(name: str, options: dict, heads: int, head_dim: int, device:
 
         return attend
 
-    described = variants.create_baseline(name, dim=heads * head_dim, causal=True, **options).describe()
+    described = variants.describe(name, options)
     return Contender(described, "torch", build, (None, head_dim), name=name, family="baseline", swept=True)
 
 
@@ -195,7 +175,7 @@ def predicted_too_costly(last: tuple[int, float, float] | None, length: int, *, 
     """A skip reason when growth as length^power (quadratic by default) from the last length measured, `last`
     = (length, seconds per call, peak bytes), would take longer than `budget` seconds per call or more than
     `share` of the memory at hand (`memory_at_hand()` bytes, of what `memory_name` says); "" when the next
-    length may run. bench-variants (on each sweep's variable) and gpu-check both decide with it."""
+    length may run. `attnlab speed` (on each sweep's variable) and gpu-check both decide with it."""
     if last is None:
         return ""
     previous_length, previous_seconds, previous_peak = last
@@ -207,7 +187,7 @@ def predicted_too_costly(last: tuple[int, float, float] | None, length: int, *, 
     return ""
 
 
-# Variants whose options decide their cost are benched at settings worth comparing.
+# Variants whose options decide their cost are timed at settings worth comparing.
 SPEC_EXPANSIONS = {
     "relative": [f"relative:kind={kind}" for kind in ("shaw", "t5", "alibi", "rope")],
     "local": ["local:window=256"],
@@ -224,13 +204,13 @@ def default_specs() -> list[str]:
 Key = tuple[str, str, bool, str]  # (variant, kernel, causal, sweep)
 
 
-def _skip_reason(contender: Contender, tags: list[str], point: Point, last: dict[Key, tuple[int, float, float]],
+def _skip_reason(contender: Contender, tags: list[str], case: TimedCase, last: dict[Key, tuple[int, float, float]],
                  budget: float) -> str:
-    if point.causal and not contender.supports_causal:
+    if case.causal and not contender.supports_causal:
         return "skipped: bidirectional in its paper (supports_causal = False); measured non-causal only"
     for sweep in tags:
-        reason = predicted_too_costly(last.get((contender.variant, contender.kernel, point.causal, sweep)),
-                                      axis(sweep, point), budget=budget, memory_at_hand=_available_bytes,
+        reason = predicted_too_costly(last.get((contender.variant, contender.kernel, case.causal, sweep)),
+                                      axis(sweep, case), budget=budget, memory_at_hand=_available_bytes,
                                       share=0.6, memory_name="available memory", power=GROWTH[sweep])
         if reason:
             return reason
@@ -243,33 +223,33 @@ def _step(attend: Attend, q, k, v, grad: torch.Tensor, causal: bool) -> None:
     q.grad = k.grad = v.grad = None
 
 
-def measure_point(point: Point, entries: list[tuple[Contender, list[str]]], *, heads: int, repeats: int,
-                  budget: float, device: torch.device, last: dict[Key, tuple[int, float, float]],
-                  done: Callable[[str], None]) -> list[dict]:
-    """One row per contender at `point`: timed in turns with the others, or skipped with the reason. `last`
+def measure_case(case: TimedCase, entries: list[tuple[Contender, list[str]]], *, heads: int, repeats: int,
+                 budget: float, device: torch.device, last: dict[Key, tuple[int, float, float]],
+                 done: Callable[[str], None]) -> list[dict]:
+    """One row per contender at `case`: timed in turns with the others, or skipped with the reason. `last`
     holds each (variant, kernel, causal, sweep)'s last measurement, for the skip prediction; `done` is called
     with a label after each contender's first call."""
-    dtype, shape = torch.float32, (point.batch, heads, point.seq_len, point.head_dim)
-    generator = torch.Generator(device=device).manual_seed(point.seq_len)
+    dtype, shape = torch.float32, (case.batch, heads, case.seq_len, case.head_dim)
+    generator = torch.Generator(device=device).manual_seed(case.seq_len)
     q, k, v = (torch.randn(shape, generator=generator, device=device, dtype=dtype).requires_grad_() for _ in range(3))
     grad = torch.randn(shape, generator=generator, device=device, dtype=dtype)
     rows, active = [], []
     for contender, tags in entries:
         row = {"variant": contender.variant, "name": contender.name, "family": contender.family,
-               "kernel": contender.kernel, "sweep": "+".join(tags), "seq_len": point.seq_len, "causal": point.causal,
-               "batch": point.batch, "heads": heads, "head_dim": point.head_dim, "dim": heads * point.head_dim,
+               "kernel": contender.kernel, "sweep": "+".join(tags), "seq_len": case.seq_len, "causal": case.causal,
+               "batch": case.batch, "heads": heads, "head_dim": case.head_dim, "dim": heads * case.head_dim,
                "dtype": str(dtype).removeprefix("torch."), "device": device.type}
-        status, attend = _skip_reason(contender, tags, point, last, budget), None
+        status, attend = _skip_reason(contender, tags, case, last, budget), None
         if not status:
             try:
-                attend = contender.build(point.seq_len, point.head_dim)
+                attend = contender.build(case.seq_len, case.head_dim)
             except ValueError as error:  # a kernel that refuses these sizes (a head_dim it cannot fit, say)
                 status = f"skipped: {error}"
         if status:
             rows.append({**row, "status": status})
             done(f"{contender.variant}/{contender.kernel}")
             continue
-        call = functools.partial(_step, attend, q, k, v, grad, point.causal)
+        call = functools.partial(_step, attend, q, k, v, grad, case.causal)
         warmup = seconds(call, device)
         peak = peak_memory_bytes(call, device)
         active.append((contender, tags, row, call, peak, [] if warmup < budget else [warmup]))
@@ -281,7 +261,7 @@ def measure_point(point: Point, entries: list[tuple[Contender, list[str]]], *, h
     for contender, tags, row, _, peak, timings in active:
         median = statistics.median(timings)
         for sweep in tags:
-            last[(contender.variant, contender.kernel, point.causal, sweep)] = (axis(sweep, point), median, peak)
+            last[(contender.variant, contender.kernel, case.causal, sweep)] = (axis(sweep, case), median, peak)
         rows.append({**row, "status": "ok", "ms": median * 1e3, "ms_min": min(timings) * 1e3,
                      "repeats": len(timings), "peak_mib": peak / 2**20})
     return rows
@@ -306,18 +286,18 @@ def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], caus
     every_length = [*lengths, *([dim_length] if dims else []), *step_lengths]
     _check_sizes(heads, list(dims), every_length)
     field = contenders(specs, kernels, heads, head_dim, device, max_len=max(every_length))
-    points = plan(field, lengths=lengths, causal_modes=causal_modes, batch=batch, heads=heads, head_dim=head_dim,
-                  dims=list(dims), dim_length=dim_length, step_lengths=list(step_lengths))
+    cases = plan(field, lengths=lengths, causal_modes=causal_modes, batch=batch, heads=heads, head_dim=head_dim,
+                 dims=list(dims), dim_length=dim_length, step_lengths=list(step_lengths))
     rows, last = [], {}
-    total = sum(len(measured) for measured in points.values())
-    with tqdm(total=total, disable=quiet, unit="config", desc="bench-variants") as bar:
-        for point, measured in points.items():
-            def done(label: str, point: Point = point) -> None:
-                bar.set_postfix_str(f"n={point.seq_len} head_dim={point.head_dim} batch={point.batch} {label}")
+    total = sum(len(measured) for measured in cases.values())
+    with tqdm(total=total, disable=quiet, unit="config", desc="speed") as bar:
+        for case, measured in cases.items():
+            def done(label: str, case: TimedCase = case) -> None:
+                bar.set_postfix_str(f"n={case.seq_len} head_dim={case.head_dim} batch={case.batch} {label}")
                 bar.update()
 
-            rows += measure_point(point, [(field[index], tags) for index, tags in measured.items()], heads=heads,
-                                  repeats=repeats, budget=budget, device=device, last=last, done=done)
+            rows += measure_case(case, [(field[index], tags) for index, tags in measured.items()], heads=heads,
+                                 repeats=repeats, budget=budget, device=device, last=last, done=done)
     table = pd.DataFrame(rows)
     path = out_dir / f"variants-{time.strftime('%Y%m%d-%H%M%S')}.csv"
     atomic_write_text(path, table.to_csv(index=False))
@@ -325,29 +305,29 @@ def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], caus
 
 
 def run_and_print(**settings) -> None:
-    """`attnlab bench-variants`: `run(**settings)`, then milliseconds per contender in each sweep, the rows not
+    """`attnlab speed`: `run(**settings)`, then milliseconds per contender in each sweep, the rows not
     timed and why, the log-log slopes, the claimed complexities beside the measured ones (also written to
     complexity-<time>.csv beside the table) with a sentence for each disagreement, the figures the variant
     issues set goals for, and the CSVs' paths."""
     table, path = run(**settings)
-    for printed in bench_fits.sweep_tables(table):
+    for printed in fits.sweep_tables(table):
         print(printed)
     for row in table[table["status"] != "ok"].itertuples():
         print(f"{row.variant}/{row.kernel} n={row.seq_len} head_dim={row.head_dim} causal={row.causal}: {row.status}")
-    fitted = bench_fits.slopes(table)
+    fitted = fits.slopes(table)
     if len(fitted):
         print("log-log slope of time against length:")
         print(fitted.round(2).to_string(index=False))
-    summary = bench_fits.complexity(table)
+    summary = fits.complexity(table)
     if len(summary):
         print("claimed complexity per layer / measured time ~ n^a d^b / sequential steps (time ~ n^s at fixed work):")
         print(summary[["variant", "kernel", "causal", "claimed", "measured", "claimed_sequential", "steps_exponent"]]
               .round(2).to_string(index=False))
-        for sentence in bench_fits.disagreements(summary):
+        for sentence in fits.disagreements(summary):
             print(sentence)
         summary_path = path.with_name(path.name.replace("variants-", "complexity-", 1))
         atomic_write_text(summary_path, summary.to_csv(index=False))
         print(f"wrote {summary_path}")
-    for line in bench_fits.acceptance(table):
+    for line in fits.acceptance(table):
         print(line)
     print(f"wrote {path}")

@@ -1,10 +1,10 @@
-"""What a bench-variants table says, computed from synthetic tables whose times follow known power laws: the
+"""What a speed table (`attnlab speed`) says, computed from synthetic tables whose times follow known power laws: the
 fitted n^a d^b beside each row's claim, sequential steps at fixed total work, and the goals' lines."""
 
 import pandas as pd
 import pytest
 
-from experiments import bench_fits
+from experiments.speed import fits
 
 SIZES = {"heads": 4, "dtype": "float32", "device": "cpu", "status": "ok", "peak_mib": 1.0}
 
@@ -19,7 +19,7 @@ def sweeps(variant, name, family, kernel, *, a, b, s, causal=True, overhead_at_6
         rows.append({**row, "sweep": "length", "seq_len": 64, "batch": 1, "head_dim": 64, "ms": 1e3})
     rows += [{**row, "sweep": "dim", "seq_len": 1024, "batch": 1, "head_dim": dim // 4, "ms": 1e-3 * dim**b}
              for dim in (64, 128, 256, 512, 1024)]
-    power = bench_fits.work_exponent(name, family)
+    power = fits.work_exponent(name, family)
     for n in (300, 1000, 2048):
         batch = round((2048 / n) ** power)
         rows.append({**row, "sweep": "steps", "seq_len": n, "batch": batch, "head_dim": 64,
@@ -30,7 +30,7 @@ def sweeps(variant, name, family, kernel, *, a, b, s, causal=True, overhead_at_6
 def test_the_complexity_table_recovers_the_exponents_of_time_in_n_d_and_sequential_steps():
     table = pd.DataFrame(sweeps("dense", "dense", "dense", "auto=sdpa", a=2.0, b=1.0, s=0.0)
                          + sweeps("lstm", "lstm", "baseline", "torch", a=1.0, b=1.7, s=0.9))
-    summary = bench_fits.complexity(table).set_index("variant")
+    summary = fits.complexity(table).set_index("variant")
     assert summary.loc["dense", "claimed"] == "O(n^2 d)" and summary.loc["lstm", "claimed"] == "O(n d^2)"
     assert summary.loc["dense", ["a", "b", "steps_exponent"]].tolist() == pytest.approx([2.0, 1.0, 0.0], abs=1e-9)
     assert summary.loc["lstm", ["a", "b", "steps_exponent"]].tolist() == pytest.approx([1.0, 1.7, 0.9], abs=1e-9)
@@ -44,33 +44,33 @@ def test_a_measured_exponent_that_does_not_round_to_its_claim_is_said_in_a_sente
     table = pd.DataFrame(sweeps("lstm", "lstm", "baseline", "torch", a=1.1, b=1.2, s=0.9)
                          + sweeps("conv_k4", "conv", "baseline", "torch", a=1.0, b=2.0, s=0.8)
                          + sweeps("sparse_strided", "sparse", "sparse", "auto=blocked", a=2.0, b=3.0, s=2.0))
-    sentences = bench_fits.disagreements(bench_fits.complexity(table))
+    sentences = fits.disagreements(fits.complexity(table))
     assert sentences == [
         "conv_k4 (torch, causal, cpu): at fixed total work time grows as n^0.80 over n = 300-2048, where O(1) "
         "sequential steps predict n^0.",
         "lstm (torch, causal, cpu): time grows as d^1.20 over d = 128-1024, not d^2 as O(n d^2) claims.",
     ]  # sparse declares no claim (its pattern decides): measured, never judged
     agreeing = pd.DataFrame(sweeps("lstm", "lstm", "baseline", "torch", a=1.1, b=1.8, s=0.9))
-    assert bench_fits.disagreements(bench_fits.complexity(agreeing)) == [
+    assert fits.disagreements(fits.complexity(agreeing)) == [
         "Every one of the 3 measured exponents rounds to its claim."]
 
 
 def test_work_held_fixed_is_n_squared_for_dense_attention_and_n_for_the_rest():
-    assert bench_fits.work_exponent("dense", "dense") == 2
-    assert bench_fits.work_exponent("relative", "dense") == 2  # declared beside its code: O(n^2 d), as dense
-    assert bench_fits.work_exponent("sparse", "sparse") == 1  # no claim: its family decides
-    assert bench_fits.work_exponent("tutorial-naive", "dense") == 2  # not registered: its family decides
-    assert [bench_fits.work_exponent(name, family) for name, family in
+    assert fits.work_exponent("dense", "dense") == 2
+    assert fits.work_exponent("relative", "dense") == 2  # declared beside its code: O(n^2 d), as dense
+    assert fits.work_exponent("sparse", "sparse") == 1  # no claim: its family decides
+    assert fits.work_exponent("tutorial-naive", "dense") == 2  # not registered: its family decides
+    assert [fits.work_exponent(name, family) for name, family in
             (("linear", "kernelised"), ("lstm", "baseline"), ("mamba", "baseline"), ("performer", "kernelised"),
              ("linformer", "low-rank"), ("sparse", "sparse"))] == [1] * 6
 
 
 def test_a_table_written_before_the_sweeps_holds_the_length_sweep_only():
     old = pd.DataFrame([{"variant": "dense", "seq_len": 512}])
-    assert len(bench_fits.in_sweep(old, "length")) == 1 and bench_fits.in_sweep(old, "dim").empty
+    assert len(fits.in_sweep(old, "length")) == 1 and fits.in_sweep(old, "dim").empty
     tagged = pd.DataFrame({"sweep": ["length", "length+dim", "dim+steps", None]})
-    assert bench_fits.in_sweep(tagged, "dim").index.tolist() == [1, 2]
-    assert bench_fits.in_sweep(tagged, "length").index.tolist() == [0, 1, 3]
+    assert fits.in_sweep(tagged, "dim").index.tolist() == [1, 2]
+    assert fits.in_sweep(tagged, "length").index.tolist() == [0, 1, 3]
 
 
 def goal_rows():
@@ -92,7 +92,7 @@ def goal_rows():
 
 
 def test_the_goal_lines_give_linear_against_dense_and_masked_dense_and_every_kernelised_or_low_rank_slope():
-    lines = bench_fits.acceptance(goal_rows())
+    lines = fits.acceptance(goal_rows())
     assert "causal linear_phielu (auto=linear, kernelised): log-log slope of time over 2048-16384 = 1.00 " \
            "(goal <= 1.1)" in lines
     assert "bidirectional linformer_k256 (auto=lowrank, low-rank): log-log slope of time over 2048-16384 = 1.05 " \
@@ -108,4 +108,4 @@ def test_the_goal_lines_give_linear_against_dense_and_masked_dense_and_every_ker
 def test_the_goal_lines_leave_out_the_sweeps_against_width_and_at_fixed_work():
     rows = goal_rows()
     rows["sweep"] = "dim"
-    assert bench_fits.acceptance(rows) == []
+    assert fits.acceptance(rows) == []

@@ -1,13 +1,13 @@
 """The softmax saturation studies, read back: a study folder -> tables, from which figures and findings
 are drawn and stated, never typed in. This module reads the folder into tables; the figures are drawn in
-`analysis.saturation_figures`, the findings stated in `analysis.saturation_findings`, and
-`analysis.saturation_readback.write` saves all three into the folder.
+`analysis.saturation.figures`, the findings stated in `analysis.saturation.findings`, and
+`analysis.saturation.readback.write` saves all three into the folder.
 
-    >>> from analysis import saturation_findings, saturation_readback, saturation_study
+    >>> from analysis.saturation import findings, readback, study as saturation_study
     >>> study = saturation_study.load("runs/saturation/quick")
     >>> study.steps_to_accuracy.groupby(["variant_name", "head_dim"])["steps_to_threshold"].mean()
-    >>> print("\\n".join(saturation_findings.findings(study)))
-    >>> saturation_readback.write("runs/saturation/quick")  # tables/*.csv, figures/*.png, findings.md
+    >>> print("\\n".join(findings.findings(study)))
+    >>> readback.write("runs/saturation/quick")  # tables/*.csv, figures/*.png, findings.md
 
 A study folder is what `make saturation` writes (RUNS_DIR/saturation/<setting>/, see
 `experiments.saturation`): setting.json, init_stats.csv (study A), model_variance.csv (the variance of q
@@ -35,7 +35,7 @@ Tables (`SaturationStudy` fields; `write` saves the run tables under tables/):
 `learning_speed(study)` aggregates steps_to_accuracy over seeds (with the statistics at step 0);
 `normaliser_dynamics(study)` sets study B's dense runs with another normaliser beside dense with the softmax
 (the fraction of exact zeros per row, the largest weight and entropy / log n at the first and last evaluation);
-`saturation_figures.figures`, `saturation_findings.findings` and the report's "Softmax saturation" section
+`figures.figures`, `findings.findings` and the report's "Softmax saturation" section
 (`analysis.sections.saturation`) read only these tables.
 A piece of the folder that cannot be read is left out with its reason in `SaturationStudy.skipped`, never a crash.
 """
@@ -49,11 +49,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.runs import load_runs
-from experiments import saturation_tables
+from analysis.runs import load_runs, run_metrics
 from experiments.attention_stats import STATISTICS
-from experiments.records import RecordError, RunRecord
 from experiments.saturation import Setting
+from experiments.saturation import tables as saturation_tables
 
 THRESHOLD = 0.9  # study B: steps to a first test accuracy at least this
 FINISHED = ("completed", "diverged")  # runs the derived tables read; others are still to train or resume
@@ -140,12 +139,7 @@ def _read_runs(runs_dir: Path, skipped: list[dict[str, str]]) -> pd.DataFrame:
     skipped += [{"run": f"runs/{entry['run']}", "reason": entry["reason"]} for entry in runs.attrs["skipped"]]
     parts = []
     for run in runs.itertuples(index=False):
-        try:
-            tags = RunRecord(Path(run.path)).read_summary().get("tags") or {}
-        except (RecordError, OSError, ValueError, AttributeError) as error:
-            tags = {}
-            skipped.append({"run": f"runs/{run.run_id}", "reason": f"summary.json unreadable ({error})"})
-        part = tags.get("saturation") if isinstance(tags, dict) else None
+        part = run.tags.get("saturation") if isinstance(run.tags, dict) else None
         if part not in PARTS:
             skipped.append({"run": f"runs/{run.run_id}", "reason": "no saturation tag (B, C or D) in summary.json"})
         parts.append(part)
@@ -167,7 +161,7 @@ def _read_metrics(runs: pd.DataFrame, skipped: list[dict[str, str]]) -> tuple[pd
         key = {column: run[column] for column in RUN_COLUMNS}
         key["total_steps"] = run.get("train.steps")
         try:
-            lines = [line for line in RunRecord(Path(run["path"])).read_metrics() if line.get("kind") == "eval"]
+            lines = [line for line in run_metrics(run) if line.get("kind") == "eval"]
             rows = [{**key, "step": int(line["step"]), "test_accuracy": float(line["test_accuracy"]),
                      "test_loss": float(line["test_loss"])} for line in lines]
             stats = [{**row, "layer": int(entry["layer"]), "head": int(entry["head"]),

@@ -1,15 +1,15 @@
 """The normalisers' findings of the saturation studies: how sigmoid, sparsemax and entmax weigh the same q.k as
 the softmax at initialisation (study A, `SaturationStudy.normalisers`) and how sparse dense attention with them
-is during training (study B, `saturation_study.normaliser_dynamics`), stated from the tables' numbers.
+is during training (study B, `study.normaliser_dynamics`), stated from the tables' numbers.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from analysis.saturation_study import MAKE, SaturationStudy, normaliser_dynamics, shown_dtype
-from analysis.saturation_text import listing, number, percent
-from experiments.saturation_normalisers import MEASURED
+from analysis.saturation.study import MAKE, SaturationStudy, normaliser_dynamics, shown_dtype
+from analysis.saturation.text import listing, number, percent
+from experiments.saturation.normaliser_weights import MEASURED
 
 UNDERFLOW = ("softmax", "sigmoid")  # normalisers whose weights are 0 only by underflow
 

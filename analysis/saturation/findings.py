@@ -1,8 +1,8 @@
 """The findings of a softmax saturation study (`findings(study)`): sentences stating the measured numbers,
-computed from the tables that `analysis.saturation_study.load` reads, never typed in; the numbers are
-written by `analysis.saturation_text`, as in the figures' annotations and the report's tables. Study D's
-synthetic findings are stated in `analysis.saturation_fading`, the other normalisers' (A and B) in
-`analysis.saturation_normalisers`.
+computed from the tables that `analysis.saturation.study.load` reads, never typed in; the numbers are
+written by `analysis.saturation.text`, as in the figures' annotations and the report's tables. Study D's
+synthetic findings are stated in `analysis.saturation.fading_findings`, the other normalisers' (A and B) in
+`analysis.saturation.normaliser_findings`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import math
 import pandas as pd
 
 from analysis.aggregate import over_seeds
-from analysis.saturation_fading import fading_findings
-from analysis.saturation_normalisers import dynamics_normaliser_findings, init_normaliser_findings
-from analysis.saturation_study import MAKE, THRESHOLD, SaturationStudy, learning_speed, shown_dtype
-from analysis.saturation_text import (
+from analysis.saturation.fading_findings import fading_findings
+from analysis.saturation.normaliser_findings import dynamics_normaliser_findings, init_normaliser_findings
+from analysis.saturation.study import MAKE, THRESHOLD, SaturationStudy, learning_speed, shown_dtype
+from analysis.saturation.text import (
     early_text,
     listing,
     number,
@@ -25,7 +25,7 @@ from analysis.saturation_text import (
     variance_text,
 )
 from experiments.attention_stats import SATURATED
-from experiments.saturation_tables import VANISHING_DERIVATIVE
+from experiments.saturation.tables import VANISHING_DERIVATIVE
 
 NOISE = 2  # standard errors a difference of means must exceed to count (study B's comparisons)
 

@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
-from experiments import saturation_normalisers, saturation_tables
-from experiments.saturation_tables import COLUMNS, init_stats, init_table
+from experiments.saturation import normaliser_weights
+from experiments.saturation import tables as saturation_tables
+from experiments.saturation.tables import COLUMNS, init_stats, init_table
 from variants import normalisers
 
 OTHERS = ("sigmoid", "sparsemax", "entmax15", "entmax_adaptive")
@@ -43,20 +44,20 @@ def test_sigmoid_reports_the_entropy_of_its_weights_divided_by_their_sum_and_its
     assert rows["zero_fraction"] == [0.0]
 
 
-@pytest.mark.parametrize("normaliser", saturation_normalisers.MEASURED)
+@pytest.mark.parametrize("normaliser", normaliser_weights.MEASURED)
 def test_the_jacobian_norm_and_own_derivatives_are_those_autograd_gives(normaliser):
     generator = torch.Generator().manual_seed(4)
     sharpness = torch.tensor([0.3, 1, 2, 4, 8, 16.0], dtype=torch.float64)[:, None]  # flat rows to peaked ones
     logits = torch.randn(6, 7, generator=generator, dtype=torch.float64) * sharpness
-    alphas = saturation_normalisers.initial_alphas(0, 6, 6) if normaliser == "entmax_adaptive" else None
-    weights = saturation_normalisers.weights(normaliser, logits, alphas)
-    norms = saturation_normalisers.jacobian_norm(weights, normaliser, alphas)
-    derivatives = saturation_normalisers.own_derivatives(normaliser, weights, alphas)
+    alphas = normaliser_weights.initial_alphas(0, 6, 6) if normaliser == "entmax_adaptive" else None
+    weights = normaliser_weights.weights(normaliser, logits, alphas)
+    norms = normaliser_weights.jacobian_norm(weights, normaliser, alphas)
+    derivatives = normaliser_weights.own_derivatives(normaliser, weights, alphas)
     for row in range(len(logits)):
         alpha = None if alphas is None else alphas[row : row + 1]
 
         def row_weights(x, alpha=alpha):
-            return saturation_normalisers.weights(normaliser, x[None], alpha)[0]
+            return normaliser_weights.weights(normaliser, x[None], alpha)[0]
 
         full = torch.autograd.functional.jacobian(row_weights, logits[row])  # (n, n)
         assert norms[row].item() == pytest.approx(torch.linalg.matrix_norm(full, ord=2).item(), abs=1e-9), row
@@ -66,13 +67,13 @@ def test_the_jacobian_norm_and_own_derivatives_are_those_autograd_gives(normalis
 
 
 def test_entmax_adaptive_starts_at_the_quantiles_of_its_heads_initial_alpha():
-    alphas = saturation_normalisers.initial_alphas(0, 3, 3)
+    alphas = normaliser_weights.initial_alphas(0, 3, 3)
     expected = normalisers.adaptive_alpha(torch.special.ndtri(torch.tensor([1 / 6, 1 / 2, 5 / 6], dtype=torch.float64)))
     assert alphas.tolist() == expected.tolist() and alphas[1].item() == 1.5  # the median head: 1.5-entmax
-    assert saturation_normalisers.initial_alphas(1, 2, 3).tolist() == alphas[1:].tolist()  # chunks see their own
+    assert normaliser_weights.initial_alphas(1, 2, 3).tolist() == alphas[1:].tolist()  # chunks see their own
     logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 3
-    at_median = saturation_normalisers.weights("entmax_adaptive", logits, torch.full((4,), 1.5, dtype=torch.float64))
-    assert (at_median - saturation_normalisers.weights("entmax15", logits)).abs().max().item() < 1e-12
+    at_median = normaliser_weights.weights("entmax_adaptive", logits, torch.full((4,), 1.5, dtype=torch.float64))
+    assert (at_median - normaliser_weights.weights("entmax15", logits)).abs().max().item() < 1e-12
 
 
 @pytest.mark.parametrize("normaliser", OTHERS)
@@ -85,7 +86,7 @@ def test_a_normalisers_row_does_not_depend_on_the_chunk_size(normaliser, monkeyp
 
 def test_on_the_same_peaked_draws_softmax_has_no_exact_zero_and_the_sparse_normalisers_many():
     rows = {name: init_stats(64, 32, scale=1.0, dtype=torch.float64, samples=32, seed=2, normaliser=name)
-            for name in saturation_normalisers.MEASURED}
+            for name in normaliser_weights.MEASURED}
     assert {row["qk_variance"] for row in rows.values()} == {rows["softmax"]["qk_variance"]}  # the same draws
     assert rows["softmax"]["zero_fraction"] == rows["sigmoid"]["zero_fraction"] == 0.0
     for name in ("sparsemax", "entmax15", "entmax_adaptive"):

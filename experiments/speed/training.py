@@ -1,4 +1,4 @@
-"""`make bench-train`: the harness's training throughput against a minimal hand-written PyTorch loop.
+"""`make speed-train`: the harness's training throughput against a minimal hand-written PyTorch loop.
 
 Both train a model of the same sizes on the same task batches for the same number of steps: the
 harness through `experiments.train.train` (registry attention, divergence guard, metrics, progress),
@@ -21,6 +21,7 @@ from torch import nn
 
 from experiments import config as configs
 from experiments import tasks
+from experiments.build import build_task
 from experiments.records import RunRecord
 from experiments.train import learning_rate, train
 
@@ -56,8 +57,8 @@ class MinimalModel(nn.Module):
 
 def minimal_tokens_per_second(config: configs.RunConfig, steps: int) -> float:
     device = torch.device(config.device)
+    task = build_task(config)
     torch.manual_seed(config.seed)
-    task = tasks.create_task(config.task, profile=config.profile, **config.task_options)
     model = MinimalModel(config.model, task.vocab_size, task.num_classes, task.seq_len).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
     generator = torch.Generator(device=device).manual_seed(config.seed)
@@ -79,9 +80,9 @@ def minimal_tokens_per_second(config: configs.RunConfig, steps: int) -> float:
 
 
 def harness_tokens_per_second(config: configs.RunConfig, runs_dir: Path, round_index: int) -> float:
-    record = RunRecord.create(runs_dir, f"bench-train-{round_index}")
+    record = RunRecord.create(runs_dir, f"speed-train-{round_index}")
     record.write_config(config.to_dict())
-    return train(config, record, quiet=True)["tokens_per_second"]
+    return train(config, record, quiet=True).tokens_per_second
 
 
 def run(*, variant: str, task: str, steps: int, rounds: int, device: str) -> dict[str, float]:
@@ -100,7 +101,7 @@ def run(*, variant: str, task: str, steps: int, rounds: int, device: str) -> dic
 
 
 def run_and_print(*, variant: str, task: str, steps: int, rounds: int, device: str) -> None:
-    """`attnlab bench-train`: both loops' tokens per second and their ratio."""
+    """`attnlab speed-train`: both loops' tokens per second and their ratio."""
     result = run(variant=variant, task=task, steps=steps, rounds=rounds, device=device)
     print(f"{variant} on {task} ({device}, {steps} steps, median of {rounds} alternating rounds):")
     print(f"  harness  {result['harness_tokens_per_second']:,.0f} tokens/s")

@@ -7,16 +7,16 @@ normalisers (sigmoid, sparsemax, entmax) fare in the same measurements.
 Each study is a list of configs built with plain loops below; its runs are ordinary runs (with
 `train.attention_stats`) under `RUNS_DIR/saturation/<setting>/runs/`, named after what they are, so running
 the command again skips what finished and resumes what was interrupted. `run` computes and trains; the
-command line then writes the read-back beside them (`analysis.saturation_readback.write`: tables, figures,
+command line then writes the read-back beside them (`analysis.saturation.readback.write`: tables, figures,
 findings), and `make report` shows them in its "Softmax saturation" section.
 
 A. At initialisation: q.k statistics over head dims and key counts, unscaled, scaled and at temperatures
-   (experiments.saturation_tables.init_table) -> init_stats.csv; and unscaled and scaled at the variance of
+   (experiments.saturation.tables.init_table) -> init_stats.csv; and unscaled and scaled at the variance of
    q and k that study B's model really has at initialisation, measured per layer and head dim
-   (experiments.saturation_tables.model_variance) -> model_variance.csv. Those rows are the softmax's; the
+   (experiments.saturation.tables.model_variance) -> model_variance.csv. Those rows are the softmax's; the
    setting's other normalisers (sigmoid, sparsemax, entmax15, entmax_adaptive at the alphas its heads start
    at) add unscaled and scaled rows on the same draws (`normaliser` names a row's): largest weight, entropy,
-   the fraction of exact zeros per row, their Jacobian (experiments.saturation_normalisers).
+   the fraction of exact zeros per row, their Jacobian (experiments.saturation.normaliser_weights).
 B. Training dynamics: one small model on one task (passkey, 32 tokens) with dense, unscaled, learned
    temperature, qknorm, softcap and additive attention at head dims 16, 64 and 256 (model width fixed;
    the q/k/v width follows the head dim), and dense with normaliser sparsemax, entmax15 and sigmoid at the
@@ -24,7 +24,7 @@ B. Training dynamics: one small model on one task (passkey, 32 tokens) with dens
    statistics at every evaluation (entropy, largest weight, fraction of exact zeros per row, ...).
 C. Entropy collapse and the learning-rate proxy: dense and qknorm over learning rates spanning orders of
    magnitude; sigma, the entropy and its lower bound per head at every evaluation.
-D. Fading with length: one strong logit among n (experiments.saturation_tables.fading_table) -> fading.csv,
+D. Fading with length: one strong logit among n (experiments.saturation.tables.fading_table) -> fading.csv,
    softmax and ssmax exactly, and the kernelised variants (linear attention; Performer at its default number
    of features and at more) on drawn q and keys, averaged over draws; and dense, ssmax, learned temperature
    and ALiBi trained on passkey at one length and evaluated at longer ones (no position embedding, so that
@@ -45,8 +45,8 @@ import pandas as pd
 import variants
 from common.files import atomic_write_text
 from experiments import config as configs
-from experiments import saturation_tables
 from experiments.planned import PlannedRun, train_all
+from experiments.saturation import tables
 
 TASK = "passkey"
 
@@ -182,12 +182,12 @@ def setting_named(name: str) -> Setting:
 
 def measured_variance(setting: Setting, runs: list[PlannedRun]) -> pd.DataFrame:
     """The per-component variance of q and k at each layer of study B's model (dense with the softmax, its first
-    seed) at initialisation, at each of B's head dims (`saturation_tables.model_variance`)."""
+    seed) at initialisation, at each of B's head dims (`tables.model_variance`)."""
     first = min(setting.seeds)
     configs_measured = [planned.config for planned in runs if planned.tags["saturation"] == "B"
                         and planned.config.variant == "dense" and planned.config.seed == first
-                        and planned.config.variant_options.get("normaliser", "softmax") == "softmax"]
-    return pd.concat([saturation_tables.model_variance(config, batch_size=setting.batch_size)
+                        and getattr(planned.config.variant_options, "normaliser", "softmax") == "softmax"]
+    return pd.concat([tables.model_variance(config, batch_size=setting.batch_size)
                       for config in sorted(configs_measured, key=lambda config: config.model.attention_head_dim)],
                      ignore_index=True)
 
@@ -207,16 +207,16 @@ def _write_tables(setting: Setting, out_dir: Path, runs: list[PlannedRun], *, qu
                                                                    "model_variance.csv"))
     current = (init_path.exists() and saved.exists() and saved.read_text() == described and variance_path.exists()
                and variance_path.read_text() == measured
-               and init_path.read_text().partition("\n")[0] == ",".join(saturation_tables.COLUMNS))
+               and init_path.read_text().partition("\n")[0] == ",".join(tables.COLUMNS))
     if not current:
-        table = saturation_tables.init_table(
+        table = tables.init_table(
             setting.head_dims, setting.key_counts, setting.temperatures, samples=setting.samples,
             seed=setting.init_seed, variances=[(variance["q_variance"].mean(), variance["k_variance"].mean())],
             normalisers=setting.init_normalisers, quiet=quiet)
         atomic_write_text(init_path, table.to_csv(index=False))
         atomic_write_text(variance_path, measured)
         atomic_write_text(saved, described)  # after the tables it describes
-    fading = saturation_tables.fading_table(setting.fading_key_counts, strong_logit=setting.strong_logit,
+    fading = tables.fading_table(setting.fading_key_counts, strong_logit=setting.strong_logit,
                                             length_scales=setting.length_scales, kernelised=fading_variants(setting),
                                             head_dim=setting.fading_head_dim, draws=setting.fading_draws,
                                             seed=setting.init_seed)

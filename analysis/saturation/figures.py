@@ -1,5 +1,5 @@
 """The seaborn figures of a softmax saturation study (`figures(study)`), drawn from the tables that
-`analysis.saturation_study.load` reads; `analysis.saturation_readback.write` saves them under figures/ and the
+`analysis.saturation.study.load` reads; `analysis.saturation.readback.write` saves them under figures/ and the
 report's "Softmax saturation" section (`analysis.sections.saturation`) shows them.
 """
 
@@ -14,9 +14,9 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import LogFormatter, NullFormatter
 
 from analysis import figures as style
-from analysis.saturation_study import THRESHOLD, SaturationStudy, learning_speed, normaliser_dynamics, shown_dtype
-from analysis.saturation_text import fading_label, listing, plus_minus
-from experiments.saturation_tables import VANISHING_DERIVATIVE
+from analysis.saturation.study import THRESHOLD, SaturationStudy, learning_speed, normaliser_dynamics, shown_dtype
+from analysis.saturation.text import fading_label, listing, plus_minus
+from experiments.saturation.tables import VANISHING_DERIVATIVE
 
 Drawn = tuple[str, str, MplFigure, pd.DataFrame]  # (name, caption, figure, the data it draws)
 

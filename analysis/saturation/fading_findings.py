@@ -1,6 +1,6 @@
 """Study D's synthetic findings (`fading_findings(study)`): how the weight of one strong key among n fades with n
 under softmax and ssmax (exact) and under the drawn kernelised variants (fading.csv,
-`experiments.saturation_tables.fading_table`), stated from the table's numbers.
+`experiments.saturation.tables.fading_table`), stated from the table's numbers.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import math
 import pandas as pd
 
 from analysis.figures import fit_exponent
-from analysis.saturation_study import MAKE, SaturationStudy
-from analysis.saturation_text import fading_label, listing, number, plus_minus
+from analysis.saturation.study import MAKE, SaturationStudy
+from analysis.saturation.text import fading_label, listing, number, plus_minus
 
 FADES_LIKE_ONE_OVER_N = 0.05  # a strong weight falling as n^slope, |slope + 1| at most this, fades like 1/n
 

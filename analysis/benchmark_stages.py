@@ -1,0 +1,97 @@
+"""The page section of each stage of the benchmark (`experiments.benchmark.stages`), found by the key the stage
+names (`Stage.page`): the page (`analysis.benchmark`) shows, after its leaderboard, one section per stage of the
+benchmark, in the stages' order, made by the function its key finds in `SECTIONS`. A new stage reuses a key
+(`seeds` shows any stage's runs per cell, over their seeds) or adds its function here.
+
+- tuning: each cell's validation accuracy at each multiple of the grid and the learning rate chosen, and the
+  cells whose choice lies at an edge of the grid, where a better one may lie beyond it;
+- confirmation: what the confirmation runs show beside the leaderboard: accuracy by dependency distance and by
+  length, and the speed of learning (`analysis.benchmark_axes`);
+- capacity: accuracy against model width and task size (`analysis.benchmark_axes`);
+- seeds: the test accuracy of the stage's runs per cell, mean and 95% interval over their seeds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from analysis.benchmark_axes import capacity_blocks, confirmation_blocks
+from analysis.render import Block, Section, Table, Text
+from experiments.benchmark import JobState, Ledger, Stage
+from experiments.benchmark.ledger import COMPLETED
+from experiments.sweep.confirm import mean_interval
+
+
+def test_figures(jobs: list[JobState | None]) -> dict[str, Any]:
+    """The test accuracy of the completed ones of `jobs`: how many seeds were asked and completed, which, the mean,
+    the standard deviation and the 95% interval of the mean (Student's t)."""
+    done = [job for job in jobs if job is not None and job.state == COMPLETED]
+    accuracies = [job.result["test_accuracy"] for job in done]
+    mean = statistics.fmean(accuracies) if accuracies else math.nan
+    std, half = mean_interval(accuracies)[1:] if len(accuracies) > 1 else (math.nan, math.nan)
+    return {"seeds asked": len(jobs), "seeds completed": len(done),
+            "seeds": ",".join(str(job.job.seed) for job in done), "test mean": mean, "test std": std,
+            "interval half-width": half, "interval low": mean - half, "interval high": mean + half}
+
+
+def interval_text(row: pd.Series) -> str:
+    """'0.578 ± 0.123 (n=3)': the mean and the half-width of its 95% interval over n seeds."""
+    if row["seeds completed"] == 0:
+        return "–"
+    spread = f" ± {row['interval half-width']:.3f}" if row["seeds completed"] > 1 else ""
+    return f"{row['test mean']:.3f}{spread} (n={row['seeds completed']})"
+
+
+def tuning_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
+    """Each cell's validation accuracy at each multiple of the grid and the learning rate chosen; the cells whose
+    choice lies at an edge of the grid."""
+    rows, edges = [], []
+    for state in ledger.cells:
+        if state.cell.skipped is not None:
+            continue
+        row: dict[str, Any] = {"variant": state.cell.variant, "task": state.cell.task}
+        for multiple, job in zip(ledger.benchmark.lr_multiples, state.of(stage.name), strict=True):
+            completed = job is not None and job.state == COMPLETED
+            row[f"lr x{multiple:g}"] = job.result["val_accuracy"] if completed else math.nan
+        rows.append({**row, "chosen lr": math.nan if state.best_lr is None else state.best_lr})
+        if state.best_lr in (min(state.learning_rates), max(state.learning_rates)):
+            edges.append(f"{state.cell.variant} on {state.cell.task}")
+    blocks: list[Block] = [Table("tuning", "Tuning: validation accuracy at each multiple of the task's learning rate "
+                                 "(the grid), and the learning rate chosen", pd.DataFrame(rows))]
+    if edges:
+        blocks.append(Text(f"The chosen learning rate lies at an edge of the grid in {len(edges)} of {len(rows)} "
+                           f"cells ({', '.join(edges)}): a better one may lie beyond it (--lr-multiples widens the "
+                           "grid)."))
+    return blocks
+
+
+def seeds_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
+    """A stage's runs per cell: the mean test accuracy and its 95% interval over their seeds."""
+    frame = pd.DataFrame([{"variant": state.cell.variant, "task": state.cell.task, **test_figures(state.of(stage.name))}
+                          for state in ledger.cells if state.cell.skipped is None])
+    if frame.empty:
+        return [Text(f"{stage.title}: every cell was skipped.")]
+    shown = frame[["variant", "task"]].assign(**{"test accuracy": frame.apply(interval_text, axis=1)})
+    return [Text(stage.protocol(ledger.benchmark)),
+            Table(f"stage-{stage.name}", f"{stage.title}: test accuracy per cell, mean ± half-width of the 95% "
+                  "interval over its seeds (n = seeds completed)", shown, data=frame)]
+
+
+SECTIONS: dict[str, Callable[[Ledger, Stage, pd.DataFrame], list[Block]]] = {
+    "tuning": tuning_blocks, "confirmation": confirmation_blocks, "capacity": capacity_blocks, "seeds": seeds_blocks}
+
+
+def stage_sections(ledger: Ledger, cells: pd.DataFrame) -> list[Section]:
+    """One section per stage of the benchmark, in order, by its page key; `cells` is the page's cell table."""
+    sections = []
+    for stage in ledger.benchmark.stages:
+        if stage.page not in SECTIONS:
+            raise ValueError(f"Stage {stage.name!r} names the page section {stage.page!r}, which the page does not "
+                             f"have; accepted: {', '.join(SECTIONS)}.")
+        sections.append(Section(f"stage-{stage.name}", stage.title, SECTIONS[stage.page](ledger, stage, cells)))
+    return sections

@@ -1,0 +1,315 @@
+"""docs/results.md: every measured result the docs show, generated from the committed records, never typed.
+
+    attnlab results          # or `make results`: rewrites docs/results.md and README.md's headline table
+
+The records are `docs/calibration.csv` (one row per calibration run: task, variant, seed, what it reached, the
+commit it trained at, the device and the command that trains it again; `make calibration` writes it) and the CSV
+files under `docs/records/`, benchmark and speed results with the same provenance columns (`commit`, `device`,
+`command`, and `source`, where a record was transcribed from a page or printout rather than written by the
+command that measured it). The calibration rows are grouped by what they are: the calibration's default
+variants, the kernelised and low-rank families (the variants that run on the `linear` or `lowrank` kernel), the
+other attention variants, the baselines (`variants.is_baseline`), and other normalisers beside the softmax
+(rows whose command sets `variant.normaliser`). Every table says where its rows come from.
+
+Hand-written text here states no number: a number on the page is a value of a record or computed from one.
+A calibration cell is one run at one learning rate, so the page states no finding from those tables.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+
+import variants
+from analysis.benchmark import REFERENCE, leaderboard, separation
+from analysis.calibration import read_record
+from analysis.render import md_escape
+from common.files import atomic_write_text
+from experiments import tasks
+from experiments.calibration import DEFAULT_VARIANTS
+from experiments.speed.fits import fit
+
+PROVENANCE = ("commit", "device", "command", "source")  # the columns that say where a record's rows come from
+START, END = "<!-- results:start -->", "<!-- results:end -->"  # README.md's generated block
+HEADLINE = "benchmark-mqar-flipflop"  # the record whose leaderboard README.md shows between the markers
+ONE_RUN = ("One run per cell (seed 0) at the profile's default learning rate: the spread over seeds and learning "
+           "rates is not measured, so no difference between two cells is a finding here; `make benchmark` (tuned "
+           "learning rate, several seeds, 95% intervals) is what tells variants apart.")
+
+
+def markdown_table(frame: pd.DataFrame) -> list[str]:
+    """A DataFrame as Markdown table lines, every cell escaped as text (`analysis.render.md_escape`)."""
+    head = "| " + " | ".join(md_escape(str(column)) for column in frame.columns) + " |"
+    rows = ["| " + " | ".join(md_escape(str(value)) for value in row) + " |" for row in frame.itertuples(index=False)]
+    return [head, "|" + "---|" * len(frame.columns), *rows]
+
+
+# -- the calibration record ------------------------------------------------------------------------------
+
+
+def _setting(command: str, name: str, default: str = "") -> str:
+    """The value a `make experiment` command gives `NAME=` (or `--set variant.NAME=`), e.g. VARIANT=local."""
+    found = re.search(rf"(?:^|\s|\"){re.escape(name)}=([^\s\"]+)", command)
+    return found.group(1) if found else default
+
+
+def _bidirectional(name: str) -> bool:
+    """Whether a registered attention variant has no causal form (a baseline, or a name no longer registered: no)."""
+    return name in variants.list_variants() and not variants.variant_class(name).supports_causal
+
+
+def _family(name: str) -> str:
+    """Which table a variant's softmax rows go to, from the registry and the kernels it runs on (a name no longer
+    registered: the other variants)."""
+    if variants.is_baseline(name):
+        return "baselines"
+    if name in DEFAULT_VARIANTS:
+        return "default"
+    if name not in variants.list_variants():
+        return "other"
+    kernels = variants.create(name, num_heads=1, head_dim=8, max_len=16).kernels
+    return "kernelised" if {"linear", "lowrank"} & set(kernels) else "other"
+
+
+def annotated(record: pd.DataFrame) -> pd.DataFrame:
+    """The record with what each row's command says: `name` (registered variant), `profile`, `normaliser`
+    (set on the command line, else empty) and `family`."""
+    frame = record.copy()
+    frame["name"] = [_setting(command, "VARIANT") for command in frame["command"]]
+    frame["profile"] = [_setting(command, "PROFILE", "quick") for command in frame["command"]]
+    frame["normaliser"] = [_setting(command, "variant.normaliser") for command in frame["command"]]
+    families = {name: _family(name) for name in sorted(set(frame["name"]))}
+    frame["family"] = frame["name"].map(families)
+    return frame
+
+
+def groups(record: pd.DataFrame) -> list[tuple[str, pd.DataFrame, bool]]:
+    """(title, rows, with the reference's rows beside them) per table, per profile: every row of the record is in
+    at least one; rows of another normaliser are shown with the softmax rows of the same variants and tasks."""
+    frame, found = annotated(record), []
+    for profile, rows in frame.groupby("profile", sort=True):
+        other = rows[rows["normaliser"] != ""]
+        softmax = rows[rows["normaliser"] == ""]
+        compared = softmax[softmax["name"].isin(set(other["name"])) & softmax["task"].isin(set(other["task"]))]
+        rest = softmax.drop(index=compared.index)  # softmax rows not shown beside another normaliser's
+        for family, title, beside in (
+                ("default", "the calibration's default variants", False),
+                ("kernelised", "the kernelised and low-rank families", True),
+                ("other", "the other attention variants", True),
+                ("baselines", "the baselines: is attention needed at all?", True)):
+            chosen = rest[rest["family"] == family] if family != "default" else softmax[softmax["family"] == family]
+            if len(chosen):
+                found.append((f"{title} ({profile} profile)", chosen, beside))
+        if len(other):
+            found.append((f"other normalisers beside the softmax ({profile} profile)",
+                          pd.concat([compared, other]), False))
+    return found
+
+
+def _task_order(names) -> list[str]:
+    return [task for task in tasks.DEFAULT_SUITE if task in set(names)] + sorted(set(names) - set(tasks.DEFAULT_SUITE))
+
+
+def _cell(row: pd.Series | None, name: str, task: str) -> str:
+    """A row's test accuracy with its extra splits and lengths; why a cell the record lacks is empty."""
+    if row is None:
+        needs_causal = task in tasks.list_tasks() and tasks.task_class(task).needs_causal
+        return "skipped: needs causality" if needs_causal and _bidirectional(name) else "–"
+    extras = row["splits and lengths"]
+    return row["test accuracy"] + (f" ({extras})" if extras not in ("", "–") else "")
+
+
+def accuracy_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Task x variant (as it describes itself) test accuracy, chance beside it; the reference variant first, then
+    by registered name, normaliser and described name."""
+    ordered = rows.assign(later=rows["name"] != REFERENCE).sort_values(["later", "name", "normaliser", "variant"])
+    columns = list(dict.fromkeys(zip(ordered["variant"], ordered["name"], strict=True)))
+    by_key = {(row["task"], row["variant"]): row for _, row in rows.iterrows()}
+    table = []
+    for task in _task_order(rows["task"]):
+        chances = sorted(set(rows.loc[rows["task"] == task, "chance"]))
+        line = {"task": task, "chance": " / ".join(chances)}
+        line.update({variant: _cell(by_key.get((task, variant)), name, task) for variant, name in columns})
+        table.append(line)
+    return pd.DataFrame(table)
+
+
+def provenance_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per variant: the commits its rows trained at, the devices, and the command that trains a row again (with
+    `TASK=<task>` where the rows' commands differ in their task alone)."""
+    table = []
+    for variant, own in rows.groupby("variant", sort=False):
+        commands = sorted({command.replace(f"TASK={task} ", "TASK=<task> ")
+                           for command, task in zip(own["command"], own["task"], strict=True)})
+        table.append({"variant": variant, "seeds": ", ".join(sorted(set(own["seed"]))),
+                      "trained at commit": ", ".join(sorted(set(own["commit"]))),
+                      "device": "; ".join(sorted(set(own["device"]))), "command": " / ".join(commands)})
+    return pd.DataFrame(table)
+
+
+def _causality_note(rows: pd.DataFrame) -> list[str]:
+    bidirectional = sorted(name for name in set(rows["name"]) if _bidirectional(name))
+    if not bidirectional:
+        return []
+    return [f"{', '.join(f'`{name}`' for name in bidirectional)} have no causal form and train bidirectional "
+            "(`model.causal=false`); every other column is causal, so their cells are not comparable with the rest.",
+            ""]
+
+
+def calibration_sections(record: pd.DataFrame) -> list[str]:
+    """One section per table of the calibration record: what it measures, the table, where its rows come from."""
+    reference = annotated(record)
+    reference = reference[(reference["name"] == REFERENCE) & (reference["normaliser"] == "")]
+    lines = ["## Calibration: each task's profile, one run per cell", "",
+             "Test accuracy on each task's test set (which nothing selects on), chance beside it; in brackets the "
+             "extra splits and evaluation lengths. Every row, with its validation accuracy, steps, wall time and "
+             "throughput, is in [calibration.md](calibration.md); the record is "
+             "[calibration.csv](calibration.csv), written by `make calibration`.", "", ONE_RUN, ""]
+    for title, rows, beside in groups(record):
+        shown = rows
+        if beside:
+            extra = reference[(reference["profile"] == rows["profile"].iloc[0]) & reference["task"].isin(rows["task"])]
+            shown = pd.concat([extra, rows])
+        lines += [f"### {title[0].upper()}{title[1:]}", "", *markdown_table(accuracy_table(shown)), "",
+                  *_causality_note(shown), "Where the rows come from:", "",
+                  *markdown_table(provenance_table(shown)), ""]
+    return lines
+
+
+# -- the records under docs/records/ ----------------------------------------------------------------------
+
+
+def _board(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """A benchmark leaderboard record as the benchmark page draws it (`analysis.benchmark.leaderboard`), and the
+    page's verdicts on which intervals lie below the best (`analysis.benchmark.separation`)."""
+    numbers = ["chance", "test mean", "interval half-width", "seeds completed"]
+    frame = frame.assign(**{column: pd.to_numeric(frame[column]) for column in numbers})
+    cells = frame.assign(status="completed", **{"interval low": frame["test mean"] - frame["interval half-width"],
+                                                "interval high": frame["test mean"] + frame["interval half-width"]})
+    # leaderboard reads the variants and tasks, in order, from the ledger's benchmark definition: the record's
+    layout = SimpleNamespace(variants=tuple(dict.fromkeys(frame["variant"])), tasks=tuple(dict.fromkeys(frame["task"])))
+    shown, _ = leaderboard(cells, SimpleNamespace(benchmark=layout))
+    chance = frame.groupby("task", sort=False)["chance"].first()
+    shown = shown.rename(columns={task: f"{task} (chance {chance[task]:.3f})" for task in chance.index})
+    parameters = frame.groupby("variant", sort=False)["parameters (over both tasks)"].first()
+    shown["parameters"] = shown["variant"].map(parameters)
+    verdicts = [f"- {line}" for line in separation(cells)]
+    return shown, ["Test accuracy: mean ± the half-width of its 95% interval over the confirmation seeds (n); the "
+                   "average is of the record's rounded means. What the seeds tell apart, per task:", "", *verdicts]
+
+
+def _by_length(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Milliseconds per length, one row per variant and kernel, and the log-log slope (`speed.fits.fit`)."""
+    keys, time = ["variant", "kernel", "causal"], "ms forward+backward"
+    shown = frame.pivot(index=keys, columns="length", values=time)
+    shown = shown.reindex(index=pd.MultiIndex.from_frame(frame[keys].drop_duplicates()),
+                          columns=sorted(shown.columns, key=int))
+    slopes = {key: fit(pd.to_numeric(rows["length"]), pd.to_numeric(rows[time]))
+              for key, rows in frame.groupby(keys, sort=False)}
+    shown["log-log slope"] = [f"{slopes[key][0]:.2f} ({slopes[key][1]})" for key in shown.index]
+    return shown.reset_index().rename_axis(columns=None), [
+        "Milliseconds per forward+backward of one layer's attention, by sequence length; the slope is fitted over "
+        "the top octaves of the lengths (in brackets)."]
+
+
+def _estimate_check(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    ratio = pd.to_numeric(frame["measured (s)"]) / pd.to_numeric(frame["estimated (s)"])
+    return frame.assign(**{"measured / estimated": ratio.map(lambda value: f"{value:.2f}")}), [
+        "Seconds of runs the estimate predicted against what the same benchmark then took on the same machine; "
+        "a cell's measured seconds are the mean of its runs."]
+
+
+def _as_recorded(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    return frame, []
+
+
+# Per record (the file's name without .csv): its title, what it measures (no numbers), how it is drawn.
+RECORDS = {
+    "benchmark-mqar-flipflop": ("Benchmark: four variants on MQAR and flip-flop", _board),
+    "benchmark-estimate-default": ("Benchmark: what the default set costs, estimated before it runs", _as_recorded),
+    "benchmark-estimate-check": ("Benchmark: how close the estimate came", _estimate_check),
+    "speed-kernelised": ("Speed: the kernelised and low-rank families against length", _by_length),
+    "speed-complexity": ("Speed: the tutorials' complexity table, measured", _as_recorded),
+}
+
+
+def read(path: Path) -> pd.DataFrame:
+    """A record under docs/records/, every value as written (text): a CSV with the provenance columns; a file
+    without them is a ValueError."""
+    frame = pd.read_csv(path, keep_default_na=False, dtype=str)
+    missing = [column for column in PROVENANCE if column not in frame]
+    if missing:
+        raise ValueError(f"Record {str(path)!r} lacks the columns {missing}; accepted: a CSV with the columns "
+                         f"{', '.join(PROVENANCE)} beside its values.")
+    return frame
+
+
+def record_section(path: Path) -> list[str]:
+    """A record's section: title, the table (drawn by its entry in RECORDS, else as recorded), its provenance."""
+    frame = read(path)
+    title, draw = RECORDS.get(path.stem, (path.stem, _as_recorded))
+    values = frame[[column for column in frame.columns if column not in PROVENANCE]]
+    shown, notes = draw(values)
+    lines = [f"### {title}", "", f"Record: [records/{path.name}](records/{path.name}).", ""]
+    lines += [*notes, *([""] if notes else []), *markdown_table(shown), "", "Where the rows come from:", ""]
+    for column in PROVENANCE:
+        lines += [f"- {column}: " + "; ".join(f"`{value}`" if column == "command" else md_escape(value)
+                                              for value in dict.fromkeys(frame[column].astype(str)))]
+    return [*lines, ""]
+
+
+# -- the page and the README's headline ------------------------------------------------------------------
+
+
+def page(records: Path) -> str:
+    """docs/results.md from the records under `records` (calibration.csv, records/*.csv)."""
+    lines = ["# Results", "",
+             "Generated by `make results` (`attnlab results`, `analysis.results_doc`) from the committed records "
+             "beside this page; do not edit it by hand: change a record, or the generator, and run the command. "
+             "`tests/analysis/test_results_doc.py` fails when this page is not what the records give.", ""]
+    lines += calibration_sections(read_record(records / "calibration.csv"))
+    lines += ["## Benchmark and speed records", "",
+              "Records of `make benchmark`, `make benchmark-estimate` and the kernel timings (`make speed`), one CSV "
+              "each under [records/](records/); a record transcribed from a run's page or printout says so in its "
+              "`source`.", ""]
+    paths = sorted((records / "records").glob("*.csv"), key=lambda path: (path.stem not in RECORDS,
+                                                                        list(RECORDS).index(path.stem)
+                                                                        if path.stem in RECORDS else 0, path.name))
+    for path in paths:
+        lines += record_section(path)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def headline(records: Path) -> str:
+    """README.md's generated block: the headline leaderboard with where it comes from, and the link to the rest."""
+    path = records / "records" / f"{HEADLINE}.csv"
+    lines = [START, "<!-- generated by `make results` from docs/records/; edit the record, not this block -->"]
+    if path.exists():
+        frame = read(path)
+        shown, _ = _board(frame[[column for column in frame.columns if column not in PROVENANCE]])
+        first = frame.iloc[0]
+        lines += ["", *markdown_table(shown), "",
+                  f"`{first['command']}`: {md_escape(first['profile'])} profile; device: {md_escape(first['device'])}; "
+                  f"commit: {md_escape(first['commit'])}; source: {md_escape(first['source'])}."]
+    lines += ["", "Every measured result, with its provenance: [docs/results.md](docs/results.md).", END]
+    return "\n".join(lines)
+
+
+def with_headline(readme: str, block: str) -> str:
+    """`readme` with the text between its markers (inclusive) replaced by `block`."""
+    start, end = readme.find(START), readme.find(END)
+    if start == -1 or end < start:
+        raise ValueError(f"README has no {START} ... {END} block; accepted: a README with both markers, in order.")
+    return readme[:start] + block + readme[end + len(END):]
+
+
+def write(out: Path = Path("docs/results.md"), records: Path = Path("docs"),
+          readme: Path | None = Path("README.md")) -> Path:
+    """Write `out` from the records under `records`, and `readme`'s headline block (none when `readme` is None)."""
+    atomic_write_text(out, page(records))
+    if readme is not None:
+        atomic_write_text(readme, with_headline(readme.read_text(encoding="utf-8"), headline(records)))
+    return out

@@ -1,0 +1,216 @@
+"""The stages of the benchmark's protocol, each one object (`Stage`): its name (the first part of its jobs' keys
+in the storage: `tune/...`, `confirm/...`, `capacity/...`), when a cell is ready for it, which jobs it queues,
+what its jobs change in the cell's run, the size at which the estimate times a job, how the command's header and
+the page's protocol state it, and the key of the page section that shows it (the sections are the analysis
+layer's, `analysis.benchmark_stages`, found there by that key; this layer does not import them).
+
+A benchmark runs its stages (`Benchmark.stages`; by default tuning, confirmation and capacity) in order, cell by
+cell: the ledger asks each stage whether the cell is ready for it, given the jobs the stages before it queued and
+how they stand, and calls for its jobs when it is; the estimate counts every stage's jobs at the size each trains
+at; the page shows each stage's section. A new stage is a subclass with a name, a title, a page key, `ready` and
+`jobs` (and `changes` and `size` where its runs differ from the cell's own), named in `STAGES` (and in
+`DEFAULT_STAGES` where every benchmark should run it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from experiments import tasks
+from experiments.config import RunConfig
+
+# A stage reads the benchmark that holds it (`experiments.benchmark.definition.Benchmark`), its cells (`Cell`) and
+# a cell's state in the ledger (`experiments.benchmark.ledger.CellState`); those modules are built on the stages,
+# so the stages take them as they come (typed Any here), and no import runs back up to them.
+
+TUNE, CONFIRM, CAPACITY = "tune", "confirm", "capacity"  # the built-in stages' names, as stored in job keys
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of the protocol: a variant on a task at a learning rate with a seed, in a stage (its name), at the
+    cell's own size or, for a capacity job, at its point's `axis` = `value`."""
+
+    stage: str
+    variant: str
+    task: str
+    lr: float
+    seed: int
+    axis: str | None = None
+    value: int | None = None
+
+    @property
+    def key(self) -> str:
+        """What names the job in the storage: two trials with one key are one job."""
+        size = f"/{self.axis}={self.value}" if self.axis is not None else ""
+        return f"{self.stage}/{self.task}/{self.variant}/lr={self.lr!r}/seed={self.seed}{size}"
+
+    def to_attr(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_attr(cls, value: Any) -> Job | None:
+        """The job a trial's `job` user attribute names, or None when it names none."""
+        if not isinstance(value, dict) or set(value) != {field.name for field in dataclasses.fields(cls)}:
+            return None
+        return cls(**value)
+
+
+class Stage:
+    """One stage of the protocol. The defaults suit a stage whose runs train at the cell's own size."""
+
+    name: str  # the first part of its jobs' keys in the storage: never renamed once a benchmark has stored jobs
+    title: str  # how the page and the header name it
+    page: str  # the key of the page section that shows it (`analysis.benchmark_stages.SECTIONS`)
+
+    def ready(self, state: Any) -> bool:
+        """Whether the protocol calls for this stage's jobs of the cell now (`state`: the stages before it)."""
+        raise NotImplementedError
+
+    def jobs(self, benchmark: Any, cell: Any, lr: float | None = None) -> list[Job]:
+        """The jobs of the cell in this stage, at `lr`, the learning rate tuning chose (None before it has)."""
+        raise NotImplementedError
+
+    def planned(self, benchmark: Any, cell: Any, stand_in: float) -> list[Job]:
+        """The jobs the estimate counts before the benchmark runs: `jobs` at `stand_in`, the grid's middle learning
+        rate (what a job costs does not depend on its learning rate)."""
+        return self.jobs(benchmark, cell, stand_in)
+
+    def changes(self, benchmark: Any, job: Job, own: RunConfig) -> tuple[tuple[str, Any], ...]:
+        """The settings a job of this stage changes in its cell's own run config `own` (('model.dim', 128), ...)."""
+        return ()
+
+    def size(self, job: Job) -> str:
+        """The size a job trains at, as the estimate names it: the jobs of a cell at one size cost alike."""
+        return "own"
+
+    def skipped(self, cell: Any) -> list[tuple[str, str]]:
+        """The sizes of the cell this stage cannot train, as (size, reason)."""
+        return []
+
+    def header(self, benchmark: Any) -> list[str]:
+        """The lines that state the stage when the benchmark starts."""
+        return [f"{self.name}: {self.title}"]
+
+    def protocol(self, benchmark: Any) -> str:
+        """The stage as the page's protocol states it."""
+        return f"{self.title}."
+
+
+def _listed(values: Any, shown: Any = str) -> str:
+    return ", ".join(map(shown, values))
+
+
+class Tuning(Stage):
+    """Each cell once per learning rate of the grid, with the tuning seed; the learning rate whose run reaches the
+    highest validation accuracy is chosen (`CellState.best_lr`)."""
+
+    name, title, page = TUNE, "Tuning", "tuning"
+
+    def ready(self, state: Any) -> bool:
+        return True
+
+    def jobs(self, benchmark: Any, cell: Any, lr: float | None = None) -> list[Job]:
+        return [Job(self.name, cell.variant, cell.task, rate, benchmark.seed)
+                for rate in benchmark.learning_rates(cell)]
+
+    def header(self, benchmark: Any) -> list[str]:
+        return [f"tuning: learning rates {_listed(benchmark.lr_multiples, repr)} x each task's, seed "
+                f"{benchmark.seed}, chosen on the validation set"]
+
+    def protocol(self, benchmark: Any) -> str:
+        return (f"Tuning: each cell trains once per learning rate of the grid, the multiples "
+                f"{_listed(benchmark.lr_multiples, repr)} of the task profile's learning rate (the same for "
+                f"every variant), with seed {benchmark.seed}; the learning rate of highest validation accuracy is "
+                "chosen (the first of the grid among equals). The test set plays no part in the choice.")
+
+
+class Confirmation(Stage):
+    """The chosen learning rate with the fresh seeds, once tuning has chosen one: the leaderboard's runs."""
+
+    name, title, page = CONFIRM, "Confirmation", "confirmation"
+
+    def ready(self, state: Any) -> bool:
+        return state.best_lr is not None
+
+    def jobs(self, benchmark: Any, cell: Any, lr: float | None = None) -> list[Job]:
+        return [Job(self.name, cell.variant, cell.task, lr, seed) for seed in benchmark.confirmation_seeds]
+
+    def header(self, benchmark: Any) -> list[str]:
+        return [f"confirmation: the best learning rate with {benchmark.seeds} fresh seeds "
+                f"({_listed(benchmark.confirmation_seeds)}), test accuracy"]
+
+    def protocol(self, benchmark: Any) -> str:
+        return (f"Confirmation: the chosen learning rate trains again with {benchmark.seeds} fresh seeds "
+                f"({_listed(benchmark.confirmation_seeds)}); the leaderboard shows the mean test accuracy "
+                "and the half-width of its 95% interval (Student's t, n - 1 degrees of freedom), n the seeds that "
+                "completed.")
+
+
+def _multiples(multiples: tuple[float, ...]) -> str:
+    return ", ".join(f"x{multiple:g}" for multiple in multiples)
+
+
+class Capacity(Stage):
+    """The confirmed configuration at each capacity point of the cell other than its own size, with the capacity
+    seeds, once confirmation has settled (`experiments.benchmark.capacity`)."""
+
+    name, title, page = CAPACITY, "Capacity", "capacity"
+
+    def ready(self, state: Any) -> bool:
+        return state.settled(CONFIRM)
+
+    def jobs(self, benchmark: Any, cell: Any, lr: float | None = None) -> list[Job]:
+        return [Job(self.name, cell.variant, cell.task, lr, seed, point.axis, point.value)
+                for point in cell.capacity if not point.own and point.skipped is None
+                for seed in benchmark.capacity_seed_list]
+
+    def changes(self, benchmark: Any, job: Job, own: RunConfig) -> tuple[tuple[str, Any], ...]:
+        cell = benchmark.cell(job.variant, job.task)
+        return next((point.changes for point in cell.capacity if (point.axis, point.value) == (job.axis, job.value)
+                     and not point.own), ())
+
+    def size(self, job: Job) -> str:
+        return f"{job.axis} {job.value}"
+
+    def skipped(self, cell: Any) -> list[tuple[str, str]]:
+        return [(f"{point.axis}={point.value}", point.skipped) for point in cell.capacity if point.skipped is not None]
+
+    def header(self, benchmark: Any) -> list[str]:
+        """What the stage trains, and its points that cannot be built, once per reason."""
+        if not benchmark.capacity_widths and not benchmark.capacity_scales:
+            return ["capacity: off"]
+        sizes = "; ".join(text for text in (
+            f"model widths {_multiples(benchmark.capacity_widths)}" if benchmark.capacity_widths else "",
+            f"each task's capacity option {_multiples(benchmark.capacity_scales)}" if benchmark.capacity_scales
+            else "") if text)
+        lines = [f"capacity: the confirmed configuration at {sizes}, seed{'s' if benchmark.capacity_seeds > 1 else ''} "
+                 f"{_listed(benchmark.capacity_seed_list)}, test accuracy"]
+        skipped = Counter((point.axis, point.value, point.skipped) for cell in benchmark.cells
+                          for point in cell.capacity if point.skipped is not None)
+        return lines + [f"capacity {axis} {value} skipped in {count} cell{'s' if count > 1 else ''}: {reason}"
+                        for (axis, value, reason), count in skipped.items()]
+
+    def protocol(self, benchmark: Any) -> str:
+        if not benchmark.capacity_widths and not benchmark.capacity_scales:
+            return "Capacity: off (--capacity-widths none and --capacity-scales none)."
+        options = ", ".join(f"{task}: {tasks.task_class(task).capacity_option}" for task in benchmark.tasks
+                            if tasks.task_class(task).capacity_option is not None)
+        sizes = [f"the model width (model.dim; the heads keep their number and widen with it) at "
+                 f"{_multiples(benchmark.capacity_widths)} the cell's"] if benchmark.capacity_widths else []
+        sizes += [f"the task's capacity option ({options or 'none of these tasks declares one'}) at "
+                  f"{_multiples(benchmark.capacity_scales)} the cell's, rounded"] if benchmark.capacity_scales else []
+        return (f"Capacity: once a cell's confirmation has settled, its chosen learning rate trains again with seed"
+                f"{'s' if benchmark.capacity_seeds > 1 else ''} {_listed(benchmark.capacity_seed_list)} "
+                f"at {'; and '.join(sizes)}. The learning rate is not tuned again at other sizes. The cell's own size "
+                "is its confirmation runs with the same seeds. A size that cannot be built is listed as skipped with "
+                "the reason.")
+
+
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (Tuning(), Confirmation(), Capacity())}  # by name
+DEFAULT_STAGES: tuple[Stage, ...] = tuple(STAGES.values())  # what `attnlab benchmark` runs, in order
+# The stages of a benchmark whose stored definition names none: it was created before definitions named them.
+UNNAMED_STAGES = (TUNE, CONFIRM, CAPACITY)

@@ -1,0 +1,134 @@
+"""Workers read what they join from the storage: a worker process is started with only where the storage is, the
+study's name and what is local to it, and runs the trials or jobs of the definition the study holds; no module
+builds a command line from a definition; studies that older versions stored are joined and read."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from test_benchmark import TINY, plan
+from test_sweep import in_process_sweep
+
+from common.options import OptionError
+from experiments import benchmark
+from experiments.benchmark import Benchmark, Ledger
+from experiments.benchmark.definition import upgraded
+from experiments.sweep import Sweep
+from experiments.sweep.pool import WorkerSettings
+from experiments.sweep.storage import open_storage
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL = {"kind", "study", "storage_url", "journal", "runs_dir", "device", "heartbeat_seconds", "quiet", "trials",
+         "index"}
+
+
+def start_worker(settings: WorkerSettings, definition: dict) -> subprocess.CompletedProcess:
+    """Worker 0 of `settings`, started as its command starts it; its command holds none of `definition`."""
+    command = settings.command(0)
+    assert command[:3] == [sys.executable, "-m", "experiments.worker"] and len(command) == 4
+    local = json.loads(command[3])
+    assert set(local) == LOCAL and not set(definition) & LOCAL
+    shown = json.dumps({key: value for key, value in local.items() if key not in ("study", "journal")})  # by name
+    for value in ("passkey", "local", "dense", "seq_len", "window", "--set", "--variant"):  # the definition's
+        assert value not in shown, value
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+
+
+def test_a_benchmark_worker_given_only_the_storage_and_study_runs_the_jobs_of_the_stored_definition(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", seeds=1, capacity_widths="none", capacity_scales="none")
+    study = benchmark.open_study(bench)  # the study holds the definition, as `attnlab benchmark` leaves it
+    settings = WorkerSettings("benchmark", bench.study_name, None, str(bench.journal), str(tmp_path), "cpu", 1, True)
+    done = start_worker(settings, bench.definition())
+    assert done.returncode == 0, done.stderr
+    ledger = Ledger(bench, study.get_trials())
+    assert ledger.complete and len(ledger.states) == 3 + 1  # the grid's 3 learning rates, then 1 seed
+    configs = [json.loads(path.read_text()) for path in bench.folder.glob("*/config.json")]
+    assert len(configs) == 4 and {config["task_options"]["seq_len"] for config in configs} == {12}  # --set's size
+    assert done.stdout.count("[worker 0] ") == 4 and "[4 of 4 jobs settled]" in done.stdout
+
+
+def test_a_sweep_worker_given_only_the_storage_and_study_runs_the_trials_of_the_stored_definition(tmp_path):
+    sweep, study = in_process_sweep(tmp_path, "variant.window=8:10", trials=2)
+    settings = WorkerSettings("sweep", sweep.study_name, None, str(sweep.journal), str(tmp_path), "cpu", 1, True,
+                              trials=2)
+    done = start_worker(settings, sweep.definition())
+    assert done.returncode == 0, done.stderr
+    complete = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(complete) == 2 and all(8 <= trial.params["variant.window"] <= 10 for trial in complete)  # its space
+    for trial in complete:
+        config = json.loads((tmp_path / trial.user_attrs["run_id"] / "config.json").read_text())
+        assert config["task_options"]["seq_len"] == 12 and config["variant"] == "local"
+
+
+def test_a_worker_of_a_study_that_holds_no_definition_says_so_in_one_sentence(tmp_path):
+    settings = WorkerSettings("benchmark", "benchmark-nothing", None, str(tmp_path / "jobs.journal"), str(tmp_path),
+                              "cpu", 1, True)
+    done = subprocess.run(settings.command(0), cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "Study 'benchmark-nothing' in " in done.stderr and "holds no benchmark's definition" in done.stderr
+
+
+def test_no_module_builds_a_command_line_from_a_definition():
+    assert not hasattr(Benchmark, "arguments") and not hasattr(Sweep, "arguments")
+    assert not any(field in Sweep.__dataclass_fields__ for field in ("sets", "space_args", "space_file"))
+    # The only processes the code starts of its own are workers (`python -m experiments.worker SETTINGS`): none
+    # is started with the command line's flags.
+    starts = {path.relative_to(ROOT).as_posix() for package in ("experiments", "analysis")
+              for path in (ROOT / package).rglob("*.py") if re.search(r'"-m",\s*"experiments"', path.read_text())}
+    assert starts == set()
+
+
+def test_a_benchmark_run_with_two_workers_writes_its_page(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments", "benchmark", "--variant", "dense", "--task", "passkey", "--seeds", "1",
+         *TINY, "--capacity-widths", "none", "--capacity-scales", "none", "--name", "two", "--workers", "2",
+         "--heartbeat-seconds", "1", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "reports"), "--quiet"],
+        cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "[worker 0] " in done.stdout and "[worker 1] " in done.stdout
+    assert len(list((tmp_path / "benchmark" / "two").glob("*/config.json"))) == 4
+    assert (tmp_path / "reports" / "benchmark-two" / "index.html").is_file()
+
+
+def older(definition: dict, *, dropped: tuple[str, ...] = (), **changed) -> dict:
+    return {**{key: value for key, value in definition.items() if key not in dropped}, **changed}
+
+
+def store(storage, name: str, definition: dict) -> None:
+    optuna.create_study(storage=storage, study_name=name).set_user_attr("definition", definition)
+
+
+def test_a_benchmark_stored_before_definitions_named_their_stages_is_joined_and_read(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", capacity_widths="none", capacity_scales="none")
+    stored = older(bench.definition(), dropped=("stages",))
+    store(open_storage(None, bench.journal, 1), bench.study_name, stored)
+    assert upgraded(stored) == bench.definition()
+    rebuilt = Benchmark.from_definition(stored, study_name=bench.study_name, device="cpu", storage_url=None,
+                                        runs_dir=tmp_path, heartbeat_seconds=1)
+    assert rebuilt.stages == bench.stages and rebuilt.cells == bench.cells and rebuilt.name == bench.name
+    assert benchmark.open_study(bench).user_attrs["definition"] == bench.definition()  # joined, recorded anew
+    with pytest.raises(OptionError, match=r"benchmark study 'benchmark-tiny' stores no 'capacity_seeds'"):
+        Benchmark.from_definition(older(stored, dropped=("capacity_seeds",)), study_name=bench.study_name,
+                                  device="cpu", storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
+
+
+def test_a_sweep_stored_with_its_space_as_text_is_joined_by_the_same_sweep_and_refused_to_another(tmp_path):
+    sweep, _ = in_process_sweep(tmp_path / "today", "variant.window=8:10")
+    stored = older(sweep.definition(), dropped=("kernel", "pruner", "prune_after"),
+                   space=[param.describe() for param in sweep.space.params])  # as versions before workers read it
+    with pytest.raises(OptionError, match="stores its space as text"):
+        Sweep.from_definition(stored, study_name=sweep.study_name, device="cpu", storage_url=None,
+                              runs_dir=tmp_path, heartbeat_seconds=1, trials=1)
+    store(open_storage(None, tmp_path / "sweeps" / f"{sweep.study_name}.journal", 1), sweep.study_name, stored)
+    with pytest.raises(ValueError, match=r"created for another sweep \(its space differ\)"):
+        in_process_sweep(tmp_path, "variant.window=8:11")
+    again, study = in_process_sweep(tmp_path, "variant.window=8:10")
+    assert study.user_attrs["definition"] == again.definition()  # recorded in today's form
+    rebuilt = Sweep.from_definition(study.user_attrs["definition"], study_name=again.study_name, device="cpu",
+                                    storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1, trials=again.trials)
+    assert rebuilt == again
