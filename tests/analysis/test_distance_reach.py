@@ -7,7 +7,8 @@ from analysis.sections.distance import _reach
 
 def reach(variant, depth, seq_len, causal, **options):
     """_reach of an entry as `shared.layout_variants` gives it: each block's module as a model of width 16 builds it."""
-    modules = [variants.create_baseline(variant, dim=16, causal=causal, layer=layer, **options) for layer in range(depth)]
+    modules = [variants.create_baseline(variant, dim=16, causal=causal, layer=layer, **options)
+               for layer in range(depth)]
     return _reach({"variant": variant, "modules": modules, "seq_len": seq_len, "causal": causal, "heads": 0})
 
 
