@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.benchmark_stages import interval_text, stage_sections, test_figures
+from analysis.benchmark_stages import chance_of, interval_text, stage_sections, test_figures
 from analysis.render import Block, Section, Table, Text
 from analysis.report import write_page
 from analysis.sections.provenance import environment
@@ -84,13 +84,13 @@ def cell_rows(ledger: Ledger) -> pd.DataFrame:
         results = [job.result for job in state.jobs if job.result]
         best = next((job for job in state.tuning if job is not None and job.job.lr == state.best_lr), None)
         parameters, dense = _parameters(state), reference.get(state.cell.task, math.nan)
+        chance = chance_of(state)
         rows.append({
             "variant": state.cell.variant, "task": state.cell.task, "status": status, "reason": reason,
             "validation accuracy per learning rate": _tuning_text(state) if state.tuning else "",
             "best lr": state.best_lr if state.best_lr is not None else math.nan,
             "best validation accuracy": best.result["val_accuracy"] if best is not None else math.nan,
-            **test_figures(state.confirmation),
-            "chance": next((result["chance_accuracy"] for result in _protocol_results(state)), math.nan),
+            **test_figures(state.confirmation, chance), "chance": chance,
             "parameters": parameters, "parameters / dense": parameters / dense,
             "over 10% larger than dense": bool(parameters > PARAMETER_TOLERANCE * dense),
             "runs": len(results), "steps": sum(result["steps"] for result in results),
@@ -100,16 +100,43 @@ def cell_rows(ledger: Ledger) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def not_ranked(cells: pd.DataFrame, tasks: tuple[str, ...]) -> dict[str, str]:
+    """Why each row that is listed but not ranked is not: a task it skipped or has no result on (ranks compare
+    rows over the same tasks), a seed that diverged or failed (its cell scores it at chance, which a rank would
+    hide), a model over 10% larger than dense's on a task, or a single seed per task (no interval to rank by)."""
+    reasons = {}
+    for variant, rows in cells.groupby("variant", sort=False):
+        ran = rows[rows["status"] != "skipped"]
+        why = [f"{what} {', '.join(names)}" for what, names in (
+            ("skipped on", rows[rows["status"] == "skipped"]["task"].tolist()),
+            ("no result on", [task for task in tasks if task not in set(ran.dropna(subset=["test mean"])["task"])
+                              and task not in set(rows[rows["status"] == "skipped"]["task"])]),
+            ("over 10% larger than dense on",
+             ran[ran["over 10% larger than dense"].astype(bool)]["task"].tolist()
+             if "over 10% larger than dense" in ran else [])) if names]
+        failed = int(ran["seeds failed"].sum()) if "seeds failed" in ran else 0
+        if failed:
+            why.append(f"{failed} of {int(ran['seeds scored'].sum())} seeds diverged or failed")
+        if (ran.dropna(subset=["test mean"])["seeds scored"] < 2).any():
+            why.append("one seed on a task, so no interval to rank by (SEEDS=2 or more)")
+        if why:
+            reasons[variant] = "; ".join(why)
+    return reasons
+
+
 def leaderboard(cells: pd.DataFrame, ledger: Ledger) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Variant x task test accuracy (shown: mean ± 95% half-width (n); data: the means), the average over the
-    tasks each row has, how many, and the rank by average among the rows that have every task."""
+    tasks each row has, how many, and the rank by average among the rows that `not_ranked` leaves (every task,
+    every seed settled normally, a comparable size, two seeds or more), with why each other row is not ranked."""
     means = cells.pivot(index="variant", columns="task", values="test mean").reindex(
         index=list(ledger.benchmark.variants), columns=list(ledger.benchmark.tasks))
     data = means.copy()
     data["average"] = means.mean(axis=1, skipna=True)
     data["tasks averaged"] = means.notna().sum(axis=1)
-    full = data["tasks averaged"] == data["tasks averaged"].max()
-    data["rank"] = data["average"].where(full & (data["tasks averaged"] > 0)).rank(ascending=False, method="min")
+    reasons = not_ranked(cells, tuple(ledger.benchmark.tasks))
+    ranked = [variant not in reasons and count > 0 for variant, count in data["tasks averaged"].items()]
+    data["rank"] = data["average"].where(ranked).rank(ascending=False, method="min")
+    data["not ranked because"] = [reasons.get(variant, "") for variant in data.index]
     data = data.rename_axis("variant").reset_index()
     shown = data.copy()
     indexed = cells.set_index(["variant", "task"])
@@ -122,11 +149,19 @@ def leaderboard(cells: pd.DataFrame, ledger: Ledger) -> tuple[pd.DataFrame, pd.D
     return shown.loc[order].reset_index(drop=True), data.loc[order].reset_index(drop=True)
 
 
+def unranked_text(board: pd.DataFrame) -> list[str]:
+    """A sentence when the leaderboard ranks no row, with the reasons (SEEDS=1 gives every row one)."""
+    if board.empty or board["rank"].notna().any():
+        return []
+    reasons = sorted({reason for reason in board["not ranked because"] if reason})
+    return [f"No row is ranked: {' | '.join(reasons) or 'no row has a result yet'}."]
+
+
 def separation(cells: pd.DataFrame) -> list[str]:
     """Per task: which rows' 95% intervals lie wholly below the best row's (told apart by the seeds), and which
     overlap it (not told apart at this profile)."""
     lines = []
-    for task, rows in cells[cells["seeds completed"] > 1].groupby("task", sort=False):
+    for task, rows in cells[cells["seeds scored"] > 1].groupby("task", sort=False):
         best = rows.loc[rows["test mean"].idxmax()]
         below = rows[rows["interval high"] < best["interval low"]]["variant"].tolist()
         overlapping = [variant for variant in rows["variant"] if variant not in below and variant != best["variant"]]
@@ -214,13 +249,15 @@ def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
     sections = [
         Section("leaderboard", "Leaderboard", [
             Text("Test accuracy of each variant on each task at its chosen learning rate: mean ± half-width of the "
-                 "95% interval over the confirmation seeds (n = seeds completed). The average is over the tasks a "
-                 "row has; rows are ranked by it among the rows that have every task (a row with fewer tasks, "
-                 "skipped by construction, averages other tasks and is not ranked)."),
+                 "95% interval over the confirmation seeds (n); a seed whose run diverged or failed counts, scored at "
+                 "the task's chance accuracy, and is named. The average is over the tasks a row has; rows are "
+                 "ranked by it only among rows over the same tasks with every seed settled normally, a model "
+                 "within 10% of dense's size and two seeds or more; every other row is listed with why it is not "
+                 "ranked."),
             Table("leaderboard", "Leaderboard: test accuracy per task, average and rank; each row's parameters "
                   "over the tasks and the tasks where its model is more than 10% larger than dense's (the Long Range "
                   "Arena's rule for a fair comparison)", shown, data=board),
-            *(Text(line) for line in separation(cells))]),
+            *(Text(line) for line in [*unranked_text(board), *separation(cells)])]),
         *stage_sections(ledger, cells),
         Section("cells", "Cells", [Table("cells", "Every cell: tuning (validation accuracy per learning rate), the "
                                          "chosen learning rate, test accuracy over seeds, size and cost",

@@ -22,29 +22,41 @@ import pandas as pd
 
 from analysis.benchmark_axes import capacity_blocks, confirmation_blocks
 from analysis.render import Block, Section, Table, Text
-from experiments.benchmark import JobState, Ledger, Stage
-from experiments.benchmark.ledger import COMPLETED
+from experiments.benchmark import CellState, JobState, Ledger, Stage
+from experiments.benchmark.ledger import COMPLETED, SETTLED
 from experiments.sweep.confirm import mean_interval
 
 
-def test_figures(jobs: list[JobState | None]) -> dict[str, Any]:
-    """The test accuracy of the completed ones of `jobs`: how many seeds were asked and completed, which, the mean,
-    the standard deviation and the 95% interval of the mean (Student's t)."""
+def chance_of(state: CellState) -> float:
+    """The chance accuracy of a cell's task, as its runs recorded it (NaN before any run has)."""
+    return next((job.result["chance_accuracy"] for job in state.jobs
+                 if job.result and job.result.get("chance_accuracy") is not None), math.nan)
+
+
+def test_figures(jobs: list[JobState | None], chance: float) -> dict[str, Any]:
+    """The test accuracy of the settled ones of `jobs` over their seeds: a seed whose run diverged or failed counts,
+    scored at `chance` (dropping it would rank a variant that diverges on 2 of 3 seeds on its survivor). How many
+    seeds were asked, completed and failed, which completed, the mean, the standard deviation and the 95% interval
+    of the mean (Student's t) over the completed and failed seeds (n = "seeds scored")."""
     done = [job for job in jobs if job is not None and job.state == COMPLETED]
-    accuracies = [job.result["test_accuracy"] for job in done]
+    failed = [job for job in jobs if job is not None and job.state in SETTLED and job.state != COMPLETED]
+    accuracies = [job.result["test_accuracy"] for job in done] + [chance] * len(failed)
     mean = statistics.fmean(accuracies) if accuracies else math.nan
     std, half = mean_interval(accuracies)[1:] if len(accuracies) > 1 else (math.nan, math.nan)
-    return {"seeds asked": len(jobs), "seeds completed": len(done),
-            "seeds": ",".join(str(job.job.seed) for job in done), "test mean": mean, "test std": std,
-            "interval half-width": half, "interval low": mean - half, "interval high": mean + half}
+    return {"seeds asked": len(jobs), "seeds completed": len(done), "seeds failed": len(failed),
+            "seeds scored": len(accuracies), "seeds": ",".join(str(job.job.seed) for job in done), "test mean": mean,
+            "test std": std, "interval half-width": half, "interval low": mean - half, "interval high": mean + half}
 
 
 def interval_text(row: pd.Series) -> str:
-    """'0.578 ± 0.123 (n=3)': the mean and the half-width of its 95% interval over n seeds."""
-    if row["seeds completed"] == 0:
+    """'0.578 ± 0.123 (n=3)': the mean and the half-width of its 95% interval over n seeds; '(n=3; 1 of 3 diverged
+    or failed, scored at chance)' where seeds did not complete."""
+    scored, failed = int(row["seeds scored"]), int(row.get("seeds failed", 0) or 0)
+    if scored == 0:
         return "–"
-    spread = f" ± {row['interval half-width']:.3f}" if row["seeds completed"] > 1 else ""
-    return f"{row['test mean']:.3f}{spread} (n={row['seeds completed']})"
+    spread = f" ± {row['interval half-width']:.3f}" if scored > 1 else ""
+    lost = f"; {failed} of {scored} diverged or failed, scored at chance" if failed else ""
+    return f"{row['test mean']:.3f}{spread} (n={scored}{lost})"
 
 
 def tuning_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
@@ -72,14 +84,16 @@ def tuning_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Blo
 
 def seeds_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
     """A stage's runs per cell: the mean test accuracy and its 95% interval over their seeds."""
-    frame = pd.DataFrame([{"variant": state.cell.variant, "task": state.cell.task, **test_figures(state.of(stage.name))}
+    frame = pd.DataFrame([{"variant": state.cell.variant, "task": state.cell.task,
+                           **test_figures(state.of(stage.name), chance_of(state))}
                           for state in ledger.cells if state.cell.skipped is None])
     if frame.empty:
         return [Text(f"{stage.title}: every cell was skipped.")]
     shown = frame[["variant", "task"]].assign(**{"test accuracy": frame.apply(interval_text, axis=1)})
     return [Text(stage.protocol(ledger.benchmark)),
             Table(f"stage-{stage.name}", f"{stage.title}: test accuracy per cell, mean ± half-width of the 95% "
-                  "interval over its seeds (n = seeds completed)", shown, data=frame)]
+                  "interval over its seeds (n = seeds scored; a seed that diverged or failed scores chance)", shown,
+                  data=frame)]
 
 
 SECTIONS: dict[str, Callable[[Ledger, Stage, pd.DataFrame], list[Block]]] = {

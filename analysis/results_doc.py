@@ -187,7 +187,8 @@ def _board(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     page's verdicts on which intervals lie below the best (`analysis.benchmark.separation`)."""
     numbers = ["chance", "test mean", "interval half-width", "seeds completed"]
     frame = frame.assign(**{column: pd.to_numeric(frame[column]) for column in numbers})
-    cells = frame.assign(status="completed", **{"interval low": frame["test mean"] - frame["interval half-width"],
+    cells = frame.assign(status="completed", **{"seeds scored": frame["seeds completed"], "seeds failed": 0,
+                                                "interval low": frame["test mean"] - frame["interval half-width"],
                                                 "interval high": frame["test mean"] + frame["interval half-width"]})
     # leaderboard reads the variants and tasks, in order, from the ledger's benchmark definition: the record's
     layout = SimpleNamespace(variants=tuple(dict.fromkeys(frame["variant"])), tasks=tuple(dict.fromkeys(frame["task"])))

@@ -5,6 +5,7 @@ benchmark's storage."""
 
 import html
 import math
+import statistics
 from pathlib import Path
 
 import optuna
@@ -84,11 +85,19 @@ def test_the_leaderboard_shows_the_mean_and_t_interval_over_seeds_the_average_an
     half = T_975_TWO_DEGREES * 0.02 / math.sqrt(3)  # dense on passkey: 0.68, 0.70, 0.72
     rows = shown.set_index("variant")
     assert rows.loc["dense", "passkey"] == f"0.700 ± {half:.3f} (n=3)"
-    assert rows.loc["local", "flipflop"] == "0.600 ± 0.000 (n=2)"  # the failed seed is not averaged
+    # local's failed third seed counts, scored at flip-flop's chance (0.25): 0.6, 0.6, 0.25
+    failed_half = T_975_TWO_DEGREES * statistics.stdev([0.6, 0.6, 0.25]) / math.sqrt(3)
+    assert rows.loc["local", "flipflop"] == (f"{(0.6 + 0.6 + 0.25) / 3:.3f} ± {failed_half:.3f} "
+                                             "(n=3; 1 of 3 diverged or failed, scored at chance)")
     assert rows.loc["linformer", "flipflop"] == "skipped"
     assert board.loc["dense", "average"] == pytest.approx((0.7 + 0.8) / 2)
     assert board.loc["linformer", "tasks averaged"] == 1 and rows.loc["linformer", "rank"] == "–"
-    assert list(shown["variant"]) == ["dense", "local", "linformer"] and list(shown["rank"]) == ["1", "2", "–"]
+    # listed, not ranked: local for its failed seed, linformer for its skipped task and its size
+    assert list(shown["variant"]) == ["dense", "local", "linformer"] and list(shown["rank"]) == ["1", "–", "–"]
+    assert rows.loc["dense", "not ranked because"] == ""
+    assert rows.loc["local", "not ranked because"] == "1 of 6 seeds diverged or failed"
+    assert rows.loc["linformer", "not ranked because"] == ("skipped on flipflop; over 10% larger than dense on "
+                                                           "passkey")
     cells = pd.read_csv(index.parent / "tables" / "cells.csv").set_index(["variant", "task"])
     assert cells.loc[("dense", "passkey"), "best lr"] == 0.001  # the highest validation accuracy, not test
     assert cells.loc[("dense", "passkey"), "seeds"] == "1,2,3"
@@ -210,3 +219,32 @@ def test_capacity_points_skipped_or_failed_are_listed_with_their_size_and_reason
     assert cost.loc["dense", "runs"] == 2 * (3 + 2) + 3 + 2  # tuning and confirmation, then capacity's runs
     cells = pd.read_csv(folder / "tables" / "cells.csv").set_index(["variant", "task"])
     assert cells.loc[("dense", "mqar"), "parameters"] == 1000  # the cell's own size, not capacity's
+
+
+def test_one_seed_per_cell_ranks_nothing_and_says_why(tmp_path):
+    bench = prepare(tmp_path, "dense,local", "passkey", seeds=1)
+    study = optuna.create_study()
+    for cell in bench.cells:
+        validation, test, parameters = FIGURES[cell.variant, cell.task]
+        for job, value in zip(bench.stage("tune").jobs(bench, cell), validation, strict=True):
+            add(study, job, value, parameters)
+        best = bench.learning_rates(cell)[validation.index(max(validation))]
+        (job,) = bench.stage("confirm").jobs(bench, cell, best)
+        add(study, job, test[0], parameters)
+    index, shown = page.write(Ledger(bench, study.get_trials()), tmp_path / "reports")
+    assert list(shown["rank"]) == ["–", "–"]
+    assert set(shown["not ranked because"]) == {"one seed on a task, so no interval to rank by (SEEDS=2 or more)"}
+    assert "No row is ranked: one seed on a task, so no interval to rank by (SEEDS=2 or more)." in html.unescape(
+        index.read_text())
+
+
+def test_a_row_without_a_result_on_a_task_is_not_ranked_against_rows_that_have_every_task():
+    cells = pd.DataFrame([
+        {"variant": "dense", "task": "a", "status": "done", "test mean": 0.9, "seeds scored": 3, "seeds failed": 0},
+        {"variant": "dense", "task": "b", "status": "done", "test mean": 0.5, "seeds scored": 3, "seeds failed": 0},
+        {"variant": "local", "task": "a", "status": "done", "test mean": 0.95, "seeds scored": 3, "seeds failed": 0},
+        {"variant": "local", "task": "b", "status": "pending", "test mean": math.nan, "seeds scored": 0,
+         "seeds failed": 0}])
+    assert page.not_ranked(cells, ("a", "b")) == {"local": "no result on b"}
+    assert page.not_ranked(cells.assign(**{"seeds failed": [0, 1, 0, 0]}), ("a", "b")) == {
+        "dense": "1 of 6 seeds diverged or failed", "local": "no result on b"}
