@@ -114,7 +114,7 @@ def not_ranked(cells: pd.DataFrame, tasks: tuple[str, ...]) -> dict[str, str]:
             ("over 10% larger than dense on",
              ran[ran["over 10% larger than dense"].astype(bool)]["task"].tolist()
              if "over 10% larger than dense" in ran else [])) if names]
-        failed = int(ran["seeds failed"].sum()) if "seeds failed" in ran else 0
+        failed = int(ran["seeds failed"].sum())
         if failed:
             why.append(f"{failed} of {int(ran['seeds scored'].sum())} seeds diverged or failed")
         if (ran.dropna(subset=["test mean"])["seeds scored"] < 2).any():

@@ -51,7 +51,7 @@ def test_figures(jobs: list[JobState | None], chance: float) -> dict[str, Any]:
 def interval_text(row: pd.Series) -> str:
     """'0.578 ± 0.123 (n=3)': the mean and the half-width of its 95% interval over n seeds; '(n=3; 1 of 3 diverged
     or failed, scored at chance)' where seeds did not complete."""
-    scored, failed = int(row["seeds scored"]), int(row.get("seeds failed", 0) or 0)
+    scored, failed = int(row["seeds scored"]), int(row["seeds failed"])
     if scored == 0:
         return "–"
     spread = f" ± {row['interval half-width']:.3f}" if scored > 1 else ""
