@@ -1,6 +1,7 @@
 """The benchmark's page, `reports/benchmark-<name>/`: the leaderboard (variant x task, mean and 95% interval
-of the test accuracy over the confirmation seeds, the average over tasks, the rank), which differences the
-spread over seeds can tell apart, a section per stage of the benchmark (`analysis.benchmark_stages`: tuning;
+of the test accuracy over the confirmation seeds beside its test set's own interval, the average over tasks, the
+rank; the bidirectional rows in a table of their own), which differences a paired test over the seeds tells apart
+per task (`analysis.verdicts`), a section per stage of the benchmark (`analysis.benchmark_stages`: tuning;
 accuracy against distance and length and the speed of learning; accuracy against model width and task size),
 every cell with its tuning and its cost, the cost per variant, the cells, sizes and jobs that were skipped,
 diverged or failed with their reasons, and the protocol, stage by stage, with the exact command and the versions
@@ -14,41 +15,41 @@ escapes every string (run errors included).
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from analysis.benchmark_stages import chance_of, interval_text, stage_sections, test_figures
+from analysis.benchmark_stages import chance_of, interval_text, run_setup, seed_scores, stage_sections, test_figures
 from analysis.render import Block, Section, Table, Text
 from analysis.report import write_page
 from analysis.sections.provenance import environment
-from analysis.sections.results import PARAMETER_TOLERANCE
 from analysis.sections.shared import fmt
-from experiments.benchmark import CellState, Ledger
+from analysis.verdicts import PROTOCOL, verdict_blocks
+from experiments import tasks
+from experiments.benchmark import Benchmark, CellState, Ledger
 from experiments.benchmark.ledger import COMPLETED, SETTLED
+from experiments.benchmark.parity import REFERENCE, TOLERANCE
 
-REFERENCE = "dense"  # the row every other row's size is compared with (the Long Range Arena's rule)
-
-
+UNMATCHED = f"parameters not within {TOLERANCE:.0%} of {REFERENCE}'s"  # the cells table's column: why, or ''
 CELL_COLUMNS = ("variant", "task", "status", "validation accuracy per learning rate", "best lr", "test accuracy",
-                "seeds", "parameters", "parameters / dense", "over 10% larger than dense", "runs", "steps", "tokens",
-                "wall seconds", "reason")
+                "seeds", "size", "parameters", f"{REFERENCE} parameters", f"parameters / {REFERENCE}", UNMATCHED,
+                "runs", "steps", "tokens", "wall seconds", "reason")
 
 
 def _count(value: float) -> str:
     return "–" if math.isnan(value) else f"{int(value):,}"
 
 
-def _protocol_results(state: CellState) -> list[dict]:
-    """The figures of a cell's tuning and confirmation runs, at the cell's own size (not capacity's)."""
-    return [job.result for job in (*state.tuning, *state.confirmation) if job is not None and job.result]
-
-
-def _parameters(state: CellState) -> float:
-    counts = [result["parameters"] for result in _protocol_results(state) if result.get("parameters")]
-    return float(statistics.median(counts)) if counts else math.nan
+def _sizes(state: CellState) -> dict[str, Any]:
+    """A cell's parameter columns: the size chosen for it (`Cell.size`: 'own', or the settings that size it to
+    dense's parameters), its parameters and dense's on the task as counted when the benchmark was resolved (the
+    model its runs build), their ratio, and why they are not within 10% of each other ('' where they are)."""
+    size, skipped = state.cell.size, state.cell.skipped is not None
+    return {"size": "" if skipped else size.shown, "parameters": float(size.parameters or math.nan),
+            f"{REFERENCE} parameters": float(size.reference or math.nan), f"parameters / {REFERENCE}": size.ratio,
+            UNMATCHED: "" if skipped else size.unmatched or ""}
 
 
 def _status(state: CellState) -> tuple[str, str]:
@@ -76,23 +77,20 @@ def _tuning_text(state: CellState) -> str:
 
 def cell_rows(ledger: Ledger) -> pd.DataFrame:
     """One row per cell: status, tuning, the chosen learning rate, the test accuracy over seeds with its 95%
-    interval (Student's t), parameters against the reference's on the same task, and the cost of its runs."""
-    reference = {state.cell.task: _parameters(state) for state in ledger.cells if state.cell.variant == REFERENCE}
+    interval (Student's t), its size and parameters against dense's on the same task, and the cost of its runs."""
     rows = []
     for state in ledger.cells:
         status, reason = _status(state)
         results = [job.result for job in state.jobs if job.result]
         best = next((job for job in state.tuning if job is not None and job.job.lr == state.best_lr), None)
-        parameters, dense = _parameters(state), reference.get(state.cell.task, math.nan)
         chance = chance_of(state)
         rows.append({
             "variant": state.cell.variant, "task": state.cell.task, "status": status, "reason": reason,
             "validation accuracy per learning rate": _tuning_text(state) if state.tuning else "",
             "best lr": state.best_lr if state.best_lr is not None else math.nan,
             "best validation accuracy": best.result["val_accuracy"] if best is not None else math.nan,
-            **test_figures(state.confirmation, chance), "chance": chance,
-            "parameters": parameters, "parameters / dense": parameters / dense,
-            "over 10% larger than dense": bool(parameters > PARAMETER_TOLERANCE * dense),
+            **test_figures(state.confirmation, chance), "chance": chance, **run_setup(ledger, state),
+            **_sizes(state),
             "runs": len(results), "steps": sum(result["steps"] for result in results),
             "tokens": sum(result["tokens"] for result in results),
             "wall seconds": sum(result["wall_seconds"] or 0.0 for result in results),
@@ -103,7 +101,8 @@ def cell_rows(ledger: Ledger) -> pd.DataFrame:
 def not_ranked(cells: pd.DataFrame, tasks: tuple[str, ...]) -> dict[str, str]:
     """Why each row that is listed but not ranked is not: a task it skipped or has no result on (ranks compare
     rows over the same tasks), a seed that diverged or failed (its cell scores it at chance, which a rank would
-    hide), a model over 10% larger than dense's on a task, or a single seed per task (no interval to rank by)."""
+    hide), a model not within 10% of dense's parameters on a task (with why no size is: `Cell.size`), or a single
+    seed per task (no interval to rank by)."""
     reasons = {}
     for variant, rows in cells.groupby("variant", sort=False):
         ran = rows[rows["status"] != "skipped"]
@@ -111,9 +110,9 @@ def not_ranked(cells: pd.DataFrame, tasks: tuple[str, ...]) -> dict[str, str]:
             ("skipped on", rows[rows["status"] == "skipped"]["task"].tolist()),
             ("no result on", [task for task in tasks if task not in set(ran.dropna(subset=["test mean"])["task"])
                               and task not in set(rows[rows["status"] == "skipped"]["task"])]),
-            ("over 10% larger than dense on",
-             ran[ran["over 10% larger than dense"].astype(bool)]["task"].tolist()
-             if "over 10% larger than dense" in ran else [])) if names]
+            (f"not within {TOLERANCE:.0%} of {REFERENCE}'s parameters on",
+             [f"{task} ({why})" for task, why in zip(ran["task"], ran[UNMATCHED], strict=True) if why]
+             if UNMATCHED in ran else [])) if names]
         failed = int(ran["seeds failed"].sum())
         if failed:
             why.append(f"{failed} of {int(ran['seeds scored'].sum())} seeds diverged or failed")
@@ -125,9 +124,10 @@ def not_ranked(cells: pd.DataFrame, tasks: tuple[str, ...]) -> dict[str, str]:
 
 
 def leaderboard(cells: pd.DataFrame, ledger: Ledger) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Variant x task test accuracy (shown: mean ± 95% half-width (n); data: the means), the average over the
-    tasks each row has, how many, and the rank by average among the rows that `not_ranked` leaves (every task,
-    every seed settled normally, a comparable size, two seeds or more), with why each other row is not ranked."""
+    """Variant x task test accuracy (shown: `interval_text`; data: the means), the average over the tasks each row
+    has, how many, the row's table (`attention`), and the rank by average within its table among the rows that
+    `not_ranked` leaves (every task, every seed settled normally, a comparable size, two seeds or more), with why
+    each other row is not ranked; causal rows first."""
     means = cells.pivot(index="variant", columns="task", values="test mean").reindex(
         index=list(ledger.benchmark.variants), columns=list(ledger.benchmark.tasks))
     data = means.copy()
@@ -135,7 +135,9 @@ def leaderboard(cells: pd.DataFrame, ledger: Ledger) -> tuple[pd.DataFrame, pd.D
     data["tasks averaged"] = means.notna().sum(axis=1)
     reasons = not_ranked(cells, tuple(ledger.benchmark.tasks))
     ranked = [variant not in reasons and count > 0 for variant, count in data["tasks averaged"].items()]
-    data["rank"] = data["average"].where(ranked).rank(ascending=False, method="min")
+    tables = attention(cells)
+    data["attention"] = [tables.get(variant, "causal") for variant in data.index]
+    data["rank"] = data["average"].where(ranked).groupby(data["attention"]).rank(ascending=False, method="min")
     data["not ranked because"] = [reasons.get(variant, "") for variant in data.index]
     data = data.rename_axis("variant").reset_index()
     shown = data.copy()
@@ -145,7 +147,8 @@ def leaderboard(cells: pd.DataFrame, ledger: Ledger) -> tuple[pd.DataFrame, pd.D
                        "skipped" else "skipped" for variant in data["variant"]]
     shown["average"] = data["average"].map(fmt)
     shown["rank"] = data["rank"].map(lambda rank: "–" if pd.isna(rank) else str(int(rank)))
-    order = data["rank"].fillna(math.inf).sort_values(kind="stable").index
+    order = data.assign(after=data["attention"] != "causal", at=data["rank"].fillna(math.inf)).sort_values(
+        ["after", "at"], kind="stable").index
     return shown.loc[order].reset_index(drop=True), data.loc[order].reset_index(drop=True)
 
 
@@ -157,26 +160,57 @@ def unranked_text(board: pd.DataFrame) -> list[str]:
     return [f"No row is ranked: {' | '.join(reasons) or 'no row has a result yet'}."]
 
 
-def separation(cells: pd.DataFrame) -> list[str]:
-    """Per task: which rows' 95% intervals lie wholly below the best row's (told apart by the seeds), and which
-    overlap it (not told apart at this profile)."""
-    lines = []
-    for task, rows in cells[cells["seeds scored"] > 1].groupby("task", sort=False):
-        best = rows.loc[rows["test mean"].idxmax()]
-        below = rows[rows["interval high"] < best["interval low"]]["variant"].tolist()
-        overlapping = [variant for variant in rows["variant"] if variant not in below and variant != best["variant"]]
-        if not below:
-            lines.append(f"{task}: the spread over seeds tells no two variants apart at this profile "
-                         f"({len(rows)} rows with 2 seeds or more; {best['variant']} has the highest mean).")
+def attention(cells: pd.DataFrame) -> dict[str, str]:
+    """Per variant, the leaderboard table its row belongs in: 'bidirectional' where a cell of it runs with
+    model.causal false (each position sees the whole sequence), else 'causal'."""
+    return {variant: "bidirectional" if rows["causal"].eq(False).any() else "causal"
+            for variant, rows in cells.groupby("variant", sort=False)}
+
+
+LEADERBOARD = ("Test accuracy of each variant on each task at its chosen learning rate: mean ± half-width of the 95% "
+               "interval over the confirmation seeds (n), and the Wilson 95% interval of the mean over the task's "
+               "fixed test set (test set low–high), its own sampling error; a seed whose run diverged or failed "
+               "counts, scored at the task's chance accuracy, and is named. The average is over the tasks a row has; "
+               "rows are ranked by it only among rows over the same tasks with every seed settled normally, a model "
+               "within 10% of dense's size and two seeds or more; every other row is listed with why it is not ranked.")
+BIDIRECTIONAL = ("The rows below run bidirectional attention (model.causal false): each position sees the whole "
+                 "sequence, later inputs included, so they are not comparable with the causal rows above; they are "
+                 "ranked among themselves, and their verdicts compare them only with each other.")
+VERDICTS = ("Verdicts, per task: each row with 2 seeds or more against the row of highest mean in its own table, by "
+            "a paired test over the confirmation seeds both scored that adds the test set's sampling error, "
+            "Holm-corrected over the task's comparisons (see the protocol). The mean difference and its 95% interval "
+            "say how large a difference is; 'told apart' says whether it is beyond what the seeds and the test set's "
+            "sampling leave to chance.")
+
+
+def leaderboard_blocks(ledger: Ledger, cells: pd.DataFrame, shown: pd.DataFrame, board: pd.DataFrame) -> list[Block]:
+    """The leaderboard section: the causal rows' table, the bidirectional rows' table apart, then each table's
+    verdicts per task (`analysis.verdicts`)."""
+    scores = {(state.cell.variant, state.cell.task): seed_scores(state.confirmation, chance_of(state))
+              for state in ledger.cells}
+    boards: list[Block] = [Text(LEADERBOARD)]
+    verdicts: list[Block] = [Text(VERDICTS)]
+    for kind in ("causal", "bidirectional"):
+        rows = (board["attention"] == kind).to_numpy()
+        if not rows.any():
             continue
-        lines.append(f"{task}: {best['variant']} is highest; the 95% intervals of {', '.join(below)} lie wholly "
-                     f"below its own" + (f"; those of {', '.join(overlapping)} overlap it, so they are not told "
-                                         "apart" if overlapping else "") + ".")
-    return lines
+        caption = ("Leaderboard" + ("" if kind == "causal" else ", bidirectional rows") + ": test accuracy per task, "
+                   "average and rank; each row's parameters over the tasks and the tasks where its model is not "
+                   "within 10% of dense's (each cell is sized to be: the protocol)")
+        boards += [*([] if kind == "causal" else [Text(BIDIRECTIONAL)]),
+                   Table("leaderboard" + ("" if kind == "causal" else f"-{kind}"), caption,
+                         shown[rows].drop(columns="attention"), data=board[rows])]
+        verdicts += verdict_blocks(cells[cells["variant"].isin(board.loc[rows, "variant"])], scores,
+                                   tuple(ledger.benchmark.tasks), "" if kind == "causal" else kind)
+    shortcuts = [f"Task {task} has a known shortcut, so its column measures that as much as the dependency: "
+                 f"{tasks.task_class(task).known_shortcut}." for task in ledger.benchmark.tasks
+                 if tasks.task_class(task).known_shortcut is not None]
+    return [*boards, *(Text(line) for line in [*shortcuts, *unranked_text(board)]),
+            *(verdicts if len(verdicts) > 1 else [])]
 
 
 def cost(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per variant: its parameters over the tasks, the tasks where it is over 10% larger than dense, and the
+    """Per variant: its parameters over the tasks, the tasks where they are not within 10% of dense's, and the
     runs, steps, tokens and wall time of all its jobs, of every stage."""
     rows = []
     for variant, group in cells.groupby("variant", sort=False):
@@ -184,7 +218,7 @@ def cost(cells: pd.DataFrame) -> pd.DataFrame:
         rows.append({"variant": variant,
                      "parameters (min..max over tasks)": (f"{int(parameters.min()):,}..{int(parameters.max()):,}"
                                                           if len(parameters) else "–"),
-                     "over 10% larger than dense on": ", ".join(group[group["over 10% larger than dense"]]["task"]),
+                     f"{UNMATCHED} on": ", ".join(group[group[UNMATCHED].astype(bool)]["task"]),
                      "runs": int(group["runs"].sum()), "steps": int(group["steps"].sum()),
                      "tokens": int(group["tokens"].sum()),
                      "wall seconds": round(float(group["wall seconds"].sum()), 1)})
@@ -213,6 +247,31 @@ def problems(ledger: Ledger) -> pd.DataFrame:
                                        "attempts"])
 
 
+def parity_text(benchmark: Benchmark) -> str:
+    """The parameter rule as the protocol states it (`experiments.benchmark.parity`)."""
+    rule = (f"Parameters: before anything runs, {REFERENCE}'s model is built on each task (whether or not {REFERENCE} "
+            f"is among the variants) and its parameters counted; each cell's model must lie within {TOLERANCE:.0%} of "
+            f"that count, both ways (the Long Range Arena compares models of about one size). ")
+    if not benchmark.size_to_dense:
+        return rule + ("This benchmark does not size its cells (--no-size-to-dense, or stored before cells were "
+                       "sized): each trains at its own size, and one outside the rule is listed but not ranked.")
+    return rule + ("A cell whose own model is within it keeps it; any other is sized by the least change that brings "
+                   "it within: the variant's own size option where it declares one (Linformer's rank), else the "
+                   "model width (model.dim, the heads keeping their number). Every job of the cell trains at that "
+                   "size, and the capacity stage scales from it. A cell that no size brings within, or every cell of "
+                   f"a task where {REFERENCE}'s model cannot be built, trains at its own size and is listed but not "
+                   "ranked, with the reason.")
+
+
+def sizes(ledger: Ledger) -> pd.DataFrame:
+    """Per cell that runs: the size chosen, its parameters and dense's, their ratio and why they do not match."""
+    frame = pd.DataFrame([{"variant": state.cell.variant, "task": state.cell.task, **_sizes(state)}
+                          for state in ledger.cells if state.cell.skipped is None])
+    return frame.assign(**{column: frame[column].map(_count) for column in ("parameters", f"{REFERENCE} parameters")},
+                        **{f"parameters / {REFERENCE}": frame[f"parameters / {REFERENCE}"].map(
+                            lambda ratio: fmt(ratio, 2))}) if len(frame) else frame
+
+
 def protocol(ledger: Ledger) -> list[Block]:
     benchmark = ledger.benchmark
     grid = pd.DataFrame([{"task": task, "learning rates": ", ".join(
@@ -225,10 +284,13 @@ def protocol(ledger: Ledger) -> list[Block]:
         Text(f"Cells: {len(benchmark.variants)} variants x {len(benchmark.tasks)} tasks at the {benchmark.profile} "
              "profile; a variant that cannot run a task by construction is listed as skipped with its reason."),
         *(Text(stage.protocol(benchmark)) for stage in benchmark.stages),
-        Text(f"Accounting: parameters per cell against {REFERENCE}'s on the same task, flagged above "
-             f"{PARAMETER_TOLERANCE:.2f}x (the Long Range Arena's rule); steps, tokens (steps x batch x length) and "
-             "wall time of every run, evaluations included. Devices: " + (", ".join(devices) or "none yet") + "."),
+        Text(PROTOCOL),
+        Text(parity_text(benchmark)),
+        Text("Accounting: steps, tokens (steps x batch x length) and wall time of every run, evaluations included. "
+             "Devices: " + (", ".join(devices) or "none yet") + "."),
         Table("learning-rates", "The learning-rate grid of each task", grid),
+        Table("sizes", f"The size chosen for each cell that runs, its parameters and {REFERENCE}'s on the task",
+              sizes(ledger)),
         Table("environment", "The environment this page was built in", environment()),
     ]
 
@@ -238,26 +300,16 @@ def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
     cells = cell_rows(ledger)
     shown, board = leaderboard(cells, ledger)
     costs = cost(cells).set_index("variant")
-    for column in ("parameters (min..max over tasks)", "over 10% larger than dense on"):
+    for column in ("parameters (min..max over tasks)", f"{UNMATCHED} on"):
         shown[column] = shown["variant"].map(costs[column])
     counts = ", ".join(f"{number} {stage} jobs {state}" for (stage, state), number in sorted(ledger.counts().items()))
     shown_cells = cells.assign(**{
         "test accuracy": cells.apply(interval_text, axis=1), "parameters": cells["parameters"].map(_count),
-        "parameters / dense": cells["parameters / dense"].map(lambda ratio: fmt(ratio, 2)),
-        "over 10% larger than dense": cells["over 10% larger than dense"].map({True: "yes", False: ""}),
+        f"{REFERENCE} parameters": cells[f"{REFERENCE} parameters"].map(_count),
+        f"parameters / {REFERENCE}": cells[f"parameters / {REFERENCE}"].map(lambda ratio: fmt(ratio, 2)),
         "wall seconds": cells["wall seconds"].map(lambda seconds: fmt(seconds, 1))})[list(CELL_COLUMNS)]
     sections = [
-        Section("leaderboard", "Leaderboard", [
-            Text("Test accuracy of each variant on each task at its chosen learning rate: mean ± half-width of the "
-                 "95% interval over the confirmation seeds (n); a seed whose run diverged or failed counts, scored at "
-                 "the task's chance accuracy, and is named. The average is over the tasks a row has; rows are "
-                 "ranked by it only among rows over the same tasks with every seed settled normally, a model "
-                 "within 10% of dense's size and two seeds or more; every other row is listed with why it is not "
-                 "ranked."),
-            Table("leaderboard", "Leaderboard: test accuracy per task, average and rank; each row's parameters "
-                  "over the tasks and the tasks where its model is more than 10% larger than dense's (the Long Range "
-                  "Arena's rule for a fair comparison)", shown, data=board),
-            *(Text(line) for line in [*unranked_text(board), *separation(cells)])]),
+        Section("leaderboard", "Leaderboard", leaderboard_blocks(ledger, cells, shown, board)),
         *stage_sections(ledger, cells),
         Section("cells", "Cells", [Table("cells", "Every cell: tuning (validation accuracy per learning rate), the "
                                          "chosen learning rate, test accuracy over seeds, size and cost",

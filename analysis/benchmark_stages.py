@@ -22,8 +22,10 @@ import pandas as pd
 
 from analysis.benchmark_axes import capacity_blocks, confirmation_blocks
 from analysis.render import Block, Section, Table, Text
+from analysis.verdicts import wilson
 from experiments.benchmark import CellState, JobState, Ledger, Stage
 from experiments.benchmark.ledger import COMPLETED, SETTLED
+from experiments.benchmark.stages import CONFIRM
 from experiments.sweep.confirm import mean_interval
 
 
@@ -33,66 +35,111 @@ def chance_of(state: CellState) -> float:
                  if job.result and job.result.get("chance_accuracy") is not None), math.nan)
 
 
+def seed_scores(jobs: list[JobState | None], chance: float) -> dict[int, float]:
+    """The settled ones of `jobs` by their seed number: the test accuracy of each, or `chance` where its run diverged
+    or failed (what the leaderboard's mean and the verdicts' pairing count)."""
+    return {job.job.seed: job.result["test_accuracy"] if job.state == COMPLETED else chance
+            for job in jobs if job is not None and job.state in SETTLED}
+
+
+def run_setup(ledger: Ledger, state: CellState) -> dict[str, Any]:
+    """Whether a cell's model is causal and how many examples its fixed test set holds, from the run config the
+    benchmark gives its jobs (so a storage written before results recorded them reads the same); NaN for a
+    skipped cell, which has no jobs."""
+    jobs = [job for job in state.called if job.stage == CONFIRM] or state.called
+    if not jobs:
+        return {"causal": math.nan, "test size": math.nan}
+    config = ledger.benchmark.config(jobs[0])
+    return {"causal": config.model.causal, "test size": float(config.task_options.test_size)}
+
+
 def test_figures(jobs: list[JobState | None], chance: float) -> dict[str, Any]:
     """The test accuracy of the settled ones of `jobs` over their seeds: a seed whose run diverged or failed counts,
     scored at `chance` (dropping it would rank a variant that diverges on 2 of 3 seeds on its survivor). How many
     seeds were asked, completed and failed, which completed, the mean, the standard deviation and the 95% interval
     of the mean (Student's t) over the completed and failed seeds (n = "seeds scored")."""
     done = [job for job in jobs if job is not None and job.state == COMPLETED]
-    failed = [job for job in jobs if job is not None and job.state in SETTLED and job.state != COMPLETED]
-    accuracies = [job.result["test_accuracy"] for job in done] + [chance] * len(failed)
+    accuracies = list(seed_scores(jobs, chance).values())
     mean = statistics.fmean(accuracies) if accuracies else math.nan
     std, half = mean_interval(accuracies)[1:] if len(accuracies) > 1 else (math.nan, math.nan)
-    return {"seeds asked": len(jobs), "seeds completed": len(done), "seeds failed": len(failed),
+    return {"seeds asked": len(jobs), "seeds completed": len(done), "seeds failed": len(accuracies) - len(done),
             "seeds scored": len(accuracies), "seeds": ",".join(str(job.job.seed) for job in done), "test mean": mean,
             "test std": std, "interval half-width": half, "interval low": mean - half, "interval high": mean + half}
 
 
 def interval_text(row: pd.Series) -> str:
-    """'0.578 ± 0.123 (n=3)': the mean and the half-width of its 95% interval over n seeds; '(n=3; 1 of 3 diverged
-    or failed, scored at chance)' where seeds did not complete."""
+    """'0.578 ± 0.123 (n=3; test set 0.52–0.63)': the mean and the half-width of its 95% interval over n seeds, and
+    the Wilson 95% interval of the mean over the test set's examples where the row has a "test size"; '1 of 3
+    diverged or failed, scored at chance' beside n where seeds did not complete."""
     scored, failed = int(row["seeds scored"]), int(row["seeds failed"])
     if scored == 0:
         return "–"
     spread = f" ± {row['interval half-width']:.3f}" if scored > 1 else ""
     lost = f"; {failed} of {scored} diverged or failed, scored at chance" if failed else ""
-    return f"{row['test mean']:.3f}{spread} (n={scored}{lost})"
+    test_size = row.get("test size", math.nan)
+    test_set = "" if math.isnan(test_size) else "; test set {:.2f}–{:.2f}".format(*wilson(row["test mean"], test_size))
+    return f"{row['test mean']:.3f}{spread} (n={scored}{lost}{test_set})"
+
+
+def _edge(state: CellState) -> str:
+    """'top' or 'bottom' where the chosen learning rate lies at that edge of what the cell tuned, else ''."""
+    rates = state.learning_rates
+    return "" if state.best_lr is None else "top" if state.best_lr == max(rates) else \
+        "bottom" if state.best_lr == min(rates) else ""
 
 
 def tuning_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
-    """Each cell's validation accuracy at each multiple of the grid and the learning rate chosen; the cells whose
-    choice lies at an edge of the grid."""
-    rows, edges = [], []
+    """Each cell's validation accuracy at each multiple it tuned (the grid's, then those beyond its edges,
+    `--extend-grid`), the learning rate chosen and the edge it lies at, if any; the cells whose grid was extended,
+    and those whose choice still lies at an edge of what they tuned."""
+    benchmark = ledger.benchmark
+    multiples = [*benchmark.lr_multiples, *benchmark.extension_multiples()]
+    rows, extended, edges = [], [], []
     for state in ledger.cells:
         if state.cell.skipped is not None:
             continue
+        multiple_of = dict(zip(benchmark.learning_rates(state.cell, tuple(multiples)), multiples, strict=True))
         row: dict[str, Any] = {"variant": state.cell.variant, "task": state.cell.task}
-        for multiple, job in zip(ledger.benchmark.lr_multiples, state.of(stage.name), strict=True):
+        for rate, job in zip(state.learning_rates, state.of(stage.name), strict=True):
             completed = job is not None and job.state == COMPLETED
-            row[f"lr x{multiple:g}"] = job.result["val_accuracy"] if completed else math.nan
-        rows.append({**row, "chosen lr": math.nan if state.best_lr is None else state.best_lr})
-        if state.best_lr in (min(state.learning_rates), max(state.learning_rates)):
-            edges.append(f"{state.cell.variant} on {state.cell.task}")
+            row[f"lr x{multiple_of[rate]:g}"] = job.result["val_accuracy"] if completed else math.nan
+        name = f"{state.cell.variant} on {state.cell.task}"
+        beyond = [f"x{multiple_of[rate]:g}" for rate in state.learning_rates[len(benchmark.lr_multiples):]]
+        extended += [f"{name} ({', '.join(beyond)})"] if beyond else []
+        edges += [f"{name} ({_edge(state)})"] if _edge(state) else []
+        rows.append({**row, "chosen lr": math.nan if state.best_lr is None else state.best_lr,
+                     "at an edge": _edge(state)})
+    frame = pd.DataFrame(rows)
+    columns = [f"lr x{multiple:g}" for multiple in sorted(multiples) if f"lr x{multiple:g}" in frame]
+    frame = frame[["variant", "task", *columns, "chosen lr", "at an edge"]] if rows else frame
     blocks: list[Block] = [Table("tuning", "Tuning: validation accuracy at each multiple of the task's learning rate "
-                                 "(the grid), and the learning rate chosen", pd.DataFrame(rows))]
+                                 "(the grid, and those beyond its edges that were tuned), the learning rate chosen "
+                                 "and the edge of what was tuned where it lies at one", frame)]
+    if extended:
+        blocks.append(Text(f"The grid was extended beyond an edge where the best lay in {len(extended)} of "
+                           f"{len(rows)} cells: {'; '.join(extended)}."))
     if edges:
-        blocks.append(Text(f"The chosen learning rate lies at an edge of the grid in {len(edges)} of {len(rows)} "
-                           f"cells ({', '.join(edges)}): a better one may lie beyond it (--lr-multiples widens the "
-                           "grid)."))
+        more = (f"--extend-grid {benchmark.extend_grid} tuned up to {benchmark.extend_grid} multiples beyond an edge; "
+                "a larger value or --lr-multiples widens it" if benchmark.extend_grid else
+                "--extend-grid N tunes up to N multiples beyond an edge; --lr-multiples widens the grid")
+        blocks.append(Text(f"The chosen learning rate lies at an edge of what was tuned in {len(edges)} of {len(rows)} "
+                           f"cells ({', '.join(edges)}): a better one may lie beyond it ({more})."))
     return blocks
 
 
 def seeds_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
     """A stage's runs per cell: the mean test accuracy and its 95% interval over their seeds."""
     frame = pd.DataFrame([{"variant": state.cell.variant, "task": state.cell.task,
-                           **test_figures(state.of(stage.name), chance_of(state))}
+                           **test_figures(state.of(stage.name), chance_of(state)),
+                           "test size": run_setup(ledger, state)["test size"]}
                           for state in ledger.cells if state.cell.skipped is None])
     if frame.empty:
         return [Text(f"{stage.title}: every cell was skipped.")]
     shown = frame[["variant", "task"]].assign(**{"test accuracy": frame.apply(interval_text, axis=1)})
     return [Text(stage.protocol(ledger.benchmark)),
             Table(f"stage-{stage.name}", f"{stage.title}: test accuracy per cell, mean ± half-width of the 95% "
-                  "interval over its seeds (n = seeds scored; a seed that diverged or failed scores chance)", shown,
+                  "interval over its seeds (n = seeds scored; a seed that diverged or failed scores chance) and the "
+                  "Wilson 95% interval of the mean over the test set", shown,
                   data=frame)]
 
 

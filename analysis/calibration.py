@@ -14,6 +14,7 @@ folder is gone, without losing or hand-copying the rows measured before.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -22,11 +23,14 @@ import pandas as pd
 from analysis.runs import load_runs, saved_config
 from common.files import atomic_write_text
 from common.provenance import git_commit
+from experiments import revisions
 from experiments.rerun import rerun_command
 
 COLUMNS = ("task", "variant", "seed", "positions", "test accuracy", "validation accuracy", "chance",
            "splits and lengths", "steps", "wall time (s)", "tokens/s", "commit")
-RECORD = (*COLUMNS, "device", "command")  # the CSV's columns: the table's, then what the page says beside it
+REVISIONS = ("task revision", "variant revision")  # what the run trained on (`experiments.revisions`)
+# The CSV's columns: the table's, then what the page says beside it, then the revisions that tell a stale row.
+RECORD = (*COLUMNS, "device", "command", *REVISIONS)
 KEY = ["task", "variant", "seed"]  # one row per run of the same config
 
 
@@ -58,7 +62,9 @@ def rows(runs: pd.DataFrame) -> pd.DataFrame:
          "chance": _accuracy(run["chance_accuracy"]), "splits and lengths": _extras(run),
          "steps": str(int(run["steps"])), "wall time (s)": f"{run['wall_seconds']:.0f}",
          "tokens/s": f"{run['tokens_per_second']:,.0f}", "commit": (run.get("git_commit") or "unknown")[:12],
-         "device": _device(run), "command": rerun_command(saved_config(run))}
+         "device": _device(run), "command": rerun_command(saved_config(run)),
+         **{column: str((run.get("revisions") or {}).get(kind) or 1)
+            for column, kind in zip(REVISIONS, (revisions.TASK, revisions.VARIANT), strict=True)}}
         for run in completed.to_dict("records")], columns=list(RECORD))
     return _sorted(frame)
 
@@ -78,11 +84,43 @@ def read_record(path: Path) -> pd.DataFrame:
     except (ValueError, UnicodeDecodeError) as error:  # pandas' parser and empty-file errors are ValueErrors
         raise ValueError(f"Calibration record {str(path)!r} is not a readable CSV ({str(error).splitlines()[0]}); "
                          f"accepted: a CSV with the columns {', '.join(RECORD)}.") from None
+    # A record written before rows kept their revisions: its rows trained on revision 1 of everything.
+    frame = frame.assign(**{column: "1" for column in REVISIONS if column not in frame})
     missing = [column for column in RECORD if column not in frame]
     if missing:
         raise ValueError(f"Calibration record {str(path)!r} lacks the columns {missing}; accepted: a CSV with the "
                          f"columns {', '.join(RECORD)}.")
+    for _, row in frame.iterrows():
+        for column in REVISIONS:
+            if not row[column].isdigit() or int(row[column]) < 1:
+                raise ValueError(f"Calibration record {str(path)!r}: row {row['task']} / {row['variant']} / seed "
+                                 f"{row['seed']} has {column} {row[column]!r}; accepted: an integer >= 1.")
     return frame[list(RECORD)]
+
+
+def setting(command: str, name: str, default: str = "") -> str:
+    """The value a `make experiment` command gives `NAME=` (or `--set variant.NAME=`), e.g. VARIANT=local."""
+    found = re.search(rf"(?:^|\s|\"){re.escape(name)}=([^\s\"]+)", command)
+    return found.group(1) if found else default
+
+
+def stale(record: pd.DataFrame) -> pd.Series:
+    """Per row of a record, why its task or variant has been revised since it trained (`experiments.revisions`;
+    the variant as its command names it), or '' where it still measures today's code."""
+    return pd.Series([revisions.stale_because(row["task"], setting(row["command"], "VARIANT"), {
+        revisions.TASK: int(row["task revision"]), revisions.VARIANT: int(row["variant revision"])})
+        for _, row in record.iterrows()], index=record.index, dtype=object)
+
+
+def stale_lines(record: pd.DataFrame) -> list[str]:
+    """The stale rows of a record (`stale`), each with why and the command that trains it again."""
+    reasons = stale(record)
+    found = record[reasons != ""]
+    if found.empty:
+        return []
+    return ["Stale rows (trained before their task or variant was revised; the command trains them again):", "",
+            *(f"- {row['task']} / {row['variant']}: {reasons[index]}; `{row['command']}`"
+              for index, row in found.iterrows()), ""]
 
 
 def merged(fresh: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
@@ -106,7 +144,7 @@ def markdown(table: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path, profile: s
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(value.replace("|", "\\|") for value in row) + " |"
               for row in table[list(COLUMNS)].itertuples(index=False)]
-    lines += ["", "Each row's run, and the command that trains it again:", ""]
+    lines += ["", *stale_lines(table), "Each row's run, and the command that trains it again:", ""]
     lines += [f"- {row.task} / {row.variant} / seed {row.seed}: `{row.command}`" for row in table.itertuples()]
     unfinished = runs[runs["status"] != "completed"]
     if len(unfinished) or runs.attrs["skipped"]:

@@ -17,18 +17,18 @@ A calibration cell is one run at one learning rate, so the page states no findin
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 
 import variants
-from analysis.benchmark import REFERENCE, leaderboard, separation
-from analysis.calibration import read_record
+from analysis.benchmark import REFERENCE, UNMATCHED, leaderboard
+from analysis.calibration import read_record, setting, stale, stale_lines
 from analysis.render import md_escape
 from common.files import atomic_write_text
-from experiments import tasks
+from experiments import revisions, tasks
+from experiments.benchmark.parity import TOLERANCE
 from experiments.calibration import DEFAULT_VARIANTS
 from experiments.speed.fits import fit
 
@@ -37,7 +37,9 @@ START, END = "<!-- results:start -->", "<!-- results:end -->"  # README.md's gen
 HEADLINE = "benchmark-mqar-flipflop"  # the record whose leaderboard README.md shows between the markers
 ONE_RUN = ("One run per cell (seed 0) at the profile's default learning rate: the spread over seeds and learning "
            "rates is not measured, so no difference between two cells is a finding here; `make benchmark` (tuned "
-           "learning rate, several seeds, 95% intervals) is what tells variants apart.")
+           "learning rate, several seeds, 95% intervals) is what tells variants apart. A cell marked (stale) trained "
+           "on an earlier revision of its task or variant (`experiments/revisions.py`): it no longer measures today's "
+           "code until its command trains it again.")
 
 
 def markdown_table(frame: pd.DataFrame) -> list[str]:
@@ -48,12 +50,6 @@ def markdown_table(frame: pd.DataFrame) -> list[str]:
 
 
 # -- the calibration record ------------------------------------------------------------------------------
-
-
-def _setting(command: str, name: str, default: str = "") -> str:
-    """The value a `make experiment` command gives `NAME=` (or `--set variant.NAME=`), e.g. VARIANT=local."""
-    found = re.search(rf"(?:^|\s|\"){re.escape(name)}=([^\s\"]+)", command)
-    return found.group(1) if found else default
 
 
 def _bidirectional(name: str) -> bool:
@@ -78,11 +74,12 @@ def annotated(record: pd.DataFrame) -> pd.DataFrame:
     """The record with what each row's command says: `name` (registered variant), `profile`, `normaliser`
     (set on the command line, else empty) and `family`."""
     frame = record.copy()
-    frame["name"] = [_setting(command, "VARIANT") for command in frame["command"]]
-    frame["profile"] = [_setting(command, "PROFILE", "quick") for command in frame["command"]]
-    frame["normaliser"] = [_setting(command, "variant.normaliser") for command in frame["command"]]
+    frame["name"] = [setting(command, "VARIANT") for command in frame["command"]]
+    frame["profile"] = [setting(command, "PROFILE", "quick") for command in frame["command"]]
+    frame["normaliser"] = [setting(command, "variant.normaliser") for command in frame["command"]]
     families = {name: _family(name) for name in sorted(set(frame["name"]))}
     frame["family"] = frame["name"].map(families)
+    frame["stale"] = stale(record)
     return frame
 
 
@@ -119,7 +116,8 @@ def _cell(row: pd.Series | None, name: str, task: str) -> str:
         needs_causal = task in tasks.list_tasks() and tasks.task_class(task).needs_causal
         return "skipped: needs causality" if needs_causal and _bidirectional(name) else "–"
     extras = row["splits and lengths"]
-    return row["test accuracy"] + (f" ({extras})" if extras not in ("", "–") else "")
+    return (row["test accuracy"] + (f" ({extras})" if extras not in ("", "–") else "")
+            + (" (stale)" if row["stale"] else ""))
 
 
 def accuracy_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -167,14 +165,18 @@ def calibration_sections(record: pd.DataFrame) -> list[str]:
              "Test accuracy on each task's test set (which nothing selects on), chance beside it; in brackets the "
              "extra splits and evaluation lengths. Every row, with its validation accuracy, steps, wall time and "
              "throughput, is in [calibration.md](calibration.md); the record is "
-             "[calibration.csv](calibration.csv), written by `make calibration`.", "", ONE_RUN, ""]
+             "[calibration.csv](calibration.csv), written by `make calibration`.", "", ONE_RUN, "",
+             *(line for task in _task_order(record["task"]) if task in tasks.list_tasks()
+               and tasks.task_class(task).known_shortcut is not None
+               for line in (f"Task {task} has a known shortcut, so its rows measure that as much as the dependency: "
+                            f"{tasks.task_class(task).known_shortcut}.", ""))]
     for title, rows, beside in groups(record):
         shown = rows
         if beside:
             extra = reference[(reference["profile"] == rows["profile"].iloc[0]) & reference["task"].isin(rows["task"])]
             shown = pd.concat([extra, rows])
         lines += [f"### {title[0].upper()}{title[1:]}", "", *markdown_table(accuracy_table(shown)), "",
-                  *_causality_note(shown), "Where the rows come from:", "",
+                  *_causality_note(shown), *stale_lines(shown), "Where the rows come from:", "",
                   *markdown_table(provenance_table(shown)), ""]
     return lines
 
@@ -182,14 +184,43 @@ def calibration_sections(record: pd.DataFrame) -> list[str]:
 # -- the records under docs/records/ ----------------------------------------------------------------------
 
 
+def _parameter_range(text: str) -> tuple[float, float]:
+    """'104,642..107,536' -> (104642.0, 107536.0): a record's parameters over its tasks."""
+    low, _, high = text.replace(",", "").partition("..")
+    return float(low), float(high or low)
+
+
+def _unmatched(frame: pd.DataFrame) -> list[str]:
+    """Per row of a leaderboard record, why its model is not within 10% of dense's parameters (recorded before
+    the benchmark sized every cell to dense's: `experiments.benchmark.parity`), or ''."""
+    ranges = {variant: _parameter_range(text) for variant, text in
+              frame.groupby("variant", sort=False)["parameters (over both tasks)"].first().items()}
+    if REFERENCE not in ranges:
+        return [f"no {REFERENCE} row to compare its parameters with"] * len(frame)
+    reference = ranges[REFERENCE]
+    return [f"{own[0] / reference[0]:.2f}x {REFERENCE}'s parameters in this record" if not all(
+        abs(mine / theirs - 1) <= TOLERANCE for mine, theirs in zip(own, reference, strict=True)) else ""
+        for own in (ranges[variant] for variant in frame["variant"])]
+
+
+def _stale_record(frame: pd.DataFrame) -> list[str]:
+    """A sentence when a leaderboard record's tasks or variants were revised since it was measured (a record that
+    keeps no revisions was measured on revision 1 of each: `experiments.revisions`)."""
+    reasons = sorted({reason for task, variant in zip(frame["task"], frame["variant"], strict=True)
+                      for reason in revisions.stale_because(task, variant, {}).split("; ") if reason})
+    return [f"Stale: {'; '.join(reasons)}. These rows stand as measured then; the command measures them again."] \
+        if reasons else []
+
+
 def _board(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """A benchmark leaderboard record as the benchmark page draws it (`analysis.benchmark.leaderboard`), and the
-    page's verdicts on which intervals lie below the best (`analysis.benchmark.separation`)."""
+    """A benchmark leaderboard record as the benchmark page draws it (`analysis.benchmark.leaderboard`; a variant
+    with no causal form is ranked among the bidirectional rows; a row not within 10% of dense's parameters is not
+    ranked). The record keeps each cell's mean and interval, not its accuracy per seed, so the page's paired
+    verdicts (`analysis.verdicts`) cannot be drawn from it."""
     numbers = ["chance", "test mean", "interval half-width", "seeds completed"]
     frame = frame.assign(**{column: pd.to_numeric(frame[column]) for column in numbers})
-    cells = frame.assign(status="completed", **{"seeds scored": frame["seeds completed"], "seeds failed": 0,
-                                                "interval low": frame["test mean"] - frame["interval half-width"],
-                                                "interval high": frame["test mean"] + frame["interval half-width"]})
+    cells = frame.assign(status="completed", causal=[not _bidirectional(name) for name in frame["variant"]],
+                         **{"seeds scored": frame["seeds completed"], "seeds failed": 0, UNMATCHED: _unmatched(frame)})
     # leaderboard reads the variants and tasks, in order, from the ledger's benchmark definition: the record's
     layout = SimpleNamespace(variants=tuple(dict.fromkeys(frame["variant"])), tasks=tuple(dict.fromkeys(frame["task"])))
     shown, _ = leaderboard(cells, SimpleNamespace(benchmark=layout))
@@ -197,9 +228,12 @@ def _board(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     shown = shown.rename(columns={task: f"{task} (chance {chance[task]:.3f})" for task in chance.index})
     parameters = frame.groupby("variant", sort=False)["parameters (over both tasks)"].first()
     shown["parameters"] = shown["variant"].map(parameters)
-    verdicts = [f"- {line}" for line in separation(cells)]
     return shown, ["Test accuracy: mean ± the half-width of its 95% interval over the confirmation seeds (n); the "
-                   "average is of the record's rounded means. What the seeds tell apart, per task:", "", *verdicts]
+                   "average is of the record's rounded means; rows are ranked among rows of the same attention "
+                   "(causal, bidirectional) and a model within 10% of dense's parameters. A rank orders averages; "
+                   "it is no finding that two rows differ. Which differences the seeds and the test set tell apart "
+                   "needs each cell's accuracy per seed, which this record does not keep: the run's benchmark page "
+                   "states it (a paired test per task, Holm-corrected).", *_stale_record(frame)]
 
 
 def _by_length(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -290,11 +324,12 @@ def headline(records: Path) -> str:
     lines = [START, "<!-- generated by `make results` from docs/records/; edit the record, not this block -->"]
     if path.exists():
         frame = read(path)
-        shown, _ = _board(frame[[column for column in frame.columns if column not in PROVENANCE]])
+        shown, notes = _board(frame[[column for column in frame.columns if column not in PROVENANCE]])
         first = frame.iloc[0]
         lines += ["", *markdown_table(shown), "",
                   f"`{first['command']}`: {md_escape(first['profile'])} profile; device: {md_escape(first['device'])}; "
-                  f"commit: {md_escape(first['commit'])}; source: {md_escape(first['source'])}."]
+                  f"commit: {md_escape(first['commit'])}; source: {md_escape(first['source'])}.",
+                  *(text for note in notes for text in ("", md_escape(note)))]
     lines += ["", "Every measured result, with its provenance: [docs/results.md](docs/results.md).", END]
     return "\n".join(lines)
 

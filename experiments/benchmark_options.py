@@ -16,6 +16,7 @@ DEFAULT_LR_MULTIPLES = "0.3,1,3"
 DEFAULT_CAPACITY_WIDTHS = "0.5,2"
 DEFAULT_CAPACITY_SCALES = "2"
 DEFAULT_CAPACITY_SEEDS = 1
+DEFAULT_EXTEND_GRID = "2"
 
 
 def capacity_options() -> str:
@@ -29,6 +30,15 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--seeds", type=int, default=3, help="fresh seeds of the confirmation (default: 3)")
     bench.add_argument("--lr-multiples", default=DEFAULT_LR_MULTIPLES,
                        help="the grid: multiples of each task's lr (%(default)s)")
+    bench.add_argument("--extend-grid", default=DEFAULT_EXTEND_GRID, metavar="N",
+                       help="where a cell's best learning rate lies at an edge of the grid, tune the next multiple "
+                            "beyond it (the grid's ratio: x9 after 0.3,1,3's x3, x0.1 before its x0.3) while the "
+                            "best stays at the edge, at most N per cell, before confirmation; 0: never "
+                            "(default: %(default)s)")
+    bench.add_argument("--size-to-dense", action=argparse.BooleanOptionalAction, default=True,
+                       help="size each cell's model to within 10%% of dense's parameters on its task (the variant's "
+                            "size option, else the width); --no-size-to-dense: each at its own size, and one outside "
+                            "10%% is not ranked (default: on)")
     bench.add_argument("--capacity-widths", default=DEFAULT_CAPACITY_WIDTHS, metavar="MULTIPLES",
                        help="capacity: train each confirmed cell again at these multiples of its model width "
                             "(model.dim; the heads widen with it); none: no width axis (default: %(default)s)")

@@ -55,7 +55,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         lr_multiples=args.lr_multiples, capacity_widths=args.capacity_widths, capacity_scales=args.capacity_scales,
         capacity_seeds=args.capacity_seeds, device=launch.checked_device(args.device), kernel=args.kernel,
         sets=args.set or [], name=args.name, storage=args.storage, runs_dir=Path(args.runs_dir),
-        heartbeat_seconds=args.heartbeat_seconds)
+        heartbeat_seconds=args.heartbeat_seconds, extend_grid=args.extend_grid, size_to_dense=args.size_to_dense)
     if args.estimate:
         return estimate.run(plan, workers=args.workers, quiet=args.quiet)
     exit_code, state = benchmark.run(plan, workers=args.workers, quiet=args.quiet)

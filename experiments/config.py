@@ -203,28 +203,46 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
 
 def variant_defaults(variant: str) -> dict[str, Any]:
     """The model settings a variant brings, under the config's own: no absolute positions for a variant with
-    its own position terms, no causality for one that is bidirectional in its paper."""
+    its own position terms, no causality for one that is bidirectional in its paper or whose causal form is not
+    prefix-consistent."""
     cls = variants.variant_class(variant)
     defaults: dict[str, Any] = {}
-    if getattr(cls, "provides_positions", False):
+    if cls.provides_positions:
         defaults["positions"] = "none"
-    if not getattr(cls, "supports_causal", True):
+    if not (cls.supports_causal and cls.prefix_consistent):
         defaults["causal"] = False
     return defaults
 
 
 def check_variant_fits_model(variant: str, model: ModelConfig, task: tasks.Task) -> None:
-    """Refuse, in one sentence, a variant that has no causal form on a task that needs causality, or with
-    causal attention asked for."""
-    if getattr(variants.variant_class(variant), "supports_causal", True):
-        return
-    if task.needs_causal:
-        raise Incompatible(f"variant {variant!r} is bidirectional in its paper and task {task.name!r} needs causal "
-                           "attention (a later input gives each answer away); accepted: a task that does not need "
-                           "it, or a variant with a causal form.")
-    if model.causal:
-        raise Incompatible(f"variant {variant!r} is bidirectional in its paper and has no causal form, so it "
-                           "cannot run model.causal=true; accepted: model.causal=false, on a task that allows it.")
+    """Refuse, in one sentence, a variant without a causal form that holds (none in its paper, or one whose
+    outputs read later inputs) on a task that needs causality or with causal attention asked for; a model blind
+    to order on a task whose answers depend on it; and evaluation past the training length for a variant with
+    terms indexed by position (`Attention.position_indexed`)."""
+    cls = variants.variant_class(variant)
+    if not cls.supports_causal or not cls.prefix_consistent:
+        lacks, detail = ("is bidirectional in its paper", " and has no causal form")
+        if cls.supports_causal:
+            lacks = "has a causal form that is not prefix-consistent (a later input changes earlier outputs)"
+            detail = ""
+        if task.needs_causal:
+            raise Incompatible(f"variant {variant!r} {lacks} and task {task.name!r} needs causal attention (a later "
+                               "input gives each answer away); accepted: a task that does not need it, or a variant "
+                               "with a prefix-consistent causal form.")
+        if model.causal:
+            raise Incompatible(f"variant {variant!r} {lacks}{detail}, so it cannot run model.causal=true; accepted: "
+                               "model.causal=false, on a task that allows it.")
+    if not model.causal and model.positions == "none" and task.depends_on_order and not cls.order_aware:
+        learned = " or model.positions=learned" if task.max_len == task.seq_len else ""
+        causal = " or model.causal=true" if cls.supports_causal and cls.prefix_consistent else ""
+        raise Incompatible(f"model.positions 'none' with model.causal false leaves variant {variant!r} blind to the "
+                           f"order of its inputs, on which the answers of task {task.name!r} depend; accepted: "
+                           f"model.positions=sinusoidal{learned}{causal}.")
+    if cls.position_indexed and task.max_len > task.seq_len:
+        raise Incompatible(f"variant {variant!r} has terms indexed by absolute position, which eval length "
+                           f"{task.max_len} of task {task.name!r} would read past the training length {task.seq_len}, "
+                           f"where they never trained; accepted: eval lengths up to {task.seq_len}, or a variant "
+                           "without position-indexed terms.")
 
 
 def described_variant(config: RunConfig) -> str:

@@ -133,6 +133,7 @@ class Summary:
     device_name: str | None = None
     torch_version: str | None = None
     git_commit: str | None = None
+    revisions: dict[str, int] = field(default_factory=dict)  # of its task and variant (`experiments.revisions`)
     decayed_parameters: list[str] = field(default_factory=list)  # the parameters AdamW's weight decay pulls to 0
 
     def to_dict(self) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from torch import nn
 from tqdm import tqdm
 
 from common.provenance import git_commit
-from experiments import attention_stats, tasks
+from experiments import attention_stats, revisions, tasks
 from experiments.build import Parts, build
 from experiments.config import RunConfig, TrainConfig
 from experiments.model import Transformer, scored_loss
@@ -299,6 +299,7 @@ def summarise(run: Run, state: RunState, status: str, error: str | None = None) 
         peak_memory_bytes=peak_memory_bytes(run.device), device=str(run.device),
         device_name=torch.cuda.get_device_name(run.device) if run.device.type == "cuda" else platform.processor(),
         torch_version=torch.__version__, git_commit=git_commit(), decayed_parameters=run.decayed_parameters,
+        revisions=revisions.of_run(config.task, config.variant),
     )
 
 

@@ -37,8 +37,8 @@ from torch import nn
 from common.options import option, tagged_name
 from variants import kernels, layouts, normalisers
 from variants.kernels.call import ScoreMod
+from variants.search_space import Choice, Range
 
-Bound = int | float | str  # a number, or "seq_len", "head_dim", "steps", optionally "*k" or "/k" (k an integer)
 # (head, query position, key position) -> additive term; integer tensors that broadcast together.
 PairBias = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -64,28 +64,6 @@ HONOURED_BY: dict[str, frozenset[str]] = {
 # auto's preference for a variant with a layout: the fused and block-sparse kernels skip what it leaves
 # out, where sdpa applies it as a dense n x n mask.
 LAYOUT_KERNELS_FIRST = ("flex", "blocked", "xformers")
-
-
-@dataclass(frozen=True)
-class Range:
-    """A sweep searches the option from `low` to `high`, uniformly or log-uniformly; integers when the
-    option is an integer. A bound may name a size of the run (`"seq_len"`, `"head_dim"`, `"steps"`,
-    scaled as in `"steps/5"` or `"head_dim*4"`), resolved when the sweep starts. `when=("pattern",
-    ("strided", "fixed"))`: searched only when the option `pattern`, declared before it, takes one of
-    those values (otherwise the option keeps its default)."""
-
-    low: Bound
-    high: Bound
-    log: bool = False
-    when: tuple[str, tuple[Any, ...]] | None = None
-
-
-@dataclass(frozen=True)
-class Choice:
-    """A sweep picks one of `choices` for the option (`when` as for `Range`)."""
-
-    choices: tuple[Any, ...]
-    when: tuple[str, tuple[Any, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +112,18 @@ class Attention(nn.Module):
     # Whether the variant has a causal form. Those bidirectional in their papers (Linformer, Nystromformer)
     # refuse causal=True, and a config on a task that allows it runs them with model.causal false.
     supports_causal: ClassVar[bool] = True
+    # Whether its causal form is prefix-consistent: no output reads a later input, so a sequence's prefix gives
+    # the outputs the whole sequence gives there. Reformer's is not (later buckets move where its chunks are cut):
+    # a config then runs it bidirectionally only, as those without a causal form.
+    prefix_consistent: ClassVar[bool] = True
+    # Whether it has terms indexed by absolute position (Linformer's E and F columns, Synthesizer's position
+    # logits, Sinkhorn's block scores, cosFormer's angles against max_len): positions past the training length
+    # read terms that never trained there, so evaluation beyond it is refused, as for learned positions.
+    position_indexed: ClassVar[bool] = False
+    # Whether it tells one order of its inputs from another without the causal mask or absolute positions (its
+    # own position terms or position-indexed parameters, a window). Bidirectional and without positions, one
+    # that does not (dense: permutation-equivariant) is blind to order, refused on a task that depends on it.
+    order_aware: ClassVar[bool] = False
     # Its time per layer as the literature states it (None: not declared, e.g. when it depends on an option).
     complexity: ClassVar[Complexity | None] = Complexity("O(n^2 d)", 2, 1)
     # One sentence when the variant approximates what its paper approximates (softmax attention, say) or
@@ -145,6 +135,9 @@ class Attention(nn.Module):
     # Whether which keys a query attends depends on the input (Reformer's hash buckets, Sinkhorn's learned
     # sorting): the report then draws `example_layout` on an example through the trained model, not `layout`.
     layout_depends_on_input: ClassVar[bool] = False
+    # The option that drives the variant's parameters beyond dense's (Linformer's projection rank), an integer: a
+    # benchmark sizes it, before the model width, to bring the model within 10% of dense's parameters. None: none.
+    size_option: ClassVar[str | None] = None
 
     def __init__(self, options: Any, *, num_heads: int, head_dim: int, kernel: str, layer_index: int = 0,
                  run_seed: int = 0, max_len: int | None = None) -> None:

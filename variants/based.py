@@ -52,6 +52,7 @@ class Based(Attention):
     approximation = ("No BaseConv (gated convolution) layers of the paper's hybrid: the block's MLP stands in "
                      "for them.")
     search_space = {"feature_dim": Range(4, 32, log=True), "window": Range(8, "seq_len", log=True)}
+    order_aware = True  # its window layers (none with window_every 0, which leaves it blind to order)
 
     @dataclass(frozen=True)
     class Options:

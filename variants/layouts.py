@@ -296,8 +296,10 @@ class BigBird(Layout):
     """Zaheer et al. 2020, at block level: neighbouring blocks |I - J| <= 1, global blocks (the first
     `num_global_blocks` rows and columns), and per head `num_random_blocks` random key blocks per query
     block, drawn among the blocks neither neighbouring nor global (and, when causal, in the past): exactly
-    that many where as many exist, all of them where fewer do. Head h draws from `derived_seed(seed, h)`,
-    so a head's blocks depend on the seed, the head and the block counts only."""
+    that many where as many exist, all of them where fewer do. Query block I of head h draws from
+    `derived_seed(seed, h, I)`, so its blocks depend on the seed, the head and I, and on the number of key blocks
+    only where a later block is eligible: causal, a sequence's prefix has the layout of the whole there (a
+    sequence's length does not reach its earlier outputs)."""
 
     block_size: int
     num_global_blocks: int
@@ -313,8 +315,10 @@ class BigBird(Layout):
         return fixed | torch.stack([self._random_blocks(eligible, head) for head in range(self.heads)])
 
     def _random_blocks(self, eligible: torch.Tensor, head: int) -> torch.Tensor:
-        """Bool like `eligible` (query blocks, key blocks): num_random_blocks of each row's eligible blocks."""
-        generator = torch.Generator().manual_seed(derived_seed(self.seed, head))
-        scores = torch.rand(eligible.shape, generator=generator).masked_fill(~eligible, 2.0)  # ineligible last
+        """Bool like `eligible` (query blocks, key blocks): num_random_blocks of each row's eligible blocks, ranked
+        by scores drawn per row (a longer draw from the same seed starts with the same numbers)."""
+        scores = torch.stack([torch.rand(eligible.shape[1], generator=torch.Generator().manual_seed(
+            derived_seed(self.seed, head, row))) for row in range(eligible.shape[0])])
+        scores = scores.masked_fill(~eligible, 2.0)  # ineligible last
         chosen = scores.argsort(dim=1)[:, : min(self.num_random_blocks, eligible.shape[1])]
         return torch.zeros_like(eligible).scatter(1, chosen, eligible.gather(1, chosen))

@@ -45,6 +45,9 @@ class Linformer(Attention):
     complexity = Complexity("O(n r d)", 1, 1)  # r the rank
 
     supports_causal = False
+    size_option = "rank"  # its E and F, (rank, max_len) per layer, are what it has beyond dense's parameters
+    position_indexed = True  # E and F have one column per position
+    order_aware = True
     approximation = ("A low-rank approximation of softmax attention: keys and values are projected along the "
                      "sequence to `rank` rows by learned matrices of a fixed length (max_len).")
     search_space = {"rank": Range(8, "seq_len", log=True), "share": Choice(SHARING)}

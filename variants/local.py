@@ -28,6 +28,7 @@ class Local(Attention):
     """Sliding-window attention, |i - j| <= window // 2, on a block-sparse kernel: O(n * window)."""
 
     complexity = Complexity("O(n w d)", 1, 1)  # w the window
+    order_aware = True  # which keys are near
 
     kernel_preference = LAYOUT_KERNELS_FIRST
     # A window of 2 * (seq_len - 1) or more is dense attention.

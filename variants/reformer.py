@@ -20,7 +20,8 @@ rounds once, which is the softmax over the union of the rounds' pairs, each pair
 only when it has nothing else to attend (the paper subtracts 1e5 from the logit of i = j, which gives its own
 key a weight of exactly 0 in floating point beside any other key). Causal: keys j > i are masked, as in the
 paper; which earlier keys a query sees still depends on the later positions' buckets, through where the
-chunks are cut.
+chunks are cut, so the causal form is not prefix-consistent (`prefix_consistent = False`: a later token changes
+earlier outputs) and a run's config takes Reformer bidirectional only, on tasks that allow it.
 
 Here the union is a mask on the n x n logits, on the reference and chunked kernels: O(n^2) time and memory,
 where the paper's sorted chunks compute the same weights in O(n chunk_size num_hashes). Pairs outside it get
@@ -76,11 +77,12 @@ class Reformer(Attention):
         "chunk_size": Range(4, "seq_len", log=True),
     }
     layout_depends_on_input = True
+    prefix_consistent = False  # later buckets move where the chunks are cut (the module docstring)
     approximation = ("Approximates softmax attention by the keys that share a query's LSH bucket; the random "
                      "rotations are drawn once per layer and head from the run's seed and kept, where the paper's "
-                     "code draws new ones at every forward pass; causal, as in the paper, where the sorted chunks "
-                     "are cut depends on the buckets of later queries, so a later token can change which earlier "
-                     "keys an earlier query sees.")
+                     "code draws new ones at every forward pass; its causal form, as in the paper, lets a later "
+                     "token change which keys an earlier query sees (where the sorted chunks are cut), so runs "
+                     "take it bidirectional only.")
 
     @dataclass(frozen=True)
     class Options:

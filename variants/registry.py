@@ -163,6 +163,11 @@ def describe_variants() -> str:
             lines.append(f"    approximation: {cls.approximation}")
         if not cls.supports_causal:
             lines.append("    causal: no (bidirectional in its paper; runs with model.causal false)")
+        elif not cls.prefix_consistent:
+            lines.append("    causal: not prefix-consistent (a later input changes earlier outputs; runs with "
+                         "model.causal false)")
+        if cls.position_indexed:
+            lines.append("    length: terms indexed by absolute position (no evaluation beyond the training length)")
         lines.extend(f"    {line}" for line in _kernel_lines(name))
         lines.extend(f"    {line}" for line in describe_options(cls.Options))
     lines.append("\nBaselines (--variant NAME as well: a token mixer in place of each block's attention sub-layer, "

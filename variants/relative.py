@@ -77,6 +77,7 @@ class Relative(Attention):
     # A position term per pair: flex computes it inside its fused kernel, sdpa materialises it (n x n).
     kernel_preference = ("flex",)
     provides_positions = True  # every kind: its position term replaces absolute positions in its paper
+    order_aware = True
 
     # Each kind's own options, searched only when it is chosen; t5 keeps max_distance at its default
     # (128), which exceeds num_buckets // 2 over the whole range.

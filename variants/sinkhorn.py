@@ -88,6 +88,8 @@ class Sinkhorn(Attention):
     """Learned block sorting: each query block attends its own block and a soft-sorted mixture of blocks."""
 
     layout_depends_on_input = True
+    position_indexed = True  # the sorting network scores each block J by its own output
+    order_aware = True  # a query sees its own block
     search_space = {
         "block_size": Range(2, "seq_len", log=True),
         "sinkhorn_iters": Range(0, 10),

@@ -49,6 +49,7 @@ class Sparse(Attention):
     complexity = None  # the pattern decides: O(n sqrt(n) d) strided, O(n w d) longformer and bigbird
 
     kernel_preference = LAYOUT_KERNELS_FIRST
+    order_aware = True  # every pattern's blocks are ranges of positions
     # Each pattern's own options, searched only when it is chosen. Strides start at 4 so that `fixed`'s
     # summary (1 to 4) never exceeds its stride.
     search_space = {

@@ -52,6 +52,8 @@ class Synthesizer(Attention):
         "kind": Choice(KINDS),
         "rank": Range(2, 64, log=True, when=("kind", ("factorized_random",))),
     }
+    position_indexed = True  # a logit per key position (and per query position, for the random tables)
+    order_aware = True
     approximation = ("The dense forms synthesise each row from the head's query vector, a linear map of the "
                      "token the paper's MLP reads.")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+from scipy import stats
 
 from analysis.aggregate import over_seeds
 from analysis.saturation.fading_findings import fading_findings
@@ -27,7 +28,7 @@ from analysis.saturation.text import (
 from experiments.attention_stats import SATURATED
 from experiments.saturation.tables import VANISHING_DERIVATIVE
 
-NOISE = 2  # standard errors a difference of means must exceed to count (study B's comparisons)
+CONFIDENCE = 0.95  # study B's comparisons: a difference of means counts beyond its two-sided t interval at this level
 
 
 def _values(runs: pd.DataFrame, column: str) -> str:
@@ -166,25 +167,38 @@ def _onset(head_dims: list[int], flags: list[bool]) -> str:
     return "at d_k = " + listing([dim for dim, flag in zip(head_dims, flags, strict=True) if flag]) + " only"
 
 
-def _compare(a_mean: float, a_se: float, b_mean: float, b_se: float) -> int:
-    """-1, 0 or 1: a below, within noise of, or above b (NOISE combined standard errors; any difference
-    counts when a standard error is unknown)."""
-    noise = NOISE * math.sqrt(a_se**2 + b_se**2) if math.isfinite(a_se) and math.isfinite(b_se) else 0.0
-    difference = a_mean - b_mean
+def _compare(a: pd.Series, b: pd.Series, column: str = "early_accuracy") -> int | None:
+    """-1, 0 or 1: a's mean of `column` below, within noise of, or above b's (rows of `learning_speed`: mean, se,
+    runs); None, no verdict, where a standard error is unknown (one seed). The noise is the combined standard error
+    times Student's t quantile at CONFIDENCE (two-sided), at Welch-Satterthwaite's degrees of freedom: with 3 seeds
+    a side that is about 2.8, not 2."""
+    a_se, b_se = a[f"{column}_se"], b[f"{column}_se"]
+    if not (math.isfinite(a_se) and math.isfinite(b_se)):
+        return None
+    difference, combined = a[f"{column}_mean"] - b[f"{column}_mean"], a_se**2 + b_se**2
+    noise = 0.0
+    if combined > 0:
+        degrees = combined**2 / (a_se**4 / (a["runs"] - 1) + b_se**4 / (b["runs"] - 1))
+        noise = float(stats.t.ppf(0.5 + CONFIDENCE / 2, degrees)) * math.sqrt(combined)
     return 0 if abs(difference) <= noise else (1 if difference > 0 else -1)
 
 
 def _b_unscaled(speed: pd.DataFrame, source: str, head_dims: list, margin: str, early_until: str) -> list[str]:
     """Does unscaled attention learn slower than dense, and what both look like at step 0."""
     compared = [dim for dim in head_dims if ("dense", dim) in speed.index and ("unscaled", dim) in speed.index]
-    flags, details = [], []
-    for dim in compared:
-        u, d = speed.loc[("unscaled", dim)], speed.loc[("dense", dim)]
-        flags.append(_compare(u["early_accuracy_mean"], u["early_accuracy_se"], d["early_accuracy_mean"],
-                              d["early_accuracy_se"]) < 0)
-        details.append(f"d_k = {dim}: {early_text(u)} against {early_text(d)}")
-    verdict = (f"Yes, {_onset(compared, flags)}: its early accuracy there is below dense's {margin}" if any(flags) else
-               f"Not here: at no measured d_k ({listing(compared)}) is its early accuracy below dense's {margin}")
+    pairs = [(speed.loc[("unscaled", dim)], speed.loc[("dense", dim)]) for dim in compared]
+    verdicts = [_compare(u, d) for u, d in pairs]
+    details = [f"d_k = {dim}: {early_text(u)} against {early_text(d)}" for dim, (u, d) in zip(compared, pairs,
+                                                                                              strict=True)]
+    known = [(dim, verdict == -1) for dim, verdict in zip(compared, verdicts, strict=True) if verdict is not None]
+    unknown = [dim for dim, verdict in zip(compared, verdicts, strict=True) if verdict is None]
+    onset = _onset([dim for dim, _ in known], [flag for _, flag in known]) if known else ""
+    if compared and not known:
+        verdict = f"Unknown: no standard error at any measured d_k ({listing(compared)}), so no verdict"
+    else:
+        verdict = (f"Yes, {onset}: its early accuracy there is below dense's {margin}" if any(flag for _, flag in known)
+                   else f"Not here: at no measured d_k ({listing(compared)}) is its early accuracy below dense's "
+                   f"{margin}") + (f" (no verdict at d_k = {listing(unknown)}: no standard error)" if unknown else "")
     result = [f"{source}: does unscaled attention learn slower than dense, by early accuracy (the mean test accuracy "
               f"over steps 0 to {early_until})? {verdict}: unscaled against dense, " + "; ".join(details) + "."]
     if compared:
@@ -208,12 +222,12 @@ def _b_additive(speed: pd.DataFrame, source: str, top: int, margin: str) -> list
     if not additive or (additive[0], top) not in speed.index or not others:
         return []
     name, a = additive[0], speed.loc[(additive[0], top)]
-    words = {1: "learns faster than", 0: "learns as fast as", -1: "learns slower than"}
+    words = {1: "learns faster than", 0: "learns as fast as", -1: "learns slower than",
+             None: "has no verdict (no standard error) against"}
     verdicts = []
     for other in others:
         o = speed.loc[(other, top)]
-        verdict = _compare(a["early_accuracy_mean"], a["early_accuracy_se"], o["early_accuracy_mean"],
-                           o["early_accuracy_se"])
+        verdict = _compare(a, o)
         verdicts.append(f"{words[verdict]} {other} (early accuracy {early_text(a)} against "
                         f"{early_text(o)}; steps to {THRESHOLD:g}: {steps_text(a)} against {steps_text(o)}; "
                         f"final accuracy {plus_minus(a['final_accuracy_mean'], a['final_accuracy_se'])} "
@@ -235,8 +249,9 @@ def _findings_b(study: SaturationStudy) -> list[str]:
                                                  if dim == head_dim) for head_dim in head_dims]
     result = [f"{source}: steps to a first test accuracy ≥ {THRESHOLD:g}, mean ± se over the seeds that reached it "
               "(reached/seeds): " + "; ".join(per_dim) + "."]
-    margin = (f"by more than {NOISE} standard errors" if speed["runs"].min() > 1
-              else "at all (one seed per cell: no standard error)")
+    margin = (f"beyond its {CONFIDENCE:.0%} interval (Student's t at Welch-Satterthwaite's degrees of freedom "
+              "times the combined standard error)" if speed["runs"].min() > 1
+              else "only beyond its noise (one seed per cell: no standard error, so no verdict)")
     if {"dense", "unscaled"} <= set(speed.index.get_level_values("variant_name")):
         result += _b_unscaled(speed, source, head_dims, margin, early_until)
     return result + _b_additive(speed, source, head_dims[-1], margin)

@@ -8,10 +8,12 @@
 The protocol (docs/benchmark.md):
 
 1. Cells: each variant on each task. A variant that cannot run a task by construction (a bidirectional-only
-   variant on a task that needs causality) is listed as skipped with the reason, never dropped.
+   variant on a task that needs causality) is listed as skipped with the reason, never dropped. Each cell's
+   model is sized to within 10% of dense's parameters on its task, both ways (`parity`), or listed unranked.
 2. Tuning, one budget for every variant: each cell trains once per learning rate of a shared grid (the
    multiples `--lr-multiples`, default 0.3, 1 and 3, of the task profile's learning rate), with the tuning
-   seed, and the learning rate of highest validation accuracy is chosen; the test set plays no part.
+   seed, and the learning rate of highest validation accuracy is chosen; the test set plays no part. Where it
+   lies at an edge of the grid, the next multiple beyond it is tuned too, up to `--extend-grid` (default 2).
 3. Confirmation: the chosen learning rate trains again with `--seeds` fresh seeds (the seeds after the
    tuning seed); the test accuracy is reported as mean and 95% interval over those seeds.
 4. Capacity: once confirmation has settled, the chosen learning rate trains again at other model widths
@@ -28,6 +30,7 @@ again continues where it stopped. The modules, by job:
     definition  the benchmark validated and its cells resolved before anything runs, from its options or from
                 its stored definition (a worker process)
     stages      tuning, confirmation, capacity: each stage one object, when a cell is ready for it and its jobs
+    parity      each cell's model sized to dense's parameters on its task, resolved with it
     capacity    each cell's capacity points (its sizes on each capacity axis), resolved with it
     ledger      each job's and each cell's state, read from the storage
     worker      plan, take a job, train it, write its figures; until every job has settled

@@ -67,7 +67,9 @@ def changed(overrides: dict[str, dict[str, Any]], changes: tuple[tuple[str, Any]
     return result
 
 
-def _width_changes(model: configs.ModelConfig, multiple: float) -> tuple[tuple[str, Any], ...]:
+def width_changes(model: configs.ModelConfig, multiple: float) -> tuple[tuple[str, Any], ...]:
+    """The settings that make `model` `multiple` times as wide: model.dim, and model.head_dim with it where the
+    config fixes one (the number of heads stays)."""
     widths = (("model.dim", round(model.dim * multiple)),)
     return widths + ((("model.head_dim", round(model.head_dim * multiple)),) if model.head_dim is not None else ())
 
@@ -78,7 +80,7 @@ def points(config: configs.RunConfig, widths: tuple[float, ...], scales: tuple[f
     the task declares a capacity option), the cell's own point, then one per multiple, each checked by
     `resolve(changes)` (the cell's config with those changes, or an OptionError)."""
     option = tasks.task_class(config.task).capacity_option
-    axes = [(WIDTH, config.model.dim, widths, lambda multiple: _width_changes(config.model, multiple))]
+    axes = [(WIDTH, config.model.dim, widths, lambda multiple: width_changes(config.model, multiple))]
     if option is not None:
         axes.append((option, getattr(config.task_options, option), scales,
                      lambda multiple: ((f"task.{option}", round(getattr(config.task_options, option) * multiple)),)))

@@ -29,13 +29,19 @@ def open_study(benchmark: Benchmark) -> optuna.Study:
 
 
 def header(benchmark: Benchmark, workers: int) -> str:
-    """What the benchmark is, each stage as it states itself, and the cells skipped with their reasons."""
+    """What the benchmark is, each stage as it states itself, the cells skipped with their reasons, and the size
+    chosen for each cell sized to dense's parameters (or why none is)."""
     skipped = [cell for cell in benchmark.cells if cell.skipped is not None]
     lines = [f"benchmark {benchmark.name}: {len(benchmark.variants)} variants x {len(benchmark.tasks)} tasks "
              f"({benchmark.profile}), {len(benchmark.cells) - len(skipped)} cells to run, {len(skipped)} skipped; "
              f"{workers} worker{'s' if workers > 1 else ''}, storage {benchmark.storage_shown}"]
     lines += [f"  {line}" for stage in benchmark.stages for line in stage.header(benchmark)]
     lines += [f"  skipped {cell.variant} on {cell.task}: {cell.skipped}" for cell in skipped]
+    lines += [f"  sized {cell.variant} on {cell.task} to dense's parameters: {cell.size.shown}, "
+              f"{cell.size.parameters:,} parameters ({cell.size.ratio:.2f}x)" for cell in benchmark.cells
+              if cell.size.changes]
+    lines += [f"  not ranked, {cell.variant} on {cell.task}: {cell.size.unmatched}" for cell in benchmark.cells
+              if cell.skipped is None and cell.size.unmatched]
     return "\n".join(lines)
 
 

@@ -18,14 +18,16 @@ import variants
 from common.options import OptionError
 from experiments import config as configs
 from experiments import tasks
-from experiments.benchmark import capacity
+from experiments.benchmark import capacity, parity
 from experiments.benchmark.capacity import Point
+from experiments.benchmark.parity import Size
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
 
 MIN_LEARNING_RATES = 3  # the grid MAD's protocol sweeps has 3 values or more
 STUDY_PREFIX = "benchmark-"  # the study of benchmark NAME is benchmark-NAME
+EXTEND_ACCEPTED = "accepted: an integer >= 0, the most learning rates tuned beyond an edge of the grid (0: none)"
 
 
 def default_variants() -> list[str]:
@@ -36,13 +38,15 @@ def default_variants() -> list[str]:
 @dataclass(frozen=True)
 class Cell:
     """A variant on a task: `skipped` says why it cannot run by construction; `base_lr` is the task profile's
-    learning rate, which the grid's multiples scale; `capacity` its capacity points; `overrides` the user's
-    --set as it reaches this cell (section -> field -> value)."""
+    learning rate, which the grid's multiples scale; `size` its model's size against dense's parameters on the
+    task (`experiments.benchmark.parity`), which every job of the cell trains at; `capacity` its capacity points,
+    scaled from that size; `overrides` the user's --set as it reaches this cell (section -> field -> value)."""
 
     variant: str
     task: str
     skipped: str | None = None
     base_lr: float | None = None
+    size: Size = Size()
     capacity: tuple[Point, ...] = ()
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
 
@@ -67,6 +71,8 @@ class Benchmark:
     heartbeat_seconds: int
     cells: tuple[Cell, ...]
     stages: tuple[Stage, ...] = DEFAULT_STAGES  # in order; each makes its jobs of a cell when the cell is ready
+    extend_grid: int = 0  # at most this many learning rates tuned beyond an edge of the grid where the best lies
+    size_to_dense: bool = True  # whether each cell's model is sized to dense's parameters (`parity`)
 
     @property
     def folder(self) -> Path:
@@ -102,6 +108,7 @@ class Benchmark:
             "seeds": self.seeds, "lr_multiples": self.lr_multiples, "kernel": self.kernel, "sets": self.sets,
             "capacity_widths": self.capacity_widths, "capacity_scales": self.capacity_scales,
             "capacity_seeds": self.capacity_seeds, "stages": [stage.name for stage in self.stages],
+            "extend_grid": self.extend_grid, "size_to_dense": self.size_to_dense,
         }))
 
     @classmethod
@@ -127,12 +134,26 @@ class Benchmark:
                      capacity_scales=tuple(read("capacity_scales")), capacity_seeds=read("capacity_seeds"),
                      device=device, kernel=read("kernel"), sets=tuple(read("sets")), storage_url=storage_url,
                      runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
-                     stages=tuple(known[name] for name in read("stages")))
+                     stages=tuple(known[name] for name in read("stages")), extend_grid=read("extend_grid"),
+                     size_to_dense=read("size_to_dense"))
 
-    def learning_rates(self, cell: Cell) -> list[float]:
-        """The cell's grid: each multiple of the task's profile learning rate, to 4 significant digits."""
+    def learning_rates(self, cell: Cell, multiples: tuple[float, ...] | None = None) -> list[float]:
+        """The cell's grid (or `multiples`): each multiple of the task's profile learning rate, to 4 significant
+        digits."""
         assert cell.base_lr is not None, cell
-        return [float(f"{multiple * cell.base_lr:.4g}") for multiple in self.lr_multiples]
+        return [float(f"{multiple * cell.base_lr:.4g}") for multiple in
+                (self.lr_multiples if multiples is None else multiples)]
+
+    def beyond(self, top: bool, count: int) -> float:
+        """The multiple `count` steps beyond the grid's top (or bottom) edge, a step the grid's finest ratio
+        between neighbours: beyond 3 of 0.3, 1, 3 come 9, 27, ...; below 0.3 come 0.1, 0.0333, ..."""
+        ordered = sorted(self.lr_multiples)
+        step = min(high / low for low, high in zip(ordered, ordered[1:], strict=False))
+        return float(f"{ordered[-1] * step ** count:.4g}") if top else float(f"{ordered[0] / step ** count:.4g}")
+
+    def extension_multiples(self) -> list[float]:
+        """Every multiple tuning may add beyond the grid's edges (`Tuning.further`): above it, then below it."""
+        return [self.beyond(top, count) for top in (True, False) for count in range(1, self.extend_grid + 1)]
 
     def stage(self, name: str) -> Stage:
         """The stage named `name` (a job's `stage`)."""
@@ -143,7 +164,9 @@ class Benchmark:
 
     def planned_jobs(self) -> list[Job]:
         """Every job the protocol will call for, stage by stage: the learning rate of the stages after tuning is
-        not known before tuning has settled, and the grid's middle one stands in for it (`Stage.planned`)."""
+        not known before tuning has settled, and the grid's middle one stands in for it (`Stage.planned`). The
+        learning rates tuning may add beyond the grid's edges (`extend_grid`) are called for only where the best lies
+        at an edge, and are not counted."""
         jobs = []
         for cell in self.cells:
             if cell.skipped is None:
@@ -152,10 +175,11 @@ class Benchmark:
         return jobs
 
     def config(self, job: Job) -> configs.RunConfig:
-        """The run config of a job: the profile, the user's --set as it reaches the job's cell, the job's learning
-        rate and seed, and what its stage changes (a capacity job's size)."""
+        """The run config of a job: the profile, the user's --set as it reaches the job's cell, the cell's size
+        (`Cell.size`), the job's learning rate and seed, and what its stage changes (a capacity job's size)."""
         cell = self.cell(job.variant, job.task)
-        overrides = {**cell.overrides, "train": {**cell.overrides["train"], "lr": job.lr}}
+        overrides = capacity.changed({**cell.overrides, "train": {**cell.overrides["train"], "lr": job.lr}},
+                                     cell.size.changes)
 
         def resolved(changes: tuple[tuple[str, Any], ...]) -> configs.RunConfig:
             return configs.resolve(variant=job.variant, task=job.task, profile=self.profile, seed=job.seed,
@@ -175,7 +199,9 @@ class Benchmark:
                  "--lr-multiples", ",".join(map(repr, self.lr_multiples)),
                  "--capacity-widths", ",".join(map(repr, self.capacity_widths)) or "none",
                  "--capacity-scales", ",".join(map(repr, self.capacity_scales)) or "none",
-                 "--capacity-seeds", str(self.capacity_seeds), "--name", self.name]
+                 "--capacity-seeds", str(self.capacity_seeds), "--extend-grid", str(self.extend_grid),
+                 "--name", self.name]
+        words += [] if self.size_to_dense else ["--no-size-to-dense"]
         words += ["--kernel", self.kernel] if self.kernel != "auto" else []
         words += [word for assignment in self.sets for word in ("--set", assignment)]
         return shlex.join(words + (["--storage", self.storage_shown] if self.storage_url else []))
@@ -183,8 +209,9 @@ class Benchmark:
 
 def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
     """A stored definition in today's form: one stored before definitions named their stages runs the stages
-    every benchmark then ran."""
-    return {"stages": list(UNNAMED_STAGES), **stored}
+    every benchmark then ran; one stored before the grid was extended extends none, and one stored before cells
+    were sized to dense's parameters keeps its cells' own sizes (the page still flags those outside 10%)."""
+    return {"stages": list(UNNAMED_STAGES), "extend_grid": 0, "size_to_dense": False, **stored}
 
 
 def parse_multiples(text: str) -> tuple[float, ...]:
@@ -194,6 +221,15 @@ def parse_multiples(text: str) -> tuple[float, ...]:
     except ValueError:
         raise OptionError(f"Benchmark lr-multiples got {text!r}; accepted: comma-separated numbers > 0, at least "
                           f"{MIN_LEARNING_RATES}, e.g. 0.3,1,3.") from None
+
+
+def parse_extensions(text: str) -> int:
+    """'2' -> 2: the most learning rates tuned beyond an edge of the grid; anything but an integer is a
+    one-sentence error (`_check_numbers` refuses one below 0)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise OptionError(f"Benchmark extend-grid got {text!r}; {EXTEND_ACCEPTED}.") from None
 
 
 def _names(text: str | None, what: str, default: list[str]) -> tuple[str, ...]:
@@ -213,9 +249,11 @@ def overrides_for(overrides: dict[str, dict[str, Any]], variant: str, task: str,
 
 def resolve_cell(variant: str, task: str, *, profile: str, seed: int, device: str, kernel: str,
                  overrides: dict[str, dict[str, Any]], widths: tuple[float, ...] = (),
-                 scales: tuple[float, ...] = ()) -> Cell:
-    """The cell resolved at the tuning seed with its own overrides: its base learning rate and its capacity
-    points at the multiples `widths` and `scales`, or the reason it cannot run."""
+                 scales: tuple[float, ...] = (), reference: tuple[int | None, str | None],
+                 size_to_dense: bool = True) -> Cell:
+    """The cell resolved at the tuning seed with its own overrides: its base learning rate, its size against
+    dense's parameters on the task (`reference`: dense's count, or why there is none; `parity.sized`) and its
+    capacity points at the multiples `widths` and `scales` of that size, or the reason it cannot run."""
     def resolved(changes: tuple[tuple[str, Any], ...]) -> configs.RunConfig:
         config = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device,
                                  kernel=kernel, overrides=capacity.changed(overrides, changes))
@@ -228,12 +266,16 @@ def resolve_cell(variant: str, task: str, *, profile: str, seed: int, device: st
         config = resolved(())
     except configs.Incompatible as reason:
         return Cell(variant, task, skipped=str(reason), overrides=overrides)
-    return Cell(variant, task, base_lr=config.train.lr, capacity=capacity.points(config, widths, scales, resolved),
-                overrides=overrides)
+    size = parity.sized(resolved, *reference, adjust=size_to_dense)
+    return Cell(variant, task, base_lr=config.train.lr, size=size, overrides=overrides,
+                capacity=capacity.points(resolved(size.changes), widths, scales,
+                                         lambda changes: resolved((*size.changes, *changes))))
 
 
 def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capacity_seeds: int,
-                   heartbeat_seconds: int) -> None:
+                   heartbeat_seconds: int, extend_grid: int) -> None:
+    if not isinstance(extend_grid, int) or isinstance(extend_grid, bool) or extend_grid < 0:
+        raise OptionError(f"Benchmark extend-grid got {extend_grid!r}; {EXTEND_ACCEPTED}.")
     if seeds < 1:
         raise OptionError(f"Benchmark seeds got {seeds}; accepted: an integer >= 1 (2 or more for an interval).")
     if not 1 <= capacity_seeds <= seeds:
@@ -254,10 +296,10 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
           seeds: int, lr_multiples: tuple[float, ...], capacity_widths: tuple[float, ...],
           capacity_scales: tuple[float, ...], capacity_seeds: int, device: str, kernel: str, sets: tuple[str, ...],
           storage_url: str | None, runs_dir: Path, heartbeat_seconds: int,
-          stages: tuple[Stage, ...] = DEFAULT_STAGES) -> Benchmark:
-    """Validate a benchmark's values and resolve every cell and its capacity points, touching nothing: a bad value
-    is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
-    _check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds)
+          stages: tuple[Stage, ...] = DEFAULT_STAGES, extend_grid: int = 0, size_to_dense: bool = True) -> Benchmark:
+    """Validate a benchmark's values and resolve every cell, its size and its capacity points, touching nothing: a
+    bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
+    _check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds, extend_grid)
     names = [stage.name for stage in stages]
     if len(set(names)) < len(names):
         raise OptionError(f"Benchmark stages {', '.join(names)} name one stage twice; accepted: each name once (a "
@@ -270,21 +312,26 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
     if "lr" in overrides["train"]:
         raise OptionError("--set train.lr names what the benchmark tunes; accepted: the grid's multiples of each "
                           "task's learning rate, --lr-multiples A,B,C.")
+    listed = variant_names if parity.REFERENCE in variant_names else (*variant_names, parity.REFERENCE)
+    references = {task: parity.reference(lambda task=task: configs.resolve(
+        variant=parity.REFERENCE, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
+        overrides=overrides_for(overrides, parity.REFERENCE, task, listed, task_names)), task) for task in task_names}
     cells = tuple(resolve_cell(variant, task, profile=profile, seed=seed, device=device, kernel=kernel,
                                overrides=overrides_for(overrides, variant, task, variant_names, task_names),
-                               widths=capacity_widths, scales=capacity_scales)
+                               widths=capacity_widths, scales=capacity_scales, reference=references[task],
+                               size_to_dense=size_to_dense)
                   for task in task_names for variant in variant_names)
     return Benchmark(name=check_study_name(name), variants=variant_names, tasks=task_names, profile=profile,
                      seed=seed, seeds=seeds, lr_multiples=lr_multiples, capacity_widths=capacity_widths,
                      capacity_scales=capacity_scales, capacity_seeds=capacity_seeds, device=device, kernel=kernel,
                      sets=sets, storage_url=storage_url, runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
-                     cells=cells, stages=stages)
+                     cells=cells, stages=stages, extend_grid=extend_grid, size_to_dense=size_to_dense)
 
 
 def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
             lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
             kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
-            heartbeat_seconds: int) -> Benchmark:
+            heartbeat_seconds: int, extend_grid: str = "0", size_to_dense: bool = True) -> Benchmark:
     """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error."""
     return build(name=name or profile, variant_names=_names(variant_names, "variant", default_variants()),
                  task_names=_names(task_names, "task", tasks.DEFAULT_SUITE), profile=profile, seed=seed, seeds=seeds,
@@ -294,4 +341,5 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
                  capacity_scales=capacity.parse_multiples(capacity_scales, "capacity-scales",
                                                           "each task's capacity option"),
                  capacity_seeds=capacity_seeds, device=device, kernel=kernel, sets=tuple(sets), storage_url=storage,
-                 runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds)
+                 runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds, extend_grid=parse_extensions(extend_grid),
+                 size_to_dense=size_to_dense)

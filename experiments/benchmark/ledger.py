@@ -116,9 +116,13 @@ class CellState:
     not queued yet. Tuning's jobs choose the learning rate of the stages after it (`best_lr`)."""
 
     cell: Cell
-    learning_rates: list[float]
     stages: dict[str, list[JobState | None]] = field(default_factory=dict)  # by stage name, in stage order
     called: list[Job] = field(default_factory=list)  # the jobs the protocol calls for now, in stage order
+
+    @property
+    def learning_rates(self) -> list[float]:
+        """The learning rates tuning calls for: the grid's, then those beyond its edges (`Tuning.further`)."""
+        return [job.lr for job in self.called if job.stage == TUNE]
 
     def of(self, stage: str) -> list[JobState | None]:
         """The jobs of stage `stage` (none where the cell is not ready for it)."""
@@ -146,8 +150,9 @@ class CellState:
 
     @property
     def best_lr(self) -> float | None:
-        """The learning rate of highest validation accuracy (the first of the grid among equals), once every
-        tuning job has settled; None before, or when none completed."""
+        """The learning rate of highest validation accuracy (the first of the grid among equals, the grid before
+        its extensions), once every tuning job, extensions included, has settled; None before, or when none
+        completed."""
         if not self.tuned:
             return None
         completed = [(job.result["val_accuracy"], -index, job.job.lr) for index, job in enumerate(self.tuning)
@@ -169,16 +174,20 @@ class Ledger:
 
     def _cell(self, cell: Cell) -> CellState:
         """The cell's state, stage by stage: each stage the cell is ready for, given the stages before it (tuning
-        always; confirmation once tuning has settled with a best learning rate; capacity once confirmation has
-        settled), calls for its jobs at the best learning rate."""
+        always; confirmation once tuning, its extensions included, has settled with a best learning rate; capacity
+        once confirmation has settled), calls for its jobs at the best learning rate, then for those its jobs so
+        far call for (`Stage.further`: tuning's learning rates beyond an edge of the grid), one by one."""
+        state = CellState(cell)
         if cell.skipped is not None:
-            return CellState(cell, [])
-        state = CellState(cell, self.benchmark.learning_rates(cell))
+            return state
         for stage in self.benchmark.stages:
-            if stage.ready(state):
-                jobs = stage.jobs(self.benchmark, cell, state.best_lr)
+            if not stage.ready(state):
+                continue
+            jobs = stage.jobs(self.benchmark, cell, state.best_lr)
+            while jobs:
                 state.called += jobs
-                state.stages[stage.name] = [self.states.get(job.key) for job in jobs]
+                state.stages[stage.name] = [*state.of(stage.name), *(self.states.get(job.key) for job in jobs)]
+                jobs = stage.further(self.benchmark, state)
         return state
 
     def missing(self) -> list[Job]:

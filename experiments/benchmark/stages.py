@@ -74,6 +74,11 @@ class Stage:
         """The jobs of the cell in this stage, at `lr`, the learning rate tuning chose (None before it has)."""
         raise NotImplementedError
 
+    def further(self, benchmark: Any, state: Any) -> list[Job]:
+        """The jobs the stage calls for beyond `jobs` now that the cell's jobs stand as `state` says (tuning's
+        learning rates beyond an edge of the grid); asked again after each that it calls for, until none."""
+        return []
+
     def planned(self, benchmark: Any, cell: Any, stand_in: float) -> list[Job]:
         """The jobs the estimate counts before the benchmark runs: `jobs` at `stand_in`, the grid's middle learning
         rate (what a job costs does not depend on its learning rate)."""
@@ -105,8 +110,9 @@ def _listed(values: Any, shown: Any = str) -> str:
 
 
 class Tuning(Stage):
-    """Each cell once per learning rate of the grid, with the tuning seed; the learning rate whose run reaches the
-    highest validation accuracy is chosen (`CellState.best_lr`)."""
+    """Each cell once per learning rate of the grid, with the tuning seed; where the best lies at an edge of the
+    grid, the next multiple beyond that edge, while the best stays at the edge, up to `extend_grid` of them; the
+    learning rate whose run reaches the highest validation accuracy is chosen (`CellState.best_lr`)."""
 
     name, title, page = TUNE, "Tuning", "tuning"
 
@@ -117,15 +123,36 @@ class Tuning(Stage):
         return [Job(self.name, cell.variant, cell.task, rate, benchmark.seed)
                 for rate in benchmark.learning_rates(cell)]
 
+    def further(self, benchmark: Any, state: Any) -> list[Job]:
+        """Once tuning has settled with its best at the top (bottom) edge of what it tuned: the next multiple
+        beyond that edge (`Benchmark.beyond`), unless `extend_grid` multiples were added already."""
+        tuned, best, grid = state.learning_rates, state.best_lr, benchmark.learning_rates(state.cell)
+        if best is None or len(tuned) - len(grid) >= benchmark.extend_grid or best not in (min(tuned), max(tuned)):
+            return []
+        top = best == max(tuned)
+        beyond = sum(rate > max(grid) if top else rate < min(grid) for rate in tuned)
+        (rate,) = benchmark.learning_rates(state.cell, (benchmark.beyond(top, beyond + 1),))
+        return [Job(self.name, state.cell.variant, state.cell.task, rate, benchmark.seed)]
+
     def header(self, benchmark: Any) -> list[str]:
         return [f"tuning: learning rates {_listed(benchmark.lr_multiples, repr)} x each task's, seed "
-                f"{benchmark.seed}, chosen on the validation set"]
+                f"{benchmark.seed}, chosen on the validation set; {_extension(benchmark)}"]
 
     def protocol(self, benchmark: Any) -> str:
         return (f"Tuning: each cell trains once per learning rate of the grid, the multiples "
                 f"{_listed(benchmark.lr_multiples, repr)} of the task profile's learning rate (the same for "
                 f"every variant), with seed {benchmark.seed}; the learning rate of highest validation accuracy is "
-                "chosen (the first of the grid among equals). The test set plays no part in the choice.")
+                f"chosen (the first of the grid among equals); {_extension(benchmark)}. The test set plays no part in "
+                "the choice.")
+
+
+def _extension(benchmark: Any) -> str:
+    """How tuning extends the grid, as the header and the protocol state it."""
+    if not benchmark.extend_grid:
+        return "the grid is not extended (--extend-grid 0)"
+    return (f"where the best lies at an edge of the grid, the next multiple beyond it (x{benchmark.beyond(True, 1):g} "
+            f"above, x{benchmark.beyond(False, 1):g} below: the grid's own ratio) is tuned too, while the best stays "
+            f"at the edge, up to {benchmark.extend_grid} per cell, before confirmation starts")
 
 
 class Confirmation(Stage):

@@ -34,6 +34,9 @@ import torch
 
 REPORT_BUCKETS = 8  # distance buckets of the accuracy report, for tasks without a num_buckets option
 IGNORE = -100  # the target of a position that is not scored (cross_entropy's default ignore_index)
+# Examples in a quick profile's test set (and so its validation set): enough that an accuracy's binomial 95%
+# half-width, 1.96 * sqrt(p * (1 - p) / m), is at most 0.02 at any p (m >= 2401), rounded up to a multiple of 64.
+QUICK_EVAL_SIZE = 2432
 PROFILES = ("quick", "standard", "long")
 MAX_TRAIN_SEED = 2**31  # training seeds lie in [0, MAX_TRAIN_SEED)
 TEST_SEED_OFFSET = MAX_TRAIN_SEED  # test seeds lie in [TEST_SEED_OFFSET, 2**32), so never meet a training seed
@@ -120,6 +123,11 @@ class Task:
     # True where a later input gives a scored position's answer away, so a model that attends to later
     # positions (model.causal=false) could read it rather than work it out; such a config is refused.
     needs_causal: ClassVar[bool] = False
+    # Whether an answer depends on the order of the inputs (the token after a trigger, the last write, nesting),
+    # so that a model blind to order (bidirectional, without absolute positions, over a variant that does not
+    # read positions itself: `Attention.order_aware`) cannot do the task, and such a config is refused. False
+    # only where the inputs as a bag decide every answer (passkey: the one key among distractors).
+    depends_on_order: ClassVar[bool] = True
     # The option that counts what a model must hold or sift through at once (MQAR's key-value pairs, the tokens
     # selective copying copies, Pathfinder's distractor paths): the benchmark's capacity stage trains the task at
     # multiples of it, so that a curve rather than a ceiling separates variants. None where no option counts such
@@ -128,6 +136,10 @@ class Task:
     # The task's place in the default suite (`experiments.tasks.DEFAULT_SUITE`, what `attnlab run` trains when no
     # task is named: the tasks whose quick profile is discriminative), or None where the suite leaves it out.
     suite_position: ClassVar[int | None] = None
+    # One sentence when a shortcut probe of the task's tests predicts its labels without the long-range dependency
+    # (what it reads, and how well): the task fails its control, so the default suite leaves it out and
+    # `attnlab list`, the benchmark page and the docs say why. None where every probe stays near chance.
+    known_shortcut: ClassVar[str | None] = None
 
     vocabulary: list[str]  # readable name of each token id
     num_classes: int  # answers are token ids 0..num_classes-1

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
-from experiments.tasks.base import IGNORE, Batch, Profile, Task
+from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -80,7 +80,7 @@ class FlipFlop(Task):
                                          "read is `i` (training and test set); `w` and `r` share the rest equally")
         dense_ignore_prob: float = option(0.1, "ignore probability of the `dense` eval split")
         sparse_ignore_prob: float = option(0.98, "ignore probability of the `sparse` eval split")
-        test_size: int = option(256, "examples in the test set and in each split")
+        test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set and in each split")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
-from experiments.tasks.base import IGNORE, Batch, Profile, Task
+from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
 from experiments.tasks.registry import register_task
 
 # No absolute positions: see "Length generalisation" above.
@@ -73,7 +73,7 @@ class Induction(Task):
         seq_len: int = option(32, "tokens per example: the trigger and its answer among random tokens, then the "
                                   "trigger again")
         num_tokens: int = option(16, "size of the token vocabulary, the answers; chance is 1/num_tokens")
-        test_size: int = option(256, "examples in the test set")
+        test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((64, 128), "also evaluate at these sequence lengths "
                                                            "(length generalisation)")
 

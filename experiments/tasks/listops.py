@@ -23,6 +23,18 @@ as its tokens plus its pending nodes pass seq_len - 1. One difference: LRA remov
 fixed data set; here every batch is drawn afresh. Trees grow level by level, every node of a level of the
 whole batch at once, so a batch costs O(max_depth) tensor operations; so do their serialisation and values.
 
+Balanced answers (arrangements > 0: quick, standard): LRA's answer can be read off without the brackets (a flat
+`[MAX ...]` is the bag's largest digit): a logistic regression on the bag of tokens and the root operator
+scores 0.40 and gradient-boosted trees 0.41 on quick (chance, the majority answer, 0.18), 0.30 and 0.31 on
+standard (chance 0.16). So a grown tree's digits are shuffled among its digit positions `arrangements` times;
+it is kept when the shuffles reach at least `min_answers` distinct answers, its answer is drawn uniformly
+among those, and it takes a shuffle giving it. Given its bag and shape the answer is uniform over the >= 6 reached,
+and both probes (tests/experiments/test_shortcut_probes.py: bag, root operator, position, last two tokens;
+fitted on 1,500 examples of seed 1, scored on 1,500 of seed 2; 400 each on standard) stay at chance: 0.125 and
+0.115 on quick (chance 0.132), 0.140 and 0.117 on standard (chance 0.130). A flat expression reaches one answer,
+so every expression nests; a third of quick's trees are kept, mostly SM and MED roots (MIN, MAX about 5% each),
+and a root's answers still lean (MIN's low, MAX's high, MED's to the middle; SM's are uniform).
+
 Layout, left padded: `_ ... _ <expression> =`. The query `=` at position seq_len - 1 is the one scored
 position, its target the value; the expression fills the `length` positions just before it.
 Token ids: digits 0..9 (the answers: num_classes = 10, the digit d is id d), then `[MIN` `[MAX` `[MED` `[SM`
@@ -30,20 +42,23 @@ Token ids: digits 0..9 (the answers: num_classes = 10, the digit d is id d), the
 distance: query position - position of the expression's first token = length, the expression's tokens.
 Metadata: `length` (tokens of the expression) and `depth` (operator nesting: 1 for `[SM 3 4 ]`).
 Distance buckets cover min_length..seq_len-1, the lengths the window allows.
-chance_accuracy: the label distribution is skewed (MIN leans to 0, MAX to 9), so chance is the frequency
-of the most common answer in the test set, the accuracy of always guessing it; it is measured (drawing the
-test set once more) when first read.
+chance_accuracy: the frequency of the most common answer in the test set, the accuracy of always guessing it
+(LRA's labels are skewed; balanced ones leave it about 0.13); it is measured (drawing the test set once
+more) when first read.
 
 Purpose: hierarchical structure over the whole sequence: the answer depends on every token, through the
 brackets, so a variant must combine information from all distances, not retrieve one token. The LRA
 leaderboard's local attention scores 15.8%, the full Transformer 36.4%. Cost: one scored position per
 sequence; generating a batch is O(batch * seq_len) work in O(max_depth) tensor operations, with about
-1 / acceptance times as many candidate trees grown (about 3 for LRA's window).
+1 / acceptance times as many candidate trees grown (about 3 for LRA's window), times `arrangements` (and
+about 3 times as many candidates again, for min_answers = 6) where answers are balanced.
 
-Profiles: quick, seq_len 64 (lengths 16-63), LRA's growth but max_depth 2; standard, seq_len 1000 (lengths
-100-999), LRA's growth (max_depth 9, max_args 10); long, LRA's window: seq_len 2000 (lengths 501-1999),
-LRA's growth, test set of 2000 like LRA's test split. Both larger profiles train LRA's budget, 5000 steps of
-32 (LRA reads a pooled token of a bidirectional encoder; here a causal model answers at the query).
+Profiles: quick, seq_len 64 (lengths 16-63), LRA's growth but max_depth 2, balanced answers, 3000 steps of 64
+(with balanced answers dense is still at chance after 1000); standard, seq_len 1000 (lengths 100-999), LRA's
+growth (max_depth 9, max_args 10), balanced answers; long, LRA's window: seq_len 2000 (lengths 501-1999), LRA's
+growth and LRA's labels (arrangements 0), test set of 2000 like LRA's test split. Both larger profiles train
+LRA's budget, 5000 steps of 32 (LRA reads a pooled token of a bidirectional encoder; here a causal model
+answers at the query).
 
 Calibration: the measured accuracies of each profile are in docs/calibration.md.
 """
@@ -57,7 +72,7 @@ from functools import cached_property
 import torch
 
 from common.options import option, require
-from experiments.tasks.base import IGNORE, REPORT_BUCKETS, Batch, Profile, Task, distance_buckets
+from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, REPORT_BUCKETS, Batch, Profile, Task, distance_buckets
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -98,8 +113,9 @@ class ListOps(Task):
     Worked example: the test set of
     `create_task("listops", seq_len=24, min_length=12, max_depth=2, max_args=5, test_size=1)`.
 
-        input:    _ _ _ _ _ _ _ _ [MED [MIN 3 4 9 3 9 ] [SM 1 8 ] 3 0 ] =
-        label:    3 (id 3) at position 23, the `=`: MED of 3 9 3 0 is (3 + 3) // 2; every other position IGNORE
+        input:    _ _ _ _ _ _ _ _ [MED [MIN 9 8 9 3 3 ] [SM 0 4 ] 3 1 ] =
+        label:    3 (id 3) at position 23, the `=`: MED of 3 (MIN), 4 (SM), 3 and 1 is (3 + 3) // 2; every other
+                  position IGNORE (LRA's labels: the same tree grown with digits 3 4 9 3 9, 1 8, 3 0)
         distance: 23 - 8 = 15, the expression's length (metadata: length 15, depth 2)
         task.label_text(batch, 0) == "23: = -> 3"
     """
@@ -116,7 +132,11 @@ class ListOps(Task):
         max_args: int = option(10, "most arguments of an operator, drawn uniformly from 2 (LRA: 10)")
         operator_probability: float = option(0.25, "chance that a non-root node within max_depth is an operator "
                                                     "rather than a digit (LRA's VALUE_P: 0.25)")
-        test_size: int = option(512, "examples in the test set")
+        arrangements: int = option(32, "random rearrangements of each tree's digits tried to balance the answers "
+                                       "(see the module docstring); 0 keeps LRA's labels as the trees grow")
+        min_answers: int = option(6, "fewest distinct answers the rearrangements must reach for a tree to be "
+                                     "kept; 1 keeps every tree")
+        test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths, which admit "
                                                    "longer expressions (length generalisation)")
 
@@ -133,17 +153,21 @@ class ListOps(Task):
                     f"{self.operator_probability} allow")
             require(self.seq_len >= self.min_length + 1, "seq_len", self.seq_len,
                     f"an integer >= min_length + 1 = {self.min_length + 1}, room for the expression and the query")
+            require(self.arrangements >= 0, "arrangements", self.arrangements, "an integer >= 0")
+            most = min(DIGITS, self.arrangements) if self.arrangements else 1
+            require(1 <= self.min_answers <= most, "min_answers", self.min_answers,
+                    f"an integer from 1 to {most} (arrangements = {self.arrangements} reach at most that many)")
             require(self.test_size >= 1, "test_size", self.test_size, "an integer >= 1")
 
     profiles = {
-        "quick": Profile(options={}, model=_QUICK_MODEL,
-                         train={"steps": 1000, "batch_size": 64, "lr": 1e-3, "eval_every": 100}),
+        "quick": Profile(options={}, model=_QUICK_MODEL,  # balanced answers: dense is at chance after 1000 steps
+                         train={"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 300}),
         "standard": Profile(options={"seq_len": 1000, "min_length": 100, "max_depth": 9, "max_args": 10,
                                      "test_size": 1024},
                             model=_LARGER_MODEL,
                             train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
         "long": Profile(options={"seq_len": 2000, "min_length": 501, "max_depth": 9, "max_args": 10,
-                                 "test_size": 2000},
+                                 "arrangements": 0, "min_answers": 1, "test_size": 2000},
                         model=_LARGER_MODEL,
                         train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
     }
@@ -174,12 +198,42 @@ class ListOps(Task):
         levels = self._draw_trees(batch_size, generator, device)
         return self._serialise(levels, batch_size)
 
+    def _rearrange(self, levels: list[_Level], count: int,
+                   generator: torch.Generator) -> tuple[list[_Level], torch.Tensor]:
+        """The `count` trees of `levels` with their digits rearranged to give an answer drawn uniformly from those
+        `arrangements` random rearrangements reach, and (count,) whether they reach min_answers answers.
+
+        The rearrangements are evaluated at once, as `arrangements` copies of the batch (copy k's trees numbered
+        k * count + tree), so the cost is O(max_depth) tensor operations on arrangements times the nodes."""
+        copies, device = self.options.arrangements, levels[0].tree.device
+        token, tree = torch.cat([level.token for level in levels]), torch.cat([level.tree for level in levels])
+        digit = (token < DIGITS).nonzero().flatten()  # (digits,) every digit node, across the levels
+        owner = tree[digit].double()  # (digits,)
+        slots = digit[torch.argsort(owner, stable=True)]  # (digits,) the digit nodes, grouped by tree
+        jitter = torch.rand(copies, digit.shape[0], generator=generator, device=device, dtype=torch.double)
+        tried = token.repeat(copies, 1)  # (copies, nodes)
+        tried[:, slots] = token[digit[torch.argsort(owner + jitter, dim=1)]]  # a random permutation within each tree
+        ends = torch.tensor([level.token.shape[0] for level in levels]).cumsum(0).tolist()
+        offset = count * torch.arange(copies, device=device)[:, None]  # (copies, 1)
+        copied = [_Level((level.tree + offset).flatten(), tried[:, end - level.token.shape[0] : end].flatten(),
+                         level.args.repeat(copies)) for level, end in zip(levels, ends, strict=True)]
+        value = _bottom_up(copied, _parents(copied))[1][0].view(copies, count)  # (copies, count) the answers
+        hit = value.T[:, :, None] == torch.arange(DIGITS, device=device)  # (count, copies, 10)
+        reached = hit.any(1)  # (count, 10)
+        pick = torch.rand(count, DIGITS, generator=generator, device=device) * reached
+        answer = pick.argmax(1)  # (count,) drawn uniformly among the answers reached
+        rows = torch.arange(count, device=device)
+        first_reaching = hit.long().argmax(1)[rows, answer]  # (count,) the first copy giving the answer
+        chosen = tried.gather(0, first_reaching[tree][None])[0]  # (nodes,)
+        return _split(levels, chosen), reached.sum(1) >= self.options.min_answers
+
     # ----------------------------------------------------------------------------------------------
     # Growing trees: candidates level by level, kept when their length falls in the window.
 
     def _draw_trees(self, batch_size: int, generator: torch.Generator, device: torch.device) -> list[_Level]:
-        """The levels of `batch_size` trees in the length window, trees numbered 0..batch_size-1 in the
-        order they were grown: candidates are drawn in rounds until enough are accepted."""
+        """The levels of `batch_size` trees in the length window (their answers balanced, where arrangements > 0),
+        trees numbered 0..batch_size-1 in the order they were grown: candidates are drawn in rounds until enough
+        are accepted."""
         rounds: list[list[_Level]] = []
         accepted, grown = 0, 0
         while accepted < batch_size:
@@ -188,19 +242,21 @@ class ListOps(Task):
             pool = min(_MAX_POOL, math.ceil(1.2 * remaining / rate) + 8)
             levels, keep = self._grow(pool, generator, device)
             grown += pool
-            row = accepted + keep.cumsum(0) - 1  # (pool,) the batch row of each kept candidate
+            if self.options.arrangements and keep.any():  # balance the answers of the trees in the window
+                levels = [level.select(keep, keep.cumsum(0) - 1) for level in levels]
+                levels, keep = self._rearrange([level for level in levels if level.tree.shape[0]], int(keep.sum()),
+                                               generator)
+            row = accepted + keep.cumsum(0) - 1  # (candidates,) the batch row of each kept candidate
             keep &= row < batch_size
             accepted += int(keep.sum())
             rounds.append([level.select(keep, row) for level in levels])
             if grown >= 64 * _MAX_POOL and accepted == 0:
+                balanced = f" and digits reaching {self.options.min_answers} answers" * bool(self.options.arrangements)
                 raise RuntimeError(f"Task 'listops' grew {grown} trees and none had {self.options.min_length} to "
-                                   f"{self.seq_len - 1} tokens; accepted: options whose window holds more trees "
-                                   f"(a lower min_length, or a larger operator_probability, max_depth or max_args).")
-        depth = max(len(levels) for levels in rounds)
-        merged = [_Level(*(torch.cat([getattr(levels[index], name) for levels in rounds if index < len(levels)])
-                           for name in ("tree", "token", "args")))
-                  for index in range(depth)]
-        return [level for level in merged if level.tree.shape[0]]  # levels only refused trees reached go
+                                   f"{self.seq_len - 1} tokens{balanced}; accepted: options whose window holds more "
+                                   f"trees (a lower min_length or min_answers, or a larger operator_probability, "
+                                   f"max_depth or max_args).")
+        return _merge(rounds)
 
     def _grow(self, pool: int, generator: torch.Generator, device: torch.device) -> tuple[list[_Level], torch.Tensor]:
         """`pool` candidate trees grown as LRA's generator grows them, and which lie in the length window.
@@ -245,19 +301,10 @@ class ListOps(Task):
         device = levels[0].tree.device
         # parent[d] (nodes of level d + 1,): the index of each node's parent on level d; first[d]: the index
         # on level d + 1 of each node's first child.
-        parent = [torch.arange(level.tree.shape[0], device=device).repeat_interleave(level.args) for level in levels]
+        parent = _parents(levels)
         first = [level.args.cumsum(0) - level.args for level in levels]
 
-        # Bottom-up: each node's token count and value.
-        size, value = [None] * len(levels), [None] * len(levels)
-        for depth in reversed(range(len(levels))):
-            level = levels[depth]
-            operator = level.token >= DIGITS  # (nodes,)
-            size[depth] = 1 + operator.long()
-            value[depth] = level.token
-            if depth + 1 < len(levels):
-                size[depth].scatter_add_(0, parent[depth], size[depth + 1])
-                value[depth] = self._evaluate(level, parent[depth], value[depth + 1])
+        size, value = _bottom_up(levels, parent)
 
         # Top-down: each node's offset from the expression's first token, preorder.
         start = [torch.zeros_like(levels[0].tree)]
@@ -286,26 +333,63 @@ class ListOps(Task):
         distance[:, -1] = length
         return Batch(inputs, targets, distance, {"length": length, "depth": depth_of_tree})
 
-    @staticmethod
-    def _evaluate(level: _Level, parent: torch.Tensor, arguments: torch.Tensor) -> torch.Tensor:
-        """(nodes,) the value of each node of `level`, given its children's values `arguments` (children,):
-        all four operators are read off how often each digit occurs among an operator's arguments."""
-        operator = level.args > 0  # (nodes,) the nodes with children
-        rank = operator.cumsum(0) - 1  # (nodes,) each operator's index among the level's operators
-        operators = int(rank[-1]) + 1
-        counts = torch.zeros(operators * DIGITS, dtype=torch.long, device=arguments.device)
-        counts.scatter_add_(0, rank[parent] * DIGITS + arguments, torch.ones_like(arguments))
-        counts = counts.view(operators, DIGITS)  # (operators, 10)
-        below = counts.cumsum(1)  # (operators, 10): arguments <= each digit
 
-        def smallest(order: torch.Tensor) -> torch.Tensor:  # (operators,) the argument at 0-based `order`, ascending
-            return (below <= order[:, None]).sum(1)
+def _merge(rounds: list[list[_Level]]) -> list[_Level]:
+    """The levels of several rounds of trees (each numbered into the batch already) merged level by level."""
+    depth = max(len(levels) for levels in rounds)
+    merged = [_Level(*(torch.cat([getattr(levels[index], name) for levels in rounds if index < len(levels)])
+                       for name in ("tree", "token", "args")))
+              for index in range(depth)]
+    return [level for level in merged if level.tree.shape[0]]  # levels only refused trees reached go
 
-        count = level.args[operator]  # (operators,)
-        # int(np.median): the mean of the middle two arguments (one argument for an odd count), truncated.
-        median = (smallest((count - 1) // 2) + smallest(count // 2)) // 2
-        total = (counts * torch.arange(DIGITS, device=counts.device)).sum(1)  # (operators,)
-        by_operator = torch.stack([smallest(torch.zeros_like(count)), smallest(count - 1), median, total % 10])
-        value = level.token.clone()  # (nodes,) digits are their own value
-        value[operator] = by_operator.gather(0, (level.token[operator] - DIGITS)[None])[0]
-        return value
+
+def _split(levels: list[_Level], token: torch.Tensor) -> list[_Level]:
+    """`levels` with their tokens replaced by `token` (nodes,), the tokens of every level concatenated."""
+    ends = torch.tensor([level.token.shape[0] for level in levels]).cumsum(0).tolist()
+    return [_Level(level.tree, token[end - level.token.shape[0] : end], level.args)
+            for level, end in zip(levels, ends, strict=True)]
+
+
+def _parents(levels: list[_Level]) -> list[torch.Tensor]:
+    """parent[d] (nodes of level d + 1,): the index on level d of each node's parent."""
+    return [torch.arange(level.tree.shape[0], device=level.tree.device).repeat_interleave(level.args)
+            for level in levels]
+
+
+def _bottom_up(levels: list[_Level], parent: list[torch.Tensor]) -> tuple[list, list]:
+    """(size, value): per level, each node's token count and value (nodes,); value[0] holds the trees' answers.
+    `parent` is `_parents(levels)`."""
+    size, value = [None] * len(levels), [None] * len(levels)
+    for depth in reversed(range(len(levels))):
+        level = levels[depth]
+        operator = level.token >= DIGITS  # (nodes,)
+        size[depth] = 1 + operator.long()
+        value[depth] = level.token
+        if depth + 1 < len(levels):
+            size[depth].scatter_add_(0, parent[depth], size[depth + 1])
+            value[depth] = _evaluate(level, parent[depth], value[depth + 1])
+    return size, value
+
+
+def _evaluate(level: _Level, parent: torch.Tensor, arguments: torch.Tensor) -> torch.Tensor:
+    """(nodes,) the value of each node of `level`, given its children's values `arguments` (children,):
+    all four operators are read off how often each digit occurs among an operator's arguments."""
+    operator = level.args > 0  # (nodes,) the nodes with children
+    rank = operator.cumsum(0) - 1  # (nodes,) each operator's index among the level's operators
+    operators = int(rank[-1]) + 1
+    counts = torch.zeros(operators * DIGITS, dtype=torch.long, device=arguments.device)
+    counts.scatter_add_(0, rank[parent] * DIGITS + arguments, torch.ones_like(arguments))
+    counts = counts.view(operators, DIGITS)  # (operators, 10)
+    below = counts.cumsum(1)  # (operators, 10): arguments <= each digit
+
+    def smallest(order: torch.Tensor) -> torch.Tensor:  # (operators,) the argument at 0-based `order`, ascending
+        return (below <= order[:, None]).sum(1)
+
+    count = level.args[operator]  # (operators,)
+    # int(np.median): the mean of the middle two arguments (one argument for an odd count), truncated.
+    median = (smallest((count - 1) // 2) + smallest(count // 2)) // 2
+    total = (counts * torch.arange(DIGITS, device=counts.device)).sum(1)  # (operators,)
+    by_operator = torch.stack([smallest(torch.zeros_like(count)), smallest(count - 1), median, total % 10])
+    value = level.token.clone()  # (nodes,) digits are their own value
+    value[operator] = by_operator.gather(0, (level.token[operator] - DIGITS)[None])[0]
+    return value

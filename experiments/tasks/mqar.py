@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
-from experiments.tasks.base import IGNORE, Batch, Profile, Task
+from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -71,7 +71,7 @@ class MultiQueryRecall(Task):
         num_filler: int = option(4, "size of the filler vocabulary around the queries")
         gap_power: float = option(0.01, "query gap g is drawn with weight (g + 1) ** (gap_power - 1) "
                                          "(Zoology's power_a); 1 is uniform")
-        test_size: int = option(256, "examples in the test set")
+        test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
-from experiments.tasks.base import IGNORE, Batch, Profile, Task, distance_buckets
+from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task, distance_buckets
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -53,6 +53,7 @@ class Passkey(Task):
     """
 
     suite_position = 0
+    depends_on_order = False  # the one key among the distractors is the answer, wherever it sits
 
     @dataclass(frozen=True)
     class Options:
@@ -60,7 +61,7 @@ class Passkey(Task):
         num_keys: int = option(16, "size of the key vocabulary, the answers; chance is 1/num_keys")
         num_distractors: int = option(16, "size of the distractor vocabulary that fills the sequence")
         num_buckets: int = option(8, "equal-width distance buckets over 1..seq_len-1, filled evenly by the test set")
-        test_size: int = option(256, "examples in the test set, a multiple of num_buckets")
+        test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set, a multiple of num_buckets")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:

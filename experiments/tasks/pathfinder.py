@@ -17,11 +17,14 @@ min_path_length..max_path_length). "same": the markers sit at P's two ends. "dif
 of H1 and H2, where H2 starts at H1's start plus P's span (end minus start) under one of the 8
 symmetries of the pixel grid (turns by multiples of 90 degrees, mirror images). So the markers lie as
 far apart on each axis in both classes, each marks the end of a path, and the marked paths light as
-many pixels as the unmarked ones: the unmarked half paths of a positive balance the unmarked long path
-of a negative, so no count of lit pixels near or far from the markers tells the classes apart (a test
-fits a logistic regression on such statistics). Every picture holds all its distractors: one without
-room for them after a few shapes each is redrawn. Pixels of two different paths always lie at least 3
-apart on some axis (Chebyshev distance >= 3), and so do the two markers.
+many pixels as the unmarked ones, and a logistic regression on counts of lit pixels near or far from the
+markers stays near chance. A non-linear reader does not (`known_shortcut`, pinned by the shortcut probes'
+test): boosted trees on lit pixels per row, column and grey level beat chance well at quick, and local
+cues tried while looking for a fix (which way the path leaving a marker heads; the pixels between the
+markers) did better still at both profiles; redrawing negatives as a broken or shifted copy of the marked
+path moved the cue to the break's loose ends. So the task is out of the default suite until that is fixed.
+Every picture holds all its distractors (redrawn a few times where they lack room). Pixels of two paths
+lie at least 3 apart on some axis (Chebyshev distance >= 3), and so do the two markers.
 
 Connectivity (what the label means): lit pixels at most FLOOD_RADIUS = 2 apart on both axes are
 neighbours (a 5x5 neighbourhood). That bridges a dash's one-point gap and never joins two paths, so a
@@ -68,7 +71,7 @@ import torch
 import torch.nn.functional as F
 
 from common.options import option, require
-from experiments.tasks.base import IGNORE, Batch, Profile, Task
+from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
 from experiments.tasks.registry import register_task
 
 FLOOD_RADIUS = 2  # pixels within this Chebyshev distance are neighbours: a one-point dash gap is bridged
@@ -116,6 +119,8 @@ class Pathfinder(Task):
 
     capacity_option = "num_distractors"  # more paths to tell the connecting one from
     suite_position = 6
+    known_shortcut = ("boosted trees on pixel statistics that trace no path (lit pixels per row, column and grey "
+                      "level) tell same from different well above chance at quick; local cues do at standard too")
 
     @dataclass(frozen=True)
     class Options:
@@ -129,7 +134,7 @@ class Pathfinder(Task):
         dash_period: int = option(4, "every dash_period-th point of a path is left dark (the dashes)")
         grey_levels: int = option(3, "quantised grey levels: 0 background, 1..grey_levels-2 paths, the top one "
                                      "the markers")
-        test_size: int = option(1000, "examples in the test set, half of them positive (an even number)")
+        test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set, half of them positive (an even number)")
 
         def __post_init__(self) -> None:
             side = math.isqrt(max(self.seq_len - 1, 0))
@@ -155,7 +160,8 @@ class Pathfinder(Task):
                                 "eval_every": 250}),
         # 32x32, LRA's Pathfinder size: longer, curvier paths among 4 distractors, 8 grey levels.
         "standard": Profile(options={"seq_len": 1025, "min_path_length": 10, "max_path_length": 20,
-                                     "num_distractors": 4, "max_turn": 30.0, "grey_levels": 8},
+                                     "num_distractors": 4, "max_turn": 30.0, "grey_levels": 8,
+                                     "test_size": 1000},
                             model=_LARGER_MODEL,
                             train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
         # 128x128, LRA's Path-X size (16,385 tokens): paths of 48-96 points among 10 distractors.

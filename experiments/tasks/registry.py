@@ -90,4 +90,6 @@ def describe_tasks() -> str:
             overrides = ", ".join(f"{option}={value!r}" for option, value in cls.profiles[profile].options.items())
             lines.append(f"    profile {profile}: {overrides or 'the defaults below'}")
         lines.extend(f"    {line}" for line in describe_options(cls.Options))
+        if cls.known_shortcut is not None:
+            lines.append(f"    known shortcut, so not in the default suite: {cls.known_shortcut}")
     return "\n".join(lines)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
-from experiments.tasks.base import IGNORE, Batch, Profile, Task
+from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -67,7 +67,7 @@ class SelectiveCopy(Task):
         seq_len: int = option(64, "tokens per example: the data tokens among noise, then one marker per data token")
         num_tokens: int = option(4, "data tokens to copy, each asked for by one marker at the end")
         num_data_tokens: int = option(8, "size of the data vocabulary, the answers; chance is 1/num_data_tokens")
-        test_size: int = option(256, "examples in the test set")
+        test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:

@@ -1,23 +1,26 @@
 """The benchmark's page: the leaderboard's means and 95% intervals over seeds, averages and ranks, the rows
-over 10% larger than dense flagged, which differences the seeds tell apart, skipped cells and failed jobs
-listed with their reasons (escaped), the capacity table and figures, and the protocol with the command, from a
-benchmark's storage."""
+over 10% larger than dense flagged, the bidirectional rows in a table of their own, which differences the paired
+test tells apart, skipped cells and failed jobs listed with their reasons (escaped), the capacity table and
+figures, and the protocol with the command, from a benchmark's storage."""
 
 import html
 import math
 import statistics
-from pathlib import Path
 
 import optuna
 import pandas as pd
 import pytest
 from optuna.trial import TrialState, create_trial
+from scipy import stats
 
 from analysis import benchmark as page
-from experiments import benchmark
+from experiments import benchmark, tasks
 from experiments.benchmark.ledger import OUTCOME, RESULT, Ledger
+from experiments.tasks.base import QUICK_EVAL_SIZE
 
 T_975_TWO_DEGREES = 4.302652729911275  # Student's t, 97.5th percentile, 2 degrees of freedom
+Z_975 = 1.959963984540054  # the normal's 97.5th percentile
+TEST_SIZE = QUICK_EVAL_SIZE  # the quick profile's test set, of passkey and of flip-flop
 EVIL_ERROR = "<script>alert(1)</script>"
 # Per cell: validation accuracy per learning rate (the grid's order), test accuracy per confirmation seed,
 # and the model's parameters.
@@ -28,6 +31,13 @@ FIGURES = {
     ("dense", "flipflop"): ([0.5, 0.6, 0.7], [0.8, 0.8, 0.8], 1000),
     ("local", "flipflop"): ([0.5, 0.6, 0.7], [0.6, 0.6, None], 1000),  # its third seed fails
 }
+
+
+def wilson_text(mean, examples=TEST_SIZE):
+    """'test set 0.64–0.75': the Wilson 95% interval of an accuracy over `examples`, by its formula."""
+    centre = (mean + Z_975**2 / (2 * examples)) / (1 + Z_975**2 / examples)
+    half = Z_975 * math.sqrt(mean * (1 - mean) / examples + Z_975**2 / (4 * examples**2)) / (1 + Z_975**2 / examples)
+    return f"test set {centre - half:.2f}–{centre + half:.2f}"
 
 
 def add(study, job, value, parameters):
@@ -78,35 +88,52 @@ def ledger(tmp_path):
     return Ledger(bench, study.get_trials())
 
 
+def test_a_task_with_a_known_shortcut_is_named_on_the_leaderboard_with_its_shortcut(ledger, tmp_path, monkeypatch):
+    monkeypatch.setattr(tasks.task_class("flipflop"), "known_shortcut", "the <last> write's bit is always 1")
+    text = (page.write(ledger, tmp_path / "reports")[0]).read_text()
+    assert ("Task flipflop has a known shortcut, so its column measures that as much as the dependency: the "
+            "&lt;last&gt; write&#x27;s bit is always 1.") in text
+    assert "Task passkey has a known shortcut" not in text
+
+
 def test_the_leaderboard_shows_the_mean_and_t_interval_over_seeds_the_average_and_the_rank(ledger, tmp_path):
     index, shown = page.write(ledger, tmp_path / "reports")
     assert index == tmp_path / "reports" / "benchmark-page" / "index.html"
     board = pd.read_csv(index.parent / "tables" / "leaderboard.csv").set_index("variant")
     half = T_975_TWO_DEGREES * 0.02 / math.sqrt(3)  # dense on passkey: 0.68, 0.70, 0.72
     rows = shown.set_index("variant")
-    assert rows.loc["dense", "passkey"] == f"0.700 ± {half:.3f} (n=3)"
+    assert rows.loc["dense", "passkey"] == f"0.700 ± {half:.3f} (n=3; {wilson_text(0.70)})"
     # local's failed third seed counts, scored at flip-flop's chance (0.25): 0.6, 0.6, 0.25
     failed_half = T_975_TWO_DEGREES * statistics.stdev([0.6, 0.6, 0.25]) / math.sqrt(3)
-    assert rows.loc["local", "flipflop"] == (f"{(0.6 + 0.6 + 0.25) / 3:.3f} ± {failed_half:.3f} "
-                                             "(n=3; 1 of 3 diverged or failed, scored at chance)")
+    assert rows.loc["local", "flipflop"] == (f"{(0.6 + 0.6 + 0.25) / 3:.3f} ± {failed_half:.3f} (n=3; 1 of 3 "
+                                             f"diverged or failed, scored at chance; {wilson_text(1.45 / 3)})")
     assert rows.loc["linformer", "flipflop"] == "skipped"
     assert board.loc["dense", "average"] == pytest.approx((0.7 + 0.8) / 2)
-    assert board.loc["linformer", "tasks averaged"] == 1 and rows.loc["linformer", "rank"] == "–"
-    # listed, not ranked: local for its failed seed, linformer for its skipped task and its size
+    assert "linformer" not in board.index  # bidirectional: in a table of its own
+    bidirectional = pd.read_csv(index.parent / "tables" / "leaderboard-bidirectional.csv").set_index("variant")
+    assert bidirectional.loc["linformer", "tasks averaged"] == 1 and rows.loc["linformer", "rank"] == "–"
+    # listed, not ranked: local for its failed seed, linformer for its skipped task (its rank is sized to dense's
+    # parameters, so its size is comparable)
     assert list(shown["variant"]) == ["dense", "local", "linformer"] and list(shown["rank"]) == ["1", "–", "–"]
     assert rows.loc["dense", "not ranked because"] == ""
     assert rows.loc["local", "not ranked because"] == "1 of 6 seeds diverged or failed"
-    assert rows.loc["linformer", "not ranked because"] == ("skipped on flipflop; over 10% larger than dense on "
-                                                           "passkey")
+    assert rows.loc["linformer", "not ranked because"] == "skipped on flipflop"
     cells = pd.read_csv(index.parent / "tables" / "cells.csv").set_index(["variant", "task"])
     assert cells.loc[("dense", "passkey"), "best lr"] == 0.001  # the highest validation accuracy, not test
     assert cells.loc[("dense", "passkey"), "seeds"] == "1,2,3"
 
 
-def test_rows_more_than_10_percent_larger_than_dense_are_flagged(ledger, tmp_path):
-    _, shown = page.write(ledger, tmp_path)
-    flagged = dict(zip(shown["variant"], shown["over 10% larger than dense on"], strict=True))
-    assert flagged == {"dense": "", "local": "", "linformer": "passkey"}  # 1.2x is flagged, 1.05x is not
+def test_each_cell_states_the_size_chosen_for_it_and_its_parameters_against_dense(ledger, tmp_path):
+    index, shown = page.write(ledger, tmp_path)
+    cells = pd.read_csv(index.parent / "tables" / "cells.csv", keep_default_na=False).set_index(["variant", "task"])
+    sized = ledger.benchmark.cell("linformer", "passkey").size
+    assert cells.loc[("linformer", "passkey"), "size"] == sized.shown == f"variant.rank={sized.changes[0][1]}"
+    assert cells.loc[("dense", "passkey"), "size"] == "own"
+    assert float(cells.loc[("linformer", "passkey"), "parameters"]) == sized.parameters
+    assert abs(float(cells.loc[("linformer", "passkey"), "parameters / dense"]) - 1) <= 0.1
+    assert set(shown["parameters not within 10% of dense's on"]) == {""}
+    text = html.unescape((index.parent / "report.md").read_text())
+    assert "each cell's model must lie within 10% of that count, both ways" in text
 
 
 def test_skipped_cells_and_failed_jobs_are_listed_with_their_reasons_escaped(ledger, tmp_path):
@@ -122,12 +149,45 @@ def test_skipped_cells_and_failed_jobs_are_listed_with_their_reasons_escaped(led
         assert EVIL_ERROR not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
 
-def test_the_page_says_which_differences_the_seeds_tell_apart_and_states_the_protocol(ledger, tmp_path):
-    text = Path(page.write(ledger, tmp_path)[0]).with_name("report.md").read_text()
-    assert "passkey: dense is highest; the 95% intervals of local lie wholly below its own; those of linformer " \
-           "overlap it, so they are not told apart." in text
+def test_the_page_says_which_differences_the_paired_test_tells_apart_and_states_the_protocol(ledger, tmp_path):
+    folder = page.write(ledger, tmp_path)[0].parent
+    text = html.unescape((folder / "report.md").read_text())
+    passkey = pd.read_csv(folder / "tables" / "verdicts-passkey.csv").set_index("variant")
+    # local 0.20, 0.22, 0.24 against dense 0.68, 0.70, 0.72, seed by seed: the differences are all -0.48 (s_d = 0),
+    # so only the test set's binomial error is left and the statistic is normal
+    error = math.sqrt((0.22 * 0.78 + 0.70 * 0.30) / TEST_SIZE)
+    assert passkey.loc["local", "compared with"] == "dense" and passkey.loc["local", "seeds paired"] == 3
+    assert passkey.loc["local", "mean difference"] == pytest.approx(-0.48)
+    assert passkey.loc["local", "p"] == pytest.approx(2 * stats.norm.sf(0.48 / error), rel=1e-6)
+    assert passkey.loc["local", "interval low"] == pytest.approx(-0.48 - Z_975 * error)
+    assert passkey.loc["local", "told apart"] == "yes"
+    # linformer is bidirectional: ranked and compared only among the bidirectional rows, where it is alone
+    assert "linformer" not in passkey.index and not (folder / "tables" / "verdicts-passkey-bidirectional.csv").exists()
+    assert "they are not comparable with the causal rows above" in text
+    assert "passkey: dense has the highest mean; compared with it seed by seed (1 row), the paired test tells local " \
+           "apart (Holm-adjusted p < 0.05)." in text
+    assert "wholly below" not in text and "overlap" not in text
+    assert "paired t-test over the confirmation seeds" in text and "Holm-corrected" in text
     assert "Command: attnlab benchmark --variant dense,local,linformer --task passkey,flipflop" in text
     assert "3 fresh seeds (1, 2, 3)" in text and "validation accuracy is chosen" in text
+
+
+def test_a_seed_that_failed_enters_the_pairing_scored_at_chance(ledger, tmp_path):
+    folder = page.write(ledger, tmp_path)[0].parent
+    flipflop = pd.read_csv(folder / "tables" / "verdicts-flipflop.csv").set_index("variant")
+    # local's third seed failed: 0.6, 0.6, 0.25 (chance) against dense's 0.8, 0.8, 0.8, paired by seed
+    local, dense = [0.6, 0.6, 0.25], [0.8, 0.8, 0.8]
+    differences = [a - b for a, b in zip(local, dense, strict=True)]
+    seeds_part = statistics.variance(differences) / 3
+    mean_local = statistics.fmean(local)
+    variance = seeds_part + (mean_local * (1 - mean_local) + 0.8 * 0.2) / TEST_SIZE
+    df = 2 * variance**2 / seeds_part**2
+    assert flipflop.loc["local", "seeds paired"] == 3
+    assert flipflop.loc["local", "mean difference"] == pytest.approx(statistics.fmean(differences))
+    assert flipflop.loc["local", "degrees of freedom"] == pytest.approx(df)
+    expected = 2 * stats.t.sf(abs(statistics.fmean(differences)) / math.sqrt(variance), df)
+    assert flipflop.loc["local", "p"] == pytest.approx(expected)
+    assert flipflop.loc["local", "told apart"] == ("yes" if expected < 0.05 else "no")
 
 
 def test_accuracy_against_length_and_the_speed_of_learning_come_from_the_confirmation_runs(ledger, tmp_path):
@@ -218,7 +278,8 @@ def test_capacity_points_skipped_or_failed_are_listed_with_their_size_and_reason
     cost = pd.read_csv(folder / "tables" / "cost.csv").set_index("variant")
     assert cost.loc["dense", "runs"] == 2 * (3 + 2) + 3 + 2  # tuning and confirmation, then capacity's runs
     cells = pd.read_csv(folder / "tables" / "cells.csv").set_index(["variant", "task"])
-    assert cells.loc[("dense", "mqar"), "parameters"] == 1000  # the cell's own size, not capacity's
+    # the cell's own size, not capacity's
+    assert cells.loc[("dense", "mqar"), "parameters"] == capacity_ledger.benchmark.cell("dense", "mqar").size.parameters
 
 
 def test_one_seed_per_cell_ranks_nothing_and_says_why(tmp_path):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from analysis import calibration as table
-from experiments import calibration, tasks
+from experiments import calibration, revisions, tasks
 from experiments import config as configs
 from experiments.planned import open_record, train_all
 from experiments.train import train
@@ -33,7 +33,8 @@ def test_a_set_reaches_the_variants_that_have_the_option_and_names_their_runs_ap
 
 def _tiny(run):
     train = dataclasses.replace(run.config.train, steps=2, eval_every=2, checkpoint_every=2, warmup_steps=0)
-    return dataclasses.replace(run, config=dataclasses.replace(run.config, train=train))
+    task_options = dataclasses.replace(run.config.task_options, test_size=64)  # the table, not the set, is tested
+    return dataclasses.replace(run, config=dataclasses.replace(run.config, train=train, task_options=task_options))
 
 
 def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp_path):
@@ -53,11 +54,15 @@ def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp
     assert "Not in the table" not in page
     commit = table.load_runs(folder)["git_commit"].iloc[0]
     assert set(frame["commit"]) == {(commit or "unknown")[:12]}
+    # Each row keeps the revisions its run trained on, which later tell it stale (`experiments.revisions`).
+    assert frame[["task revision", "variant revision"]].values.tolist() == [
+        [str(revisions.revision("task", "passkey")), str(revisions.revision("variant", name))]
+        for name in ("dense", "local")]
 
 
 def _record_row(**values) -> dict:
     row = dict.fromkeys(table.RECORD, "–")
-    row.update(values)
+    row.update({"task revision": "1", "variant revision": "1", **values})
     return row
 
 
@@ -89,6 +94,14 @@ def test_writing_keeps_the_rows_of_runs_no_longer_here_and_replaces_those_run_ag
 def test_an_unreadable_record_is_refused_in_one_sentence(tmp_path, content):
     (tmp_path / "calibration.csv").write_bytes(content)
     with pytest.raises(ValueError, match=r"^Calibration record .* is not a readable CSV \(.*\); accepted: a CSV"):
+        table.read_record(tmp_path / "calibration.csv")
+
+
+def test_a_record_whose_revision_is_no_number_is_refused_naming_the_row(tmp_path):
+    row = _record_row(task="passkey", variant="dense", seed="0", **{"variant revision": "two"})
+    (tmp_path / "calibration.csv").write_text(pd.DataFrame([row]).to_csv(index=False))
+    with pytest.raises(ValueError, match=r"row passkey / dense / seed 0 has variant revision 'two'; accepted: an "
+                                         r"integer >= 1"):
         table.read_record(tmp_path / "calibration.csv")
 
 

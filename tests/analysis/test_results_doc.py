@@ -11,18 +11,21 @@ import pandas as pd
 import pytest
 
 from analysis import results_doc
-from analysis.calibration import RECORD
+from analysis.calibration import RECORD, read_record, stale
+from experiments import revisions
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCURACY = re.compile(r"\b[01]\.\d{3}\b")  # how an accuracy is written: 0.917, 1.000
 
 
-def calibration_row(task: str, variant: str, name: str, accuracy: str, commit: str, extra: str = "") -> dict:
+def calibration_row(task: str, variant: str, name: str, accuracy: str, commit: str, extra: str = "",
+                    variant_revision: str | None = None) -> dict:
     command = f"make experiment VARIANT={name} TASK={task} PROFILE=quick SEED=0 DEVICE=cpu{extra}"
     values = {"task": task, "variant": variant, "seed": "0", "positions": "learned", "test accuracy": accuracy,
               "validation accuracy": "0.500", "chance": "0.062", "splits and lengths": "–", "steps": "800",
               "wall time (s)": "27", "tokens/s": "130,370", "commit": commit, "device": "cpu, torch 9.9.9+cpu",
-              "command": command}
+              "command": command, "task revision": str(revisions.revision(revisions.TASK, task)),
+              "variant revision": variant_revision or str(revisions.revision(revisions.VARIANT, name))}
     return {column: values[column] for column in RECORD}
 
 
@@ -87,6 +90,31 @@ def test_softmax_rows_go_beside_another_normalisers_rows_only_on_the_tasks_those
     assert "| listops | 0.062 | 0.391 |" in section(page, "The other attention variants (quick profile)")
 
 
+def test_a_row_trained_before_its_variant_was_revised_is_marked_stale_with_why_and_how_to_rerun(tmp_path,
+                                                                                                monkeypatch):
+    monkeypatch.setitem(revisions.REVISED[revisions.VARIANT], "local", (2, "its window now ends at the query"))
+    page = results_doc.page(write_calibration(tmp_path, [
+        calibration_row("passkey", "dense", "dense", "0.917", "aaaa1111"),
+        calibration_row("passkey", "local_w32", "local", "0.283", "bbbb2222", variant_revision="1"),
+        calibration_row("mqar", "local_w32", "local", "0.871", "cccc3333")]))
+    assert revisions.revision(revisions.TASK, "passkey") == revisions.revision(revisions.TASK, "mqar")
+    table = section(page, "The calibration's default variants (quick profile)")
+    assert "| passkey | 0.062 | 0.917 | 0.283 (stale) |" in table
+    assert "| mqar | 0.062 | – | 0.871 |" in table  # trained at the current revision: not stale
+    assert ("- passkey / local\\_w32: variant local is at revision 2 (its window now ends at the query), the row at 1; "
+            "`make experiment VARIANT=local TASK=passkey") in table.replace("local_w32", "local\\_w32")
+
+
+def test_a_record_written_before_rows_kept_revisions_reads_as_revision_1(tmp_path, monkeypatch):
+    monkeypatch.setitem(revisions.REVISED[revisions.TASK], "passkey", (2, "a longer haystack"))
+    rows = [calibration_row("passkey", "dense", "dense", "0.917", "aaaa1111")]
+    pd.DataFrame(rows).drop(columns=["task revision", "variant revision"]).to_csv(tmp_path / "calibration.csv",
+                                                                                   index=False)
+    record = read_record(tmp_path / "calibration.csv")
+    assert record[["task revision", "variant revision"]].values.tolist() == [["1", "1"]]
+    assert stale(record).tolist() == ["task passkey is at revision 2 (a longer haystack), the row at 1"]
+
+
 def test_every_row_of_the_committed_calibration_record_is_in_a_table():
     page = results_doc.page(ROOT / "docs")
     record = pd.read_csv(ROOT / "docs" / "calibration.csv", dtype=str, keep_default_na=False)
@@ -114,17 +142,42 @@ def test_a_record_without_its_provenance_is_refused_naming_the_missing_columns(r
         results_doc.page(records)
 
 
-def test_the_leaderboard_ranks_by_the_average_of_the_recorded_means_and_states_what_the_seeds_tell_apart():
+def test_the_leaderboard_ranks_by_the_average_of_the_recorded_means_within_causal_and_bidirectional_rows():
     board = pd.DataFrame([
         {"variant": variant, "task": task, "chance": "0.5", "test mean": mean, "interval half-width": "0.010",
          "seeds completed": "3", "parameters (over both tasks)": "1,000"}
-        for variant, task, mean in [("a", "t1", "0.600"), ("a", "t2", "0.700"), ("b", "t1", "0.900"),
-                                    ("b", "t2", "0.800")]])
+        for variant, task, mean in [("a", "t1", "0.600"), ("a", "t2", "0.700"), ("linformer", "t1", "0.950"),
+                                    ("linformer", "t2", "0.950"), ("dense", "t1", "0.900"), ("dense", "t2", "0.800")]])
     shown, notes = results_doc._board(board)
-    assert shown["variant"].tolist() == ["b", "a"] and shown["rank"].tolist() == ["1", "2"]
-    assert shown["average"].tolist() == ["0.850", "0.650"]
-    assert shown["t1 (chance 0.500)"].tolist() == ["0.900 ± 0.010 (n=3)", "0.600 ± 0.010 (n=3)"]
-    assert any("t1: b is highest; the 95% intervals of a lie wholly below its own" in note for note in notes)
+    # linformer has no causal form: it is ranked among the bidirectional rows, after the causal ones
+    assert shown["variant"].tolist() == ["dense", "a", "linformer"] and shown["rank"].tolist() == ["1", "2", "1"]
+    assert shown["attention"].tolist() == ["causal", "causal", "bidirectional"]
+    assert shown["average"].tolist() == ["0.850", "0.650", "0.950"]
+    assert shown["t1 (chance 0.500)"].tolist() == ["0.900 ± 0.010 (n=3)", "0.600 ± 0.010 (n=3)",
+                                                   "0.950 ± 0.010 (n=3)"]
+    # a record keeps no accuracy per seed, so it states no paired verdict (and no reading of intervals)
+    assert any("which this record does not keep" in note for note in notes)
+    assert not any("wholly below" in note or "overlap" in note for note in notes)
+
+
+def test_a_recorded_row_not_within_10_percent_of_denses_parameters_is_listed_unranked_and_a_revised_task_stale(
+        monkeypatch):
+    monkeypatch.setitem(revisions.REVISED[revisions.TASK], "t1", (2, "a longer sequence"))
+    board = pd.DataFrame([
+        {"variant": variant, "task": task, "chance": "0.5", "test mean": "0.700", "interval half-width": "0.010",
+         "seeds completed": "3", "parameters (over both tasks)": parameters}
+        for variant, parameters in [("dense", "1,000..1,100"), ("small", "770..850"), ("near", "920..1,050")]
+        for task in ("t1", "t2")])
+    shown, notes = results_doc._board(board)
+    ranks = dict(zip(shown["variant"], shown["rank"], strict=True))
+    assert ranks["dense"] == "1" and ranks["near"] == "1" and ranks["small"] == "–"
+    reasons = dict(zip(shown["variant"], shown["not ranked because"], strict=True))
+    assert reasons["small"] == ("not within 10% of dense's parameters on t1 (0.77x dense's parameters in this "
+                                "record), t2 (0.77x dense's parameters in this record)")
+    assert notes[-1] == ("Stale: task t1 is at revision 2 (a longer sequence), the row at 1. These rows stand as "
+                         "measured then; the command measures them again.")
+    assert results_doc._board(board[board["variant"] != "dense"])[0]["not ranked because"].str.startswith(
+        "not within 10% of dense's parameters on t1 (no dense row").all()
 
 
 def test_the_committed_results_page_is_what_the_committed_records_give():

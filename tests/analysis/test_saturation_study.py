@@ -23,7 +23,7 @@ from analysis.saturation import findings as saturation_findings
 from analysis.saturation import readback as saturation_readback
 from analysis.saturation import study as saturation_study
 from analysis.saturation.fading_findings import FADES_LIKE_ONE_OVER_N
-from analysis.saturation.findings import NOISE
+from analysis.saturation.findings import CONFIDENCE
 from analysis.saturation.study import THRESHOLD
 from analysis.saturation.text import number
 from analysis.sections import saturation as saturation_section
@@ -201,7 +201,7 @@ def _candidates(study):
                for value in (field if isinstance(field, tuple) else [field]) if isinstance(value, (int, float))]
     values += [value for _, options in study.setting.fading_kernelised for value in options.values()
                if isinstance(value, (int, float))]  # the options a drawn row names, e.g. num_features=512
-    values += [THRESHOLD, NOISE, SATURATED, VANISHING_DERIVATIVE, FADES_LIKE_ONE_OVER_N, 0, 1]
+    values += [THRESHOLD, CONFIDENCE, SATURATED, VANISHING_DERIVATIVE, FADES_LIKE_ONE_OVER_N, 0, 1]
     values += _fading_derived(study.fading)
     values = [value for value in values if math.isfinite(value)]
     return values + [100 * value for value in values]

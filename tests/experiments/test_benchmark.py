@@ -268,7 +268,8 @@ def test_a_tiny_benchmark_trains_its_capacity_points_and_its_page_has_the_capaci
     out = tmp_path / "reports"
     words = [word for assignment in TINY_MQAR for word in ("--set", assignment)]
     assert main(["benchmark", "--variant", "dense", "--task", "mqar", "--seeds", "2", *words, "--name", "tiny",
-                 "--runs-dir", str(tmp_path), "--out", str(out), "--heartbeat-seconds", "1", "--quiet"]) == 0
+                 "--extend-grid", "0", "--runs-dir", str(tmp_path), "--out", str(out), "--heartbeat-seconds", "1",
+                 "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "capacity: the confirmed configuration at model widths x0.5, x2; each task's capacity option x2, seed 1" \
         in printed
@@ -293,8 +294,8 @@ def test_a_tiny_benchmark_trains_its_capacity_points_and_its_page_has_the_capaci
 def test_a_benchmark_with_capacity_off_trains_no_capacity_run_and_says_so(tmp_path):
     out = tmp_path / "reports"
     assert main(["benchmark", "--variant", "dense", "--task", "passkey", "--seeds", "1", *TINY, "--name", "tiny",
-                 "--capacity-widths", "none", "--capacity-scales", "none", "--runs-dir", str(tmp_path), "--out",
-                 str(out), "--heartbeat-seconds", "1", "--quiet"]) == 0
+                 "--capacity-widths", "none", "--capacity-scales", "none", "--extend-grid", "0", "--runs-dir",
+                 str(tmp_path), "--out", str(out), "--heartbeat-seconds", "1", "--quiet"]) == 0
     assert len(list((tmp_path / "benchmark" / "tiny").glob("*/config.json"))) == 3 + 1
     text = (out / "benchmark-tiny" / "report.md").read_text()
     assert "Capacity: off (--capacity-widths none and --capacity-scales none)." in text
@@ -343,8 +344,9 @@ def wait_for_a_job_mid_run(study, folder, processes, timeout=240):
 def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_though_one_is_killed(tmp_path):
     with postgres_server() as url:
         command = ["benchmark", "--variant", "dense,linformer", "--task", "passkey", "--seeds", "2", *TINY,
-                   "--set", "train.steps=60", "--storage", url, "--name", "shared", "--runs-dir", str(tmp_path),
-                   "--out", str(tmp_path / "reports"), "--heartbeat-seconds", "1", "--quiet"]
+                   "--set", "train.steps=60", "--extend-grid", "0", "--storage", url, "--name", "shared",
+                   "--runs-dir", str(tmp_path), "--out", str(tmp_path / "reports"), "--heartbeat-seconds", "1",
+                   "--quiet"]
         first, second = attnlab(*command), attnlab(*command)
         folder = tmp_path / "benchmark" / "shared"
         while not list(folder.glob("*/config.json")):  # a job's run has started: the study exists
@@ -436,7 +438,8 @@ def test_benchmark_help_names_its_options():
     result = subprocess.run([sys.executable, "-m", "experiments", "benchmark", "--help"], capture_output=True,
                             text=True, cwd=ROOT)
     for option in ("--variant", "--task", "--seeds", "--profile", "--lr-multiples", "--name", "--storage", "--workers",
-                   "--heartbeat-seconds", "--out", "--capacity-widths", "--capacity-scales", "--capacity-seeds"):
+                   "--heartbeat-seconds", "--out", "--capacity-widths", "--capacity-scales", "--capacity-seeds",
+                   "--extend-grid", "--size-to-dense", "--no-size-to-dense"):
         assert option in result.stdout, option
 
 

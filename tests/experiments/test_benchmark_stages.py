@@ -81,7 +81,7 @@ def test_the_page_shows_an_added_stage_in_its_section(tmp_path):
     assert table[["variant", "task", "test mean", "seeds completed"]].values.tolist() == [["dense", "passkey", 0.75, 1]]
     text = html.unescape(index.read_text())
     assert 'id="stage-confirm-2x"' in text and "Confirmation at twice the steps" in text
-    assert "0.750 (n=1)" in text
+    assert "0.750 (n=1; test set " in text  # beside it, the Wilson interval of its fixed test set
     sections = [line for line in (index.parent / "report.md").read_text().splitlines() if line.startswith("## ")]
     assert sections[:5] == ["## Leaderboard", "## Tuning", "## Confirmation", "## Capacity",
                             "## Confirmation at twice the steps"]

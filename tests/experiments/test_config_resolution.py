@@ -1,6 +1,7 @@
 """Config resolution as the command line does it (parse_sets, for_variant, resolve): the README's `--set`
-commands, positions that a variant brings or that cannot reach the eval lengths, and tasks that need causal
-attention."""
+commands, positions that a variant brings or that cannot reach the eval lengths, tasks that need causal
+attention, and configs that cannot mean what they claim (blind to order, a causal form that reads later inputs,
+terms indexed by position read past the training length), refused in one sentence or skipped by a benchmark."""
 
 import dataclasses
 
@@ -9,6 +10,7 @@ import pytest
 import variants
 from experiments import config as configs
 from experiments import tasks
+from experiments.benchmark.definition import resolve_cell
 from experiments.build import build
 from variants.relative import KIND_DEFAULTS
 
@@ -101,9 +103,77 @@ def test_a_bidirectional_variant_runs_non_causal_where_the_task_allows_and_is_re
 
 
 def test_linformer_resolves_with_the_tasks_longest_sequence_as_its_max_len():
-    config = resolve_as_the_cli(["task.seq_len=24", "task.eval_lengths=40", "model.positions=none",
+    config = resolve_as_the_cli(["task.seq_len=24", "task.eval_lengths=16", "model.positions=none",
                                  "variant.rank=8", "variant.share=kv"], variant="linformer")
     assert dataclasses.asdict(config.variant_options) == {"rank": 8, "share": "kv"}
     module = build(config).model.variant_module
-    assert module.max_len == 40 and module.key_projection.shape == (8, 40)
+    assert module.max_len == 24 and module.key_projection.shape == (8, 24)
     assert configs.described_variant(config) == "linformer_r8_sharekv"
+
+
+# -- configs that cannot mean what they claim: blind to order, a causal form that reads later inputs, terms per
+# position read past the training length -----------------------------------------------------------------------
+
+
+def test_the_capabilities_are_stated_where_they_hold():
+    def stating(flag, value):
+        return [name for name in [*variants.list_variants(), *variants.list_baselines()]
+                if getattr(variants.variant_class(name), flag) is value]
+
+    assert stating("prefix_consistent", False) == ["reformer"]
+    assert stating("position_indexed", True) == ["cosformer", "linformer", "sinkhorn", "synthesizer"]
+    assert stating("order_aware", False) == ["additive", "dense", "linear", "nystromformer", "performer", "qknorm",
+                                             "reformer", "softcap", "ssmax", "temperature", "unscaled"]
+    assert [name for name in tasks.list_tasks() if not tasks.task_class(name).depends_on_order] == ["passkey"]
+
+
+ORDER_BLIND = ("model.positions 'none' with model.causal false leaves variant 'nystromformer' blind to the order of "
+               "its inputs, on which the answers of task 'induction' depend; accepted: model.positions=sinusoidal.")
+
+
+def test_a_bidirectional_model_without_positions_is_refused_on_a_task_that_depends_on_order():
+    assert refusal([], variant="nystromformer", task="induction") == ORDER_BLIND
+    message = refusal(["model.causal=false", "model.positions=none"], variant="dense", task="mqar")
+    assert message.endswith("task 'mqar' depend; accepted: model.positions=sinusoidal or model.positions=learned or "
+                            "model.causal=true.")
+    with pytest.raises(configs.Incompatible):
+        resolve_as_the_cli([], variant="nystromformer", task="induction")
+    assert resolve_as_the_cli(["model.positions=sinusoidal"], variant="nystromformer", task="induction").model.causal \
+        is False
+    for variant in ("nystromformer", "relative", "local", "lstm"):  # order does not matter, or the variant reads it
+        task = "passkey" if variant == "nystromformer" else "induction"
+        config = resolve_as_the_cli(["model.causal=false", "model.positions=none"], variant=variant, task=task)
+        assert (config.model.causal, config.model.positions) == (False, "none")
+
+
+def test_a_causal_form_that_is_not_prefix_consistent_runs_only_bidirectionally():
+    config = resolve_as_the_cli([], variant="reformer")
+    assert config.model.causal is False and configs.from_dict(config.to_dict()) == config
+    assert refusal(["model.causal=true"], variant="reformer") == (
+        "variant 'reformer' has a causal form that is not prefix-consistent (a later input changes earlier outputs), "
+        "so it cannot run model.causal=true; accepted: model.causal=false, on a task that allows it.")
+    message = refusal([], variant="reformer", task="flipflop")
+    assert message.startswith("variant 'reformer' has a causal form that is not prefix-consistent")
+    assert "task 'flipflop' needs causal attention" in message and "prefix-consistent causal form." in message
+
+
+@pytest.mark.parametrize("variant", ["cosformer", "linformer", "sinkhorn", "synthesizer"])
+def test_evaluation_past_the_training_length_is_refused_for_terms_indexed_by_position(variant):
+    assert refusal([], variant=variant, task="induction") == (
+        f"variant {variant!r} has terms indexed by absolute position, which eval length 128 of task 'induction' "
+        "would read past the training length 32, where they never trained; accepted: eval lengths up to 32, or a "
+        "variant without position-indexed terms.")
+    with pytest.raises(configs.Incompatible):
+        resolve_as_the_cli([], variant=variant, task="induction")
+    assert resolve_as_the_cli(["task.eval_lengths=32"], variant=variant, task="induction").task_options.eval_lengths \
+        == (32,)
+    assert resolve_as_the_cli(["task.eval_lengths=256"], variant="dense", task="induction")  # nothing per position
+
+
+def test_a_benchmark_skips_a_cell_that_cannot_mean_what_it_claims_with_the_reason():
+    cell = resolve_cell("nystromformer", "induction", profile="quick", seed=0, device="cpu", kernel="auto",
+                        overrides=configs.parse_sets([]), reference=(None, "no model is sized in this test"))
+    assert cell.skipped == ORDER_BLIND and cell.base_lr is None
+    cell = resolve_cell("linformer", "induction", profile="quick", seed=0, device="cpu", kernel="auto",
+                        overrides=configs.parse_sets([]), reference=(None, "no model is sized in this test"))
+    assert cell.skipped.startswith("variant 'linformer' has terms indexed by absolute position")

@@ -25,7 +25,8 @@ TINY = dataclasses.replace(
     saturation.SETTINGS["quick"], name="tiny", dynamics_head_dims=(8,), normaliser_head_dims=(8,), seeds=(0,),
     steps=4, batch_size=4,
     eval_every=2, additive_hidden_dim=8, learning_rates=(1e-3,), lr_seeds=(0,), length_seeds=(0,), length_steps=4,
-    train_length=12, eval_lengths=(24,), seq_len=12, model={"dim": 16, "depth": 1, "heads": 2})
+    train_length=12, eval_lengths=(24,), seq_len=12, model={"dim": 16, "depth": 1, "heads": 2},
+    fading_key_counts=(2, 16, 128), fading_draws=4)  # the quick setting's fading table draws up to 16,384 keys
 
 
 @pytest.mark.parametrize("name", list(saturation.SETTINGS))

@@ -1,8 +1,10 @@
 """ListOps: labels are the recursive value of the expression (LRA's truncated MED, SM mod 10), expressions
 fill the length window left padded before the query, depth metadata is the bracket nesting, trees grow as
-LRA's generator grows them, chance is the test set's majority answer, and option errors are one sentence."""
+LRA's generator grows them (with arrangements = 0), rearranged digits make the answers nearly uniform whatever
+the root operator, chance is the test set's majority answer, and option errors are one sentence."""
 
 import math
+import random
 
 import pytest
 import torch
@@ -12,8 +14,9 @@ import variants
 from experiments import tasks
 
 OPERATORS = ["[MIN", "[MAX", "[MED", "[SM"]
-FLAT = {"seq_len": 13, "min_length": 4, "max_depth": 1, "max_args": 10}  # every expression: [OP d ... d ]
-UNBOUNDED = {"seq_len": 123, "min_length": 4, "max_depth": 2, "max_args": 10}  # the window refuses no tree
+LRA = {"arrangements": 0, "min_answers": 1}  # trees and labels exactly as LRA's generator grows them
+FLAT = {"seq_len": 13, "min_length": 4, "max_depth": 1, "max_args": 10, **LRA}  # every expression: [OP d ... d ]
+UNBOUNDED = {"seq_len": 123, "min_length": 4, "max_depth": 2, "max_args": 10, **LRA}  # the window refuses no tree
 
 
 def draw(task, size, seed=0):
@@ -88,12 +91,12 @@ def test_expressions_fill_the_length_window_just_before_the_query_with_padding_o
 
 
 def test_lengths_reach_both_ends_of_the_window():
-    task = tasks.create_task("listops", seq_len=20, min_length=10, max_depth=3, max_args=4)
+    task = tasks.create_task("listops", seq_len=20, min_length=10, max_depth=3, max_args=4, **LRA)
     assert set(draw(task, 2048).metadata["length"].tolist()) == set(range(10, 20))
 
 
 def test_depth_metadata_is_the_deepest_bracket_nesting_and_every_depth_occurs():
-    task = tasks.create_task("listops", **solver.SMALL)
+    task = tasks.create_task("listops", **solver.SMALL, **LRA)
     batch = draw(task, 1024)
     depths = [nesting(expression(task, batch, index)) for index in range(1024)]
     assert batch.metadata["depth"].tolist() == depths
@@ -169,12 +172,48 @@ def test_a_window_almost_no_tree_reaches_is_one_sentence_not_an_endless_loop():
     assert "\n" not in message and "26 to 26 tokens" in message and "min_length" in message
 
 
-def test_chance_is_the_eval_sets_majority_answer_which_beats_uniform_guessing():
-    task = tasks.create_task("listops")
+def test_chance_is_the_eval_sets_majority_answer():
+    task = tasks.create_task("listops", test_size=512)
     answers = task.test_set("cpu").targets[:, -1].tolist()
     majority = max(answers.count(digit) for digit in range(10))
     assert task.chance_accuracy == majority / task.test_size
-    assert task.chance_accuracy > 0.1  # the skew: MIN leans to 0, MAX to 9
+    assert 0.1 <= task.chance_accuracy < 0.15  # the answers are balanced; LRA's skew gave 0.18 here
+
+
+def test_answers_are_nearly_uniform_and_the_root_operator_tells_little_about_them():
+    task, size = tasks.create_task("listops"), 4000
+    batch = draw(task, size)
+    answers = batch.targets[:, -1]
+    root = batch.inputs[torch.arange(size), task.seq_len - 1 - batch.distance[:, -1]]  # (size,) the first token
+    majority = torch.bincount(answers, minlength=10).max().item() / size
+    assert majority < 0.13, majority  # LRA's labels: 0.18
+    # Guessing each root operator's commonest answer: MIN's and MAX's lean to the low and high digits, MED's to the
+    # middle, but they root few trees (SM's answers are uniform), so knowing the root gains little.
+    by_root = sum(torch.bincount(answers[root == operator], minlength=10).max().item() for operator in range(10, 14))
+    assert by_root / size < majority + 0.03, (by_root / size, majority)
+
+
+def test_every_kept_trees_digits_rearranged_reach_min_answers_answers():
+    task = tasks.create_task("listops")
+    batch, shuffler = draw(task, 16), random.Random(0)
+    for index in range(16):
+        names = expression(task, batch, index)
+        slots = [position for position, name in enumerate(names) if name.isdigit()]
+        digits, rearranged, answers = [names[position] for position in slots], list(names), set()
+        for _ in range(400):
+            shuffler.shuffle(digits)
+            for position, digit in zip(slots, digits, strict=True):
+                rearranged[position] = digit
+            answers.add(solver.evaluate(rearranged, 0)[0])
+        assert len(answers) >= task.options.min_answers and nesting(names) >= 2, (names, answers)
+
+
+def test_trees_whose_digits_reach_too_few_answers_are_one_sentence_not_an_endless_loop():
+    flat = {**FLAT, "arrangements": 2, "min_answers": 2}  # a flat tree has one answer however it is arranged
+    with pytest.raises(RuntimeError) as error:
+        draw(tasks.create_task("listops", **flat), 1)
+    message = str(error.value)
+    assert "\n" not in message and "digits reaching 2 answers" in message and "min_answers" in message
 
 
 def test_digits_are_the_answer_ids_and_the_vocabulary_is_lras_notation():
@@ -191,7 +230,7 @@ def test_distance_buckets_cover_the_lengths_of_the_window():
 
 
 def test_a_longer_eval_length_admits_longer_expressions():
-    task = tasks.create_task("listops", max_depth=3, max_args=10, eval_lengths=(128,))
+    task = tasks.create_task("listops", max_depth=3, max_args=10, eval_lengths=(128,), test_size=64)
     longer = task.extra_test_sets("cpu")["length=128"]
     assert longer.inputs.shape == (task.test_size, 128)
     assert longer.metadata["length"].max() >= task.seq_len
@@ -209,6 +248,9 @@ def test_a_longer_eval_length_admits_longer_expressions():
         ({"max_depth": 0}, ["'max_depth'", "0", ">= 1"]),
         ({"operator_probability": 1.5}, ["'operator_probability'", "1.5", "from 0 to 1"]),
         ({"test_size": 0}, ["'test_size'", "0", ">= 1"]),
+        ({"arrangements": -1}, ["'arrangements'", "-1", ">= 0"]),
+        ({"min_answers": 11}, ["'min_answers'", "11", "from 1 to 10"]),
+        ({"arrangements": 0}, ["'min_answers'", "6", "from 1 to 1", "arrangements = 0"]),
         ({"eval_lengths": (16,)}, ["'eval_lengths'", "16", ">= min_length + 1 = 17"]),
     ],
 )

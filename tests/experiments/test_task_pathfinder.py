@@ -172,8 +172,9 @@ def test_save_images_stops_at_the_batch_size_and_refuses_a_count_below_1(tmp_pat
 
 def test_the_quick_image_draws_its_eval_set_with_two_distractors_the_benchmarks_count_x2():
     # A draw is valid about 1 time in 7 there: with too few redraw rounds an example of 1000 got no picture.
-    batch = tasks.create_task("pathfinder", profile="quick", num_distractors=2).test_set("cpu")
-    assert batch.inputs.shape == (1000, 101) and (labels(batch) == 1).sum() == 500
+    task = tasks.create_task("pathfinder", profile="quick", num_distractors=2)
+    batch = task.test_set("cpu")
+    assert batch.inputs.shape == (task.test_size, 101) and (labels(batch) == 1).sum() == task.test_size // 2
 
 
 def test_options_no_image_can_hold_are_one_sentence():

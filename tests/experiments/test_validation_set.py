@@ -1,5 +1,8 @@
 """The validation set sweeps select on: its own seed (never a training or an test seed), measured at every
-evaluation beside the test set, which stays the test set."""
+evaluation beside the test set, which stays the test set; on every quick task both sets are large enough that an
+accuracy's 95% half-width is at most 0.02."""
+
+import math
 
 import pytest
 import torch
@@ -21,6 +24,19 @@ def test_validation_seeds_are_never_training_or_eval_seeds():
         assert seed != tasks.test_seed(key)
     with pytest.raises(ValueError, match="Training seed"):
         tasks.train_generator(tasks.validation_seed("passkey"))
+
+
+def half_width(examples, accuracy=0.5):
+    """The binomial 95% half-width of an accuracy measured on `examples` examples (widest at 0.5). Counting
+    examples, not scored positions: the answers within one example are not independent draws."""
+    return 1.96 * math.sqrt(accuracy * (1 - accuracy) / examples)
+
+
+@pytest.mark.parametrize("name", tasks.list_tasks())
+def test_every_quick_tasks_test_and_validation_sets_pin_accuracy_within_0_02(name):
+    task = tasks.create_task(name, profile="quick")
+    assert half_width(task.test_size) <= 0.02, task.test_size
+    assert half_width(task.validation_size) <= 0.02, task.validation_size
 
 
 @pytest.mark.parametrize("name", tasks.list_tasks())

@@ -86,7 +86,8 @@ def test_no_module_builds_a_command_line_from_a_definition():
 def test_a_benchmark_run_with_two_workers_writes_its_page(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "experiments", "benchmark", "--variant", "dense", "--task", "passkey", "--seeds", "1",
-         *TINY, "--capacity-widths", "none", "--capacity-scales", "none", "--name", "two", "--workers", "2",
+         *TINY, "--capacity-widths", "none", "--capacity-scales", "none", "--extend-grid", "0", "--name", "two",
+         "--workers", "2",
          "--heartbeat-seconds", "1", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "reports"), "--quiet"],
         cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
     assert done.returncode == 0, done.stderr

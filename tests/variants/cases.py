@@ -49,9 +49,6 @@ MAX_LEN = 41
 # Self-attention only (the keys sit at the queries' positions): tested on as many keys as queries, and checked to
 # refuse other lengths (tests/variants/test_lra_variants.py).
 EQUAL_LENGTHS_ONLY = ("reformer", "sinkhorn")
-# A query sees its own key only when it has no other (Reformer's rule): the change of the last position alone
-# does not reach any output.
-OWN_KEY_ONLY_ALONE = ("reformer",)
 # Queries the gradient test gives a variant whose parameters take part only beyond some length (6 for the others):
 # the Sinkhorn sorting network sorts blocks, of 16 positions by default, so it needs more than one.
 GRADIENT_TEST_QUERIES = {"sinkhorn": 40}

@@ -38,9 +38,14 @@ def tiny_model(name: str, options: dict, *, causal: bool, depth: int = 2) -> Tra
     return model.double().eval()
 
 
+def random_tokens(length: int) -> torch.Tensor:
+    """(1, length) token ids, the same for a length on every call."""
+    return torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(length))
+
+
 def logits_before_and_after_changing(model: Transformer, length: int, position: int):
     """The model's logits (seq, classes) on a random sequence, and on the same with one token changed."""
-    tokens = torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(length))
+    tokens = random_tokens(length)
     changed = tokens.clone()
     changed[0, position] = (tokens[0, position] + 1) % VOCAB
     with torch.no_grad():
@@ -108,12 +113,15 @@ def test_every_baseline_declares_a_space_of_its_own_options_that_yields_runnable
 
 
 @pytest.mark.parametrize("name, options", BASELINE_CASES, ids=CASE_IDS)
-def test_every_baseline_is_strictly_causal_in_causal_configs(name, options):
+def test_every_baseline_is_strictly_causal_and_prefix_consistent_in_causal_configs(name, options):
     length, position = 23, 11
-    before, after = logits_before_and_after_changing(tiny_model(name, options, causal=True), length, position)
+    model = tiny_model(name, options, causal=True)
+    before, after = logits_before_and_after_changing(model, length, position)
     changed = moved(before, after)
     assert not changed[:position].any(), changed.nonzero().flatten().tolist()
     assert changed[position]  # the change itself shows, so the check above is not vacuous
+    with torch.no_grad():  # the first `position` tokens alone give the outputs the whole sequence gives there
+        torch.testing.assert_close(model(random_tokens(length)[:, :position])[0], before[:position], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("name, options", BASELINE_CASES, ids=CASE_IDS)

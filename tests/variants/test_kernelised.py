@@ -228,11 +228,12 @@ def test_performer_redraw_leaves_a_pending_backward_intact():
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("seq_q, seq_k", [(9, 9), (5, 11), (11, 5)])
-def test_cosformer_similarity_is_relu_dot_product_times_cosine_of_the_distance(causal, seq_q, seq_k):
-    module = variants.create("cosformer", num_heads=HEADS, head_dim=HEAD_DIM).double()
+@pytest.mark.parametrize("seq_q, seq_k, max_len", [(9, 9, 9), (5, 11, 11), (11, 5, 11), (9, 9, 20)])
+def test_cosformer_similarity_is_relu_dot_product_times_cosine_of_the_distance_over_max_len(causal, seq_q, seq_k,
+                                                                                             max_len):
+    module = variants.create("cosformer", num_heads=HEADS, head_dim=HEAD_DIM, max_len=max_len).double()
     q, k, v = inputs(seq_q, seq_k, seed=seq_q)
-    horizon = max(seq_q, seq_k)  # M
+    horizon = max_len  # M: the longest sequence of the run, whatever the call's length
     i, j = torch.arange(seq_q)[:, None], torch.arange(seq_k)[None, :]
     similarities = torch.relu(q) @ torch.relu(k).transpose(-2, -1) * torch.cos(math.pi / 2 * (i - j).double() / horizon)
     if causal:
@@ -241,6 +242,14 @@ def test_cosformer_similarity_is_relu_dot_product_times_cosine_of_the_distance(c
     out, weights = module(q, k, v, causal=causal, return_weights=True)
     torch.testing.assert_close(weights, expected, rtol=1e-12, atol=1e-15)
     torch.testing.assert_close(module(q, k, v, causal=causal), expected @ v, rtol=1e-10, atol=1e-12)
+
+
+def test_cosformer_needs_its_max_len_and_refuses_a_longer_sequence():
+    with pytest.raises(ValueError, match=r"max_len is None; accepted: variants.create\(..., max_len=N\)"):
+        variants.create("cosformer", num_heads=HEADS, head_dim=HEAD_DIM)
+    module = variants.create("cosformer", num_heads=HEADS, head_dim=HEAD_DIM, max_len=8)
+    with pytest.raises(ValueError, match="at most max_len=8 .* got 9 queries and 9 keys, accepted: at most 8"):
+        module(*inputs(9, 9))
 
 
 # ----------------------------------------------------------------------------------------------------------

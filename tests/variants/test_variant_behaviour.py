@@ -5,7 +5,7 @@ import torch
 from cases import (
     GRADIENT_TEST_QUERIES,
     HEADS,
-    OWN_KEY_ONLY_ALONE,
+    MAX_LEN,
     case_id,
     create_case,
     key_length,
@@ -16,6 +16,7 @@ from cases import (
     variant_cases,
 )
 
+import variants
 from variants.normalisers import EPSILON
 
 CASES = variant_cases()
@@ -47,22 +48,49 @@ def test_output_shape_is_finite_and_every_parameter_gets_a_gradient(case):
             assert tensor.grad is None if label in unread else tensor.grad.abs().sum() > 0, label
 
 
+def prefix_consistency_gaps(module, length: int, seed: int) -> tuple[float, float]:
+    """How far the causal outputs at the positions before p move, over several p: once every q, k and v from p on
+    is moved, and against the call on the first p positions alone (the largest absolute change of each)."""
+    q, k, v = (tensor.detach() for tensor in random_inputs(2, length, length, seed=seed)[:3])
+    whole = module(q, k, v, causal=True)
+    moved_gap = prefix_gap = 0.0
+    for end in range(2, length, 3):
+        moved = [tensor.clone() for tensor in (q, k, v)]
+        for tensor in moved:
+            tensor[:, :, end:] += torch.randn_like(tensor[:, :, end:]) * 3
+        earlier = module(*moved, causal=True)[:, :, :end]
+        prefix = module(q[:, :, :end], k[:, :, :end], v[:, :, :end], causal=True)
+        moved_gap = max(moved_gap, (earlier - whole[:, :, :end]).abs().max().item())
+        prefix_gap = max(prefix_gap, (prefix - whole[:, :, :end]).abs().max().item())
+    return moved_gap, prefix_gap
+
+
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_causal_output_never_depends_on_future_keys_or_values(case):
+def test_causal_output_up_to_a_position_is_what_the_prefix_up_to_it_gives(case):
+    """What causal=True promises: before position p, the outputs of the call on the first p positions, whatever
+    follows (q moved too: Reformer's keys are its queries, and later ones move its chunks)."""
     name, options = case
     skip_if_bidirectional(name, causal=True)
+    if not variants.variant_class(name).prefix_consistent:
+        pytest.skip(f"{name}'s causal form is not prefix-consistent (pinned below); runs take it bidirectional")
     for kernel in kernels_of(name, options):
         module = create_case(name, options, kernel).double()
-        q, k, v, _ = random_inputs(2, 12, 12, seed=4)
-        base = module(q, k, v, causal=True).detach()
-        for position in (0, 5, 9):  # two or more keys moved: a sparse normaliser may give one no weight at all
-            k2, v2 = k.detach().clone(), v.detach().clone()
-            k2[:, :, position + 1 :] += torch.randn_like(k2[:, :, position + 1 :]) * 3
-            v2[:, :, position + 1 :] += torch.randn_like(v2[:, :, position + 1 :]) * 3
-            moved = module(q, k2, v2, causal=True).detach()
-            assert torch.equal(moved[:, :, : position + 1], base[:, :, : position + 1]), (kernel, position)
-            if position + 2 < 12 or name not in OWN_KEY_ONLY_ALONE:  # else only the last query sees a change: its own
-                assert not torch.allclose(moved[:, :, position + 1 :], base[:, :, position + 1 :]), (kernel, position)
+        moved_gap, prefix_gap = prefix_consistency_gaps(module, 20, seed=4)
+        assert moved_gap == 0 and prefix_gap <= 1e-12, (kernel, moved_gap, prefix_gap)
+        q, k, v = (tensor.detach() for tensor in random_inputs(2, 12, 12, seed=4)[:3])
+        later = v.clone()
+        later[:, :, 6:] += 1.0
+        assert not torch.allclose(module(q, k, later, causal=True)[:, :, 6:], module(q, k, v, causal=True)[:, :, 6:])
+
+
+@pytest.mark.parametrize("name", [name for name in variants.list_variants()
+                                  if not variants.variant_class(name).prefix_consistent])
+def test_a_variant_that_says_its_causal_form_is_not_prefix_consistent_lets_later_inputs_move_earlier_outputs(name):
+    """The flag is not a formality: with some of the options its cases test, later inputs move earlier outputs
+    (Reformer: with short chunks, where a query's bucket neighbours fall depends on the later positions' buckets)."""
+    gaps = [prefix_consistency_gaps(create_case(name, options).double(), MAX_LEN, seed=4)
+            for case_name, options in CASES if case_name == name]
+    assert max(moved_gap for moved_gap, _ in gaps) > 1e-3 and max(prefix_gap for _, prefix_gap in gaps) > 1e-3, gaps
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

@@ -29,6 +29,16 @@ class Baseline(nn.Module):
     # The model around a baseline is the attention variants' own, absolute positions included, so that only
     # the token mixer differs; `--set model.positions=none` drops them for any run.
     provides_positions: ClassVar[bool] = False
+    # No option of a baseline is sized to match dense's parameters: a benchmark sizes its model width
+    # (`variants.base.Attention.size_option`).
+    size_option: ClassVar[str | None] = None
+    # The capabilities config resolution reads of an attention variant (`variants.base.Attention`), as every
+    # baseline has them: a causal form that reads no later input, no parameter per position, and a recurrence or a
+    # convolution that tells one order of its inputs from another in either direction.
+    supports_causal: ClassVar[bool] = True
+    prefix_consistent: ClassVar[bool] = True
+    position_indexed: ClassVar[bool] = False
+    order_aware: ClassVar[bool] = True
 
     def __init__(self, options: Any, *, dim: int, causal: bool, layer: int) -> None:
         super().__init__()
