@@ -64,7 +64,7 @@ def test_figures(jobs: list[JobState | None], chance: float) -> dict[str, Any]:
     std, half = mean_interval(accuracies)[1:] if len(accuracies) > 1 else (math.nan, math.nan)
     return {"seeds asked": len(jobs), "seeds completed": len(done), "seeds failed": len(accuracies) - len(done),
             "seeds scored": len(accuracies), "seeds": ",".join(str(job.job.seed) for job in done), "test mean": mean,
-            "test std": std, "interval half-width": half, "interval low": mean - half, "interval high": mean + half}
+            "test std": std, "interval half-width": half}
 
 
 def interval_text(row: pd.Series) -> str:

@@ -37,16 +37,16 @@ from scipy import stats
 from analysis.render import Block, Table, Text
 from analysis.sections.shared import count, fmt
 
-CONFIDENCE = 0.95  # of every interval: the seeds', the test set's and the difference's
+CONFIDENCE = 0.95  # of every interval: over seeds, of the test set, and of the difference
 ALPHA = 0.05  # a Holm-adjusted p below this tells a row apart from the best
 PROTOCOL = ("Verdicts: per task and per leaderboard table (causal rows and bidirectional rows apart), each row with "
             "2 seeds or more is compared with the row of highest mean by a paired t-test over the confirmation seeds "
             "both scored (the same seeds and data streams for every variant; a seed that diverged or failed counts at "
             "chance). Its variance adds the fixed test set's binomial sampling error, (p_a(1-p_a) + p_b(1-p_b)) / m "
-            "with m test examples, to the seeds' s_d² / n (conservative: it ignores that two models tend to miss "
-            "the same examples); degrees of freedom by Welch-Satterthwaite; two-sided p from Student's t. The p-values "
-            f"of a task are Holm-corrected together, and a row is told apart when its adjusted p is below {ALPHA:g}. "
-            "Each cell's accuracy also shows the Wilson 95% interval of its mean over the m test examples.")
+            "with m test examples, to the spread over seeds, s_d² / n (conservative: it ignores that two models tend "
+            "to miss the same examples); degrees of freedom by Welch-Satterthwaite; two-sided p from Student's t. The "
+            f"p-values of a task are Holm-corrected together, and a row is told apart when its adjusted p is below "
+            f"{ALPHA:g}. Each cell's accuracy also shows the Wilson 95% interval of its mean over the m test examples.")
 COLUMNS = ["task", "variant", "compared with", "seeds paired", "mean difference", "interval low", "interval high",
            "degrees of freedom", "p", "Holm-adjusted p", "told apart"]
 
