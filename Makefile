@@ -22,6 +22,7 @@ FILTER ?=
 NAME ?=
 SETTING ?= quick
 SEEDS ?=
+KEEP ?=
 
 .PHONY: setup test lint list experiment sweep benchmark benchmark-estimate report saturation calibration results speed speed-train \
 	bench-variants bench-train gpu-check
@@ -56,7 +57,7 @@ sweep: setup
 		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(CONFIRM),--confirm-seeds $(CONFIRM)) \
 		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
 
-# Every variant and baseline on the suite unless VARIANT or TASK is given on the command line.
+# The core set (the design card's seven) on the default suite unless VARIANT or TASK is given on the command line.
 BENCHMARK = $(BIN)/attnlab benchmark $(if $(filter command line,$(origin VARIANT)),--variant $(VARIANT)) \
 	$(if $(TASK),--task $(TASK)) $(if $(SEEDS),--seeds $(SEEDS)) --profile $(PROFILE) \
 	$(if $(WORKERS),--workers $(WORKERS)) $(if $(STORAGE),--storage '$(STORAGE)') $(if $(NAME),--name $(NAME)) \
@@ -81,9 +82,10 @@ calibration: setup
 		$(if $(TASK),--task $(TASK)) --profile $(PROFILE) --seed $(SEED) $(if $(DEVICE),--device $(DEVICE)) \
 		--runs-dir $(RUNS_DIR) $(ARGS)
 
-# docs/results.md and README.md's headline table, generated from the committed records (docs/calibration.csv, docs/records/).
+# docs/results.md, README.md's headline table and each benchmark of record's page, generated from the committed records
+# (docs/calibration.csv, docs/records/); KEEP=NAME first keeps the settled benchmark NAME as a record.
 results: setup
-	$(BIN)/attnlab results
+	$(BIN)/attnlab results $(if $(KEEP),--keep $(KEEP)) --runs-dir $(RUNS_DIR) --out $(OUT)
 
 speed: setup
 	$(BIN)/attnlab speed $(ARGS)

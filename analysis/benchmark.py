@@ -263,6 +263,16 @@ def parity_text(benchmark: Benchmark) -> str:
                    "ranked, with the reason.")
 
 
+def stopping_text(benchmark: Benchmark) -> str:
+    """The stopping rule as the protocol states it (`--target-accuracy`, train.target_accuracy)."""
+    if benchmark.target_accuracy is None:
+        return "Stopping: none; every run trains every step of its profile."
+    return (f"Stopping: every run of every stage stops at the first evaluation whose validation accuracy reaches "
+            f"{benchmark.target_accuracy:g} (as Zoology stops at 0.99), and records that step and its wall time; the "
+            "test accuracy is the one measured there. Tuning scores such a run at the target and prefers, among "
+            "learning rates that reach it, the fewest steps; the speed of learning reads the steps to the target.")
+
+
 def sizes(ledger: Ledger) -> pd.DataFrame:
     """Per cell that runs: the size chosen, its parameters and dense's, their ratio and why they do not match."""
     frame = pd.DataFrame([{"variant": state.cell.variant, "task": state.cell.task, **_sizes(state)}
@@ -286,6 +296,7 @@ def protocol(ledger: Ledger) -> list[Block]:
         *(Text(stage.protocol(benchmark)) for stage in benchmark.stages),
         Text(PROTOCOL),
         Text(parity_text(benchmark)),
+        Text(stopping_text(benchmark)),
         Text("Accounting: steps, tokens (steps x batch x length) and wall time of every run, evaluations included. "
              "Devices: " + (", ".join(devices) or "none yet") + "."),
         Table("learning-rates", "The learning-rate grid of each task", grid),
@@ -295,13 +306,21 @@ def protocol(ledger: Ledger) -> list[Block]:
     ]
 
 
-def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
-    """Write reports/benchmark-<name>/ under `out_dir`; its index.html and the leaderboard as shown."""
+def boards(ledger: Ledger) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(every cell's row, the leaderboard as shown, its data): the shown board with each row's parameters, the
+    tasks where they are not within 10% of dense's, and the wall time of all its jobs."""
     cells = cell_rows(ledger)
     shown, board = leaderboard(cells, ledger)
     costs = cost(cells).set_index("variant")
-    for column in ("parameters (min..max over tasks)", f"{UNMATCHED} on"):
+    for column in ("parameters (min..max over tasks)", f"{UNMATCHED} on", "wall seconds"):
         shown[column] = shown["variant"].map(costs[column])
+    return cells, shown.rename(columns={"wall seconds": "wall seconds (every job)"}), board
+
+
+def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
+    """Write reports/benchmark-<name>/ under `out_dir`; its index.html and the leaderboard as shown."""
+    cells, shown, board = boards(ledger)
+    costs = cost(cells).set_index("variant")
     counts = ", ".join(f"{number} {stage} jobs {state}" for (stage, state), number in sorted(ledger.counts().items()))
     shown_cells = cells.assign(**{
         "test accuracy": cells.apply(interval_text, axis=1), "parameters": cells["parameters"].map(_count),

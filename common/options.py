@@ -156,3 +156,32 @@ def tagged_name(name: str, options: Any) -> str:
             continue
         parts.append(tag if value is True else f"{tag}{tag_value(value)}")
     return "_".join(parts)
+
+
+def parse_value(text: str) -> Any:
+    """Command-line text to a value: true/false, none, integers, floats, a comma-separated list of those
+    (`256,512` -> [256, 512]), otherwise the string itself."""
+    if "," in text:
+        return [parse_value(item.strip()) for item in text.split(",")]
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def format_value(value: Any) -> str:
+    """A config value as `--set` text that `parse_value` reads back to the same value (floats exactly)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return ",".join(format_value(item) for item in value)
+    return repr(value) if isinstance(value, float) else str(value)

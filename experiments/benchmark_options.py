@@ -17,6 +17,7 @@ DEFAULT_CAPACITY_WIDTHS = "0.5,2"
 DEFAULT_CAPACITY_SCALES = "2"
 DEFAULT_CAPACITY_SEEDS = 1
 DEFAULT_EXTEND_GRID = "2"
+DEFAULT_TARGET_ACCURACY = "0.99"  # as Zoology stops at 0.99
 
 
 def capacity_options() -> str:
@@ -34,6 +35,10 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
                        help="where a cell's best learning rate lies at an edge of the grid, tune the next multiple "
                             "beyond it (the grid's ratio: x9 after 0.3,1,3's x3, x0.1 before its x0.3) while the "
                             "best stays at the edge, at most N per cell, before confirmation; 0: never "
+                            "(default: %(default)s)")
+    bench.add_argument("--target-accuracy", default=DEFAULT_TARGET_ACCURACY, metavar="X",
+                       help="every job stops at the first evaluation whose validation accuracy reaches X, recording "
+                            "the step (as Zoology stops at 0.99); none: every job trains every step "
                             "(default: %(default)s)")
     bench.add_argument("--size-to-dense", action=argparse.BooleanOptionalAction, default=True,
                        help="size each cell's model to within 10%% of dense's parameters on its task (the variant's "
@@ -55,3 +60,12 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--estimate", action="store_true", help="train nothing: time a few steps and one evaluation "
                        "of every size the benchmark trains at, and print how long what remains of it will take "
                        "with --workers (the table: RUNS_DIR/benchmark/NAME/estimate.csv)")
+
+
+OWN = ("seeds", "lr_multiples", "extend_grid", "size_to_dense", "target_accuracy", "capacity_widths",
+       "capacity_scales", "capacity_seeds", "name", "storage", "heartbeat_seconds")
+
+
+def values(args: argparse.Namespace) -> dict:
+    """The values of the options `add_arguments` adds that define the benchmark, by `benchmark.prepare`'s names."""
+    return {name: getattr(args, name) for name in OWN}

@@ -12,6 +12,7 @@ import torch
 import variants
 from experiments import config as configs
 from experiments import tasks
+from variants import presets
 from variants.kernels import KERNELS
 
 
@@ -19,6 +20,7 @@ def print_catalogue() -> None:
     """`attnlab list`."""
     print("Variants (--variant NAME, options with --set variant.OPTION=VALUE):")
     print(variants.describe_variants())
+    print(f"\n{presets.describe_sets()}")
     print("\nKernels (--kernel NAME; auto takes the first a variant lists that runs on the device):")
     for kernel in KERNELS.values():
         print(f"{kernel.name}: {kernel.summary}")

@@ -12,11 +12,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from experiments import benchmark_options, catalogue, launch, tasks
+from experiments.arguments import QUIET, SETS, add_run_selection, runs_dir
 
 # Each command reads its arguments here and hands the work to the module of its job. Sweeps (optuna),
 # reports (the analysis), the saturation studies and the benchmarks are imported by their command only.
@@ -51,11 +51,9 @@ def _benchmark(args: argparse.Namespace) -> int:
     from experiments.benchmark import estimate
 
     plan = benchmark.prepare(
-        variant_names=args.variant, task_names=args.task, profile=args.profile, seed=args.seed, seeds=args.seeds,
-        lr_multiples=args.lr_multiples, capacity_widths=args.capacity_widths, capacity_scales=args.capacity_scales,
-        capacity_seeds=args.capacity_seeds, device=launch.checked_device(args.device), kernel=args.kernel,
-        sets=args.set or [], name=args.name, storage=args.storage, runs_dir=Path(args.runs_dir),
-        heartbeat_seconds=args.heartbeat_seconds, extend_grid=args.extend_grid, size_to_dense=args.size_to_dense)
+        variant_names=args.variant, task_names=args.task, profile=args.profile, seed=args.seed,
+        device=launch.checked_device(args.device), kernel=args.kernel, sets=args.set or [],
+        runs_dir=Path(args.runs_dir), **benchmark_options.values(args))
     if args.estimate:
         return estimate.run(plan, workers=args.workers, quiet=args.quiet)
     exit_code, state = benchmark.run(plan, workers=args.workers, quiet=args.quiet)
@@ -102,10 +100,10 @@ def _saturation(args: argparse.Namespace) -> int:
 def _calibration(args: argparse.Namespace) -> int:
     from analysis import calibration as table
     from experiments import calibration
-
+    from variants.presets import expand
     device = launch.checked_device(args.device)
     table.read_record(Path(args.out).with_suffix(".csv"))  # a record it could not merge into is refused before training
-    problems = calibration.run(args.variant.split(","), args.task.split(",") if args.task else None,
+    problems = calibration.run(list(expand(args.variant)), args.task.split(",") if args.task else None,
                                profile=args.profile, seed=args.seed, device=device, runs_dir=Path(args.runs_dir),
                                quiet=args.quiet, sets=args.set or [])
     written = table.write(calibration.runs_folder(Path(args.runs_dir), args.profile), args.profile, Path(args.out))
@@ -118,7 +116,7 @@ def _calibration(args: argparse.Namespace) -> int:
 def _results(args: argparse.Namespace) -> int:
     from analysis import results_doc
 
-    print(f"wrote {results_doc.write()} and the results block of README.md")
+    print(*results_doc.regenerate(args.keep, Path(args.runs_dir), Path(args.out)), sep="\n")
     return 0
 
 
@@ -129,7 +127,7 @@ def _speed(args: argparse.Namespace) -> int:
 
     device = torch.device(launch.checked_device(args.device))
     kernels.run_and_print(
-        specs=args.variants or kernels.default_specs(), kernels=args.kernels, lengths=args.lengths,
+        specs=kernels.chosen_specs(args.variants), kernels=args.kernels, lengths=args.lengths,
         causal_modes={"yes": [True], "no": [False], "both": [False, True]}[args.causal], batch=args.batch,
         heads=args.heads, head_dim=args.head_dim, repeats=args.repeats, budget=args.budget, device=device,
         out_dir=Path(args.out), quiet=args.quiet, dims=args.dims, dim_length=args.dim_length,
@@ -154,39 +152,9 @@ def _gpu_check(args: argparse.Namespace) -> int:
 
 # -- the parser: one function per command ---------------------------------------------------------
 
-QUIET = {"action": "store_true", "default": bool(os.environ.get("CI")),
-         "help": "no progress bar (the default when CI is set)"}
-SETS = {"action": "append", "metavar": "SECTION.FIELD=VALUE",
-        "help": "override any config field: variant.*, task.*, model.*, train.* (repeatable)"}
-PROFILE_HELP = f"one of {', '.join(tasks.PROFILES)} (default: quick)"
-
-
-def _runs_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs-dir", default=os.environ.get("RUNS_DIR", "runs"),
-                        help="the runs folder (default: $RUNS_DIR or runs)")
-
-
-def _add_run_selection(parser: argparse.ArgumentParser, *, variant: tuple[str | None, str],
-                       task: tuple[str | None, str], seed: str = "the runs' seed (default: 0)",
-                       kernel: bool = True) -> None:
-    """The flags that say which runs a command trains and where, declared once for every command that trains:
-    --variant and --task (each command's default and help), --profile, --seed, --device, --kernel (where the
-    command can force one), --set, --runs-dir and --quiet."""
-    parser.add_argument("--variant", default=variant[0], help=variant[1])
-    parser.add_argument("--task", default=task[0], help=task[1])
-    parser.add_argument("--profile", default="quick", help=PROFILE_HELP)
-    parser.add_argument("--seed", type=int, default=0, help=seed)
-    parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
-    if kernel:
-        parser.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
-    parser.add_argument("--set", **SETS)
-    _runs_dir(parser)
-    parser.add_argument("--quiet", **QUIET)
-
-
 def _add_run(commands) -> None:
     run = commands.add_parser("run", help="train variants on tasks and print the results table")
-    _add_run_selection(run, variant=("dense", "a variant or a comma-separated list (default: dense)"),
+    add_run_selection(run, variant=("dense", "variants, presets (relative:kind=alibi), sets (core), comma-separated"),
                        task=(None, "a task or a comma-separated list (default: the default suite)"))
     run.set_defaults(func=_run)
 
@@ -194,7 +162,7 @@ def _add_run(commands) -> None:
 def _add_resume(commands) -> None:
     resume = commands.add_parser("resume", help="continue an interrupted run from its last checkpoint")
     resume.add_argument("run_id")
-    _runs_dir(resume)
+    runs_dir(resume)
     resume.add_argument("--quiet", **QUIET)
     resume.set_defaults(func=_resume)
 
@@ -213,7 +181,7 @@ def _add_sample(commands) -> None:
 
 def _add_sweep_study(sweep: argparse.ArgumentParser) -> None:
     """What the sweep studies, and where the study lives and runs."""
-    _add_run_selection(sweep, variant=("dense", "the variant to tune (default: dense)"),
+    add_run_selection(sweep, variant=("dense", "the variant to tune (default: dense)"),
                        task=(tasks.DEFAULT_SUITE[0], f"default: {tasks.DEFAULT_SUITE[0]}"),
                        seed="the runs' seed, and the sampler's (default: 0)")
     sweep.add_argument("--trials", type=int, default=20,
@@ -261,13 +229,13 @@ def _add_sweep(commands) -> None:
 
 def _add_benchmark(commands) -> None:
     bench = commands.add_parser(
-        "benchmark", help="every variant on every task, tuned and confirmed by one protocol; resumable, any workers",
+        "benchmark", help="variants on every task, tuned and confirmed by one protocol; resumable, any workers",
         description="Tunes each (variant, task) cell over a shared learning-rate grid on the validation set, trains "
                     "the best with fresh seeds, then at other model widths and task sizes (capacity), and writes the "
                     "leaderboard (test accuracy, mean and 95% interval) and its axes to OUT/benchmark-NAME/ "
                     "(docs/benchmark.md). Every run is a job in one Optuna storage: the same command continues it, "
                     "and on other machines with the same --storage joins it.")
-    _add_run_selection(bench, variant=(None, "comma-separated (default: every variant and baseline)"),
+    add_run_selection(bench, variant=(None, "variants, presets and sets, comma-separated (default: core)"),
                        task=(None, "comma-separated (default: the default suite)"),
                        seed="the tuning runs' seed (default: 0)")
     benchmark_options.add_arguments(bench)
@@ -310,7 +278,7 @@ def _add_speed(commands) -> None:
 
 def _add_report(commands) -> None:
     report = commands.add_parser("report", help="the analysis report of the runs: HTML, Markdown and CSV tables")
-    _runs_dir(report)
+    runs_dir(report)
     report.add_argument("--study", help="only this sweep study (RUNS_DIR/sweeps/STUDY.journal) in the sweep sections")
     report.add_argument("--filter", metavar="COLUMN=VALUE[,COLUMN=VALUE]",
                         help="only runs whose columns match, e.g. task=passkey,variant=local")
@@ -332,7 +300,7 @@ def _add_saturation(commands) -> None:
     saturation.add_argument("--workers", type=int, help="runs trained at once, one thread each (default: 2, or 1 "
                                                         "on a single core)")
     saturation.add_argument("--out", help="the study folder (default: RUNS_DIR/saturation/SETTING)")
-    _runs_dir(saturation)
+    runs_dir(saturation)
     saturation.add_argument("--quiet", **QUIET)
     saturation.set_defaults(func=_saturation)
 
@@ -343,15 +311,21 @@ def _add_calibration(commands) -> None:
         description="Trains each (variant, task) at the profile's defaults under RUNS_DIR/calibration/PROFILE (a run "
                     "that completed is kept, an interrupted one resumes), then writes the table of what each "
                     "reached, with chance and the commands, to --out.")
-    _add_run_selection(calibration, variant=("dense,local", "comma-separated (default: dense,local)"),
+    add_run_selection(calibration, variant=("dense,local", "comma-separated (default: dense,local)"),
                        task=(None, "comma-separated (default: the default suite)"), kernel=False)
     calibration.add_argument("--out", default="docs/calibration.md", help="default: docs/calibration.md")
     calibration.set_defaults(func=_calibration)
 
 
 def _add_results(commands) -> None:
-    commands.add_parser("results", help="write docs/results.md and README.md's results table from the committed "
-                                        "records (docs/calibration.csv, docs/records/)").set_defaults(func=_results)
+    results = commands.add_parser("results", help="write docs/results.md, README.md's results table and each "
+                                  "benchmark of record's page from the committed records (docs/calibration.csv, "
+                                  "docs/records/)")
+    results.add_argument("--keep", metavar="NAME", help="first keep benchmark NAME (settled, under --runs-dir) as the "
+                         "record docs/records/benchmark-NAME.journal")
+    runs_dir(results)
+    results.add_argument("--out", default="reports", help="the folder of the pages (default: reports)")
+    results.set_defaults(func=_results)
 
 
 def _add_speed_train(commands) -> None:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import variants
-from common.options import OptionError, build_options, closest, option, require
+from common.options import OptionError, build_options, closest, format_value, option, parse_value, require
 from experiments import tasks
+from variants import presets
 
 SECTIONS = ("variant", "task", "model", "train")
 
@@ -51,6 +52,9 @@ class TrainConfig:
     min_lr_ratio: float = option(0.1, "final learning rate / peak")
     grad_clip: float = option(1.0, "clip the gradient norm to this (0: no clipping)")
     eval_every: int = option(100, "evaluate every this many steps (and at the end)")
+    target_accuracy: float | None = option(
+        None, "stop at the first evaluation whose validation accuracy reaches this (the step and wall time are "
+              "recorded); none: train every step")
     checkpoint_every: int = option(100, "checkpoint every this many steps (and at the end)")
     log_every: int = option(10, "log training metrics every this many steps")
     precision: Literal["auto", "float32", "bf16"] = option(
@@ -68,6 +72,8 @@ class TrainConfig:
         require(self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0")
         require(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", self.min_lr_ratio, "a number from 0 to 1")
         require(self.grad_clip >= 0, "grad_clip", self.grad_clip, "a number >= 0")
+        require(self.target_accuracy is None or 0 < self.target_accuracy <= 1, "target_accuracy",
+                self.target_accuracy, "none or a number in (0, 1]")
 
 
 @dataclass(frozen=True)
@@ -86,35 +92,6 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """The config as JSON-ready data (the options dataclasses as dicts): config.json's content."""
         return dataclasses.asdict(self)
-
-
-def parse_value(text: str) -> Any:
-    """Command-line text to a value: true/false, none, integers, floats, a comma-separated list of those
-    (`256,512` -> [256, 512]), otherwise the string itself."""
-    if "," in text:
-        return [parse_value(item.strip()) for item in text.split(",")]
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered == "none":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def format_value(value: Any) -> str:
-    """A config value as `--set` text that `parse_value` reads back to the same value (floats exactly)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "none"
-    if isinstance(value, (list, tuple)):
-        return ",".join(format_value(item) for item in value)
-    return repr(value) if isinstance(value, float) else str(value)
 
 
 def parse_sets(assignments: list[str]) -> dict[str, dict[str, Any]]:
@@ -150,7 +127,8 @@ def for_variant(overrides: dict[str, dict[str, Any]], name: str, names: list[str
     """The overrides for variant `name` of a list: `variant.X` goes to the listed variants that have option X,
     and is an error when none of them has it."""
     return _for_listed(overrides, "variant", name, {
-        listed: {item.name for item in dataclasses.fields(variants.variant_class(listed).Options)} for listed in names})
+        listed: {item.name for item in dataclasses.fields(variants.variant_class(presets.base(listed)).Options)}
+        for listed in names})
 
 
 def for_task(overrides: dict[str, dict[str, Any]], name: str, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -181,8 +159,10 @@ def check_model_fits_task(model: ModelConfig, task: tasks.Task) -> None:
 
 def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, kernel: str = "auto",
             overrides: dict[str, dict[str, Any]] | None = None) -> RunConfig:
-    """Profile defaults, then overrides, then every option of the variant and the task filled in."""
+    """Profile defaults, then overrides, then every option of the variant and the task filled in. `variant` is a
+    name or a preset (`relative:kind=alibi`, `variants.presets`): the config holds the name and the options."""
     overrides = overrides or {section: {} for section in SECTIONS}
+    variant, variant_values = presets.with_preset(variant, overrides["variant"])  # a preset: its options fixed
     variants.check_kernel_name(variant, kernel)
     require(isinstance(seed, int) and 0 <= seed < tasks.MAX_TRAIN_SEED, "seed", seed,
             f"an integer from 0 to {tasks.MAX_TRAIN_SEED - 1}")
@@ -196,7 +176,7 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
         refuse_attention_settings(variant, model, train, task_obj.default_model)
     return RunConfig(
         variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
-        variant_options=variants.options_of(variant, overrides["variant"], head_dim=model.attention_head_dim),
+        variant_options=variants.options_of(variant, variant_values, head_dim=model.attention_head_dim),
         task_options=task_obj.options, model=model, train=train,
     )
 

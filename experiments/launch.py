@@ -18,6 +18,7 @@ from experiments import config as configs
 from experiments import tasks
 from experiments.build import Parts, build
 from experiments.records import RecordError, RunRecord, Summary, new_run_id
+from variants import presets
 
 
 def default_device() -> str:
@@ -111,10 +112,11 @@ def train_runs(pending: list[tuple[Parts, RunRecord]], runs_dir: Path, quiet: bo
 
 def run(*, variant_names: str, task_names: str | None, profile: str, seed: int, device: str | None, kernel: str,
         sets: list[str], runs_dir: Path, quiet: bool) -> int:
-    """`attnlab run`: every variant of the comma-separated list on every task (default: the default suite)."""
+    """`attnlab run`: every variant of the comma-separated list (names, presets and sets: `variants.presets`) on
+    every task (default: the default suite)."""
     device = checked_device(device)
     overrides = configs.parse_sets(sets)
-    names = [name for name in variant_names.split(",") if name]
+    names = list(presets.expand(variant_names))
     task_list = [name for name in task_names.split(",") if name] if task_names else tasks.DEFAULT_SUITE
     # Build every run's parts before training anything, so a typo in the last one costs nothing. In a list of
     # several runs, a variant and task that cannot run together (a bidirectional variant on a task that needs

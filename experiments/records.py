@@ -126,6 +126,10 @@ class Summary:
     tags: dict[str, Any] = field(default_factory=dict)  # e.g. a sweep's study and trial
     steps: int | None = None
     total_steps: int | None = None
+    # Where the validation accuracy first reached train.target_accuracy, which stopped the run there (None: no
+    # target, or not reached).
+    target_step: int | None = None
+    target_seconds: float | None = None
     wall_seconds: float | None = None
     tokens_per_second: float | None = None
     peak_memory_bytes: int | None = None

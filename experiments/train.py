@@ -35,6 +35,7 @@ from experiments import attention_stats, revisions, tasks
 from experiments.build import Parts, build
 from experiments.config import RunConfig, TrainConfig
 from experiments.model import Transformer, scored_loss
+from experiments.optimizer import build_optimizer
 from experiments.records import RunRecord, Summary, metric_line_as_today
 
 
@@ -89,41 +90,16 @@ def validation_accuracy(line: dict[str, Any]) -> float | None:
     return line.get("val_accuracy")
 
 
+def reached_target(train: TrainConfig, line: dict[str, Any] | None) -> bool:
+    """Whether an evaluation line's validation accuracy reaches `train.target_accuracy` (never without one): `train`
+    stops after the evaluation that does, status "completed", and a run resumed after it trains no further."""
+    accuracy = validation_accuracy(line) if line else None
+    return train.target_accuracy is not None and accuracy is not None and accuracy >= train.target_accuracy
+
+
 def due(step: int, every: int, steps: int) -> bool:
     """Whether something done every `every` steps (and after the last) is due after step `step`."""
     return step % every == 0 or step == steps
-
-
-LINEAR_MAPS = (nn.Linear, nn.Embedding, nn.Conv1d)  # modules whose `weight` is the matrix of a linear map
-
-
-def decays(module: nn.Module, name: str) -> bool:
-    """Whether weight decay applies to `module`'s own parameter `name`: the matrices of linear maps, nothing
-    else. That is the `weight` of linear, embedding and convolution layers, a recurrent layer's input and
-    hidden matrices, and the parameters a module names in `linear_weights` (additive attention's per-head
-    projections, Linformer's projections along the sequence). Not biases, norms' gains, qknorm's gains and
-    biases (decay would pull them to 0, not to their 1 and 0), position tables (learned, T5's, Shaw's),
-    per-head temperatures or slopes, Mamba's A and D: none of them is a matrix whose size decay is meant to
-    keep down. The embedding is decayed because it is a linear layer applied to one-hot tokens, as nanoGPT
-    decays it (through its tied output head); this also keeps dense and local runs' numbers what they were."""
-    if isinstance(module, LINEAR_MAPS):
-        return name == "weight"
-    if isinstance(module, nn.RNNBase):
-        return name.startswith(("weight_ih", "weight_hh"))
-    return name in getattr(module, "linear_weights", ())
-
-
-def build_optimizer(model: nn.Module, train: TrainConfig) -> tuple[torch.optim.AdamW, list[str]]:
-    """AdamW with weight decay on the parameters `decays` names, and those parameters' names."""
-    decayed = {f"{prefix}.{name}".lstrip(".") for prefix, module in model.named_modules()
-               for name, _ in module.named_parameters(recurse=False) if decays(module, name)}
-    parameters = list(model.named_parameters())
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for n, p in parameters if n in decayed], "weight_decay": train.weight_decay},
-         {"params": [p for n, p in parameters if n not in decayed], "weight_decay": 0.0}],
-        lr=train.lr, betas=(0.9, 0.98),
-    )
-    return optimizer, [name for name, _ in parameters if name in decayed]
 
 
 def resolved_precision(train: TrainConfig, device: torch.device) -> str:
@@ -295,6 +271,8 @@ def summarise(run: Run, state: RunState, status: str, error: str | None = None) 
             *({"length": length, "accuracy": extra_accuracy(f"length={length}")} for length in task.eval_lengths),
         ] if task.eval_lengths else [],
         tags=dict(run.tags), steps=state.step, total_steps=config.train.steps, wall_seconds=state.wall_seconds,
+        **(dict(target_step=last["step"], target_seconds=last["wall_seconds"])
+           if reached_target(config.train, last) else {}),
         tokens_per_second=tokens / state.train_seconds if state.train_seconds else None,
         peak_memory_bytes=peak_memory_bytes(run.device), device=str(run.device),
         device_name=torch.cuda.get_device_name(run.device) if run.device.type == "cuda" else platform.processor(),
@@ -362,7 +340,7 @@ def train(
     bar = tqdm(total=steps, initial=state.step, desc=f"{run.described}/{config.task}", disable=quiet,
                unit="step", dynamic_ncols=True)
     try:
-        while state.step < steps:
+        while state.step < steps and not reached_target(config.train, state.last_eval):
             if should_stop(state.step):
                 status = "interrupted"
                 break
@@ -372,8 +350,7 @@ def train(
             evaluating = due(state.step, config.train.eval_every, steps)
             checkpointing = due(state.step, config.train.checkpoint_every, steps)
             if logging or evaluating or checkpointing:
-                # Divergence guard: a non-finite loss or gradient since the last check ends the run here,
-                # before a checkpoint could keep the broken weights.
+                # A non-finite loss or gradient since the last check ends the run before a checkpoint keeps it.
                 if not bool(state.finite):
                     status = "diverged"
                     break
@@ -386,7 +363,8 @@ def train(
                 bar.set_postfix(progress(state))
             if checkpointing:
                 save(run, state, "running")
-            if evaluating and state.step < steps and should_prune(state.step, validation_accuracy(state.last_eval)):
+            if evaluating and state.step < steps and not reached_target(config.train, state.last_eval) \
+                    and should_prune(state.step, validation_accuracy(state.last_eval)):
                 status = "pruned"
                 break
     except BaseException as error:

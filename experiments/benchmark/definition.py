@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import variants
-from common.options import OptionError
+from common.options import OptionError, format_value, parse_value
 from experiments import config as configs
 from experiments import tasks
 from experiments.benchmark import capacity, parity
@@ -24,15 +23,11 @@ from experiments.benchmark.parity import Size
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
+from variants import presets
 
 MIN_LEARNING_RATES = 3  # the grid MAD's protocol sweeps has 3 values or more
 STUDY_PREFIX = "benchmark-"  # the study of benchmark NAME is benchmark-NAME
 EXTEND_ACCEPTED = "accepted: an integer >= 0, the most learning rates tuned beyond an edge of the grid (0: none)"
-
-
-def default_variants() -> list[str]:
-    """Every registered attention variant, then every baseline."""
-    return [*variants.list_variants(), *variants.list_baselines()]
 
 
 @dataclass(frozen=True)
@@ -73,6 +68,7 @@ class Benchmark:
     stages: tuple[Stage, ...] = DEFAULT_STAGES  # in order; each makes its jobs of a cell when the cell is ready
     extend_grid: int = 0  # at most this many learning rates tuned beyond an edge of the grid where the best lies
     size_to_dense: bool = True  # whether each cell's model is sized to dense's parameters (`parity`)
+    target_accuracy: float | None = None  # every job's train.target_accuracy: it stops where validation reaches it
 
     @property
     def folder(self) -> Path:
@@ -109,6 +105,7 @@ class Benchmark:
             "capacity_widths": self.capacity_widths, "capacity_scales": self.capacity_scales,
             "capacity_seeds": self.capacity_seeds, "stages": [stage.name for stage in self.stages],
             "extend_grid": self.extend_grid, "size_to_dense": self.size_to_dense,
+            "target_accuracy": self.target_accuracy,
         }))
 
     @classmethod
@@ -135,7 +132,7 @@ class Benchmark:
                      device=device, kernel=read("kernel"), sets=tuple(read("sets")), storage_url=storage_url,
                      runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
                      stages=tuple(known[name] for name in read("stages")), extend_grid=read("extend_grid"),
-                     size_to_dense=read("size_to_dense"))
+                     size_to_dense=read("size_to_dense"), target_accuracy=read("target_accuracy"))
 
     def learning_rates(self, cell: Cell, multiples: tuple[float, ...] | None = None) -> list[float]:
         """The cell's grid (or `multiples`): each multiple of the task's profile learning rate, to 4 significant
@@ -202,6 +199,7 @@ class Benchmark:
                  "--capacity-seeds", str(self.capacity_seeds), "--extend-grid", str(self.extend_grid),
                  "--name", self.name]
         words += [] if self.size_to_dense else ["--no-size-to-dense"]
+        words += ["--target-accuracy", format_value(self.target_accuracy)]
         words += ["--kernel", self.kernel] if self.kernel != "auto" else []
         words += [word for assignment in self.sets for word in ("--set", assignment)]
         return shlex.join(words + (["--storage", self.storage_shown] if self.storage_url else []))
@@ -210,8 +208,19 @@ class Benchmark:
 def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
     """A stored definition in today's form: one stored before definitions named their stages runs the stages
     every benchmark then ran; one stored before the grid was extended extends none, and one stored before cells
-    were sized to dense's parameters keeps its cells' own sizes (the page still flags those outside 10%)."""
-    return {"stages": list(UNNAMED_STAGES), "extend_grid": 0, "size_to_dense": False, **stored}
+    were sized to dense's parameters keeps its cells' own sizes (the page still flags those outside 10%); one
+    stored before runs stopped at a target trains every step."""
+    return {"stages": list(UNNAMED_STAGES), "extend_grid": 0, "size_to_dense": False, "target_accuracy": None,
+            **stored}
+
+
+def parse_target(text: str) -> float | None:
+    """'0.99' -> 0.99, 'none' -> None; anything else is a one-sentence error (a value out of (0, 1] is refused by
+    the training config, naming it)."""
+    value = parse_value(text)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise OptionError(f"Benchmark target-accuracy got {text!r}; accepted: a number in (0, 1], or none.")
+    return None if value is None else float(value)
 
 
 def parse_multiples(text: str) -> tuple[float, ...]:
@@ -296,7 +305,8 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
           seeds: int, lr_multiples: tuple[float, ...], capacity_widths: tuple[float, ...],
           capacity_scales: tuple[float, ...], capacity_seeds: int, device: str, kernel: str, sets: tuple[str, ...],
           storage_url: str | None, runs_dir: Path, heartbeat_seconds: int,
-          stages: tuple[Stage, ...] = DEFAULT_STAGES, extend_grid: int = 0, size_to_dense: bool = True) -> Benchmark:
+          stages: tuple[Stage, ...] = DEFAULT_STAGES, extend_grid: int = 0, size_to_dense: bool = True,
+          target_accuracy: float | None = None) -> Benchmark:
     """Validate a benchmark's values and resolve every cell, its size and its capacity points, touching nothing: a
     bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
     _check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds, extend_grid)
@@ -304,14 +314,17 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
     if len(set(names)) < len(names):
         raise OptionError(f"Benchmark stages {', '.join(names)} name one stage twice; accepted: each name once (a "
                           "job's key begins with its stage's name).")
-    for variant in variant_names:
-        variants.variant_class(variant)
+    variant_names = presets.expand(",".join(variant_names))  # each checked and written as pages show it
     for task in task_names:
         tasks.task_class(task)
     overrides = configs.parse_sets(list(sets))
     if "lr" in overrides["train"]:
         raise OptionError("--set train.lr names what the benchmark tunes; accepted: the grid's multiples of each "
                           "task's learning rate, --lr-multiples A,B,C.")
+    if "target_accuracy" in overrides["train"]:
+        raise OptionError("--set train.target_accuracy names the benchmark's stopping rule, the same for every job; "
+                          "accepted: --target-accuracy X (or none).")
+    overrides["train"]["target_accuracy"] = configs.TrainConfig(target_accuracy=target_accuracy).target_accuracy
     listed = variant_names if parity.REFERENCE in variant_names else (*variant_names, parity.REFERENCE)
     references = {task: parity.reference(lambda task=task: configs.resolve(
         variant=parity.REFERENCE, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
@@ -325,15 +338,17 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
                      seed=seed, seeds=seeds, lr_multiples=lr_multiples, capacity_widths=capacity_widths,
                      capacity_scales=capacity_scales, capacity_seeds=capacity_seeds, device=device, kernel=kernel,
                      sets=sets, storage_url=storage_url, runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
-                     cells=cells, stages=stages, extend_grid=extend_grid, size_to_dense=size_to_dense)
+                     cells=cells, stages=stages, extend_grid=extend_grid, size_to_dense=size_to_dense,
+                     target_accuracy=target_accuracy)
 
 
 def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
             lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
             kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
-            heartbeat_seconds: int, extend_grid: str = "0", size_to_dense: bool = True) -> Benchmark:
+            heartbeat_seconds: int, extend_grid: str = "0", size_to_dense: bool = True,
+            target_accuracy: str = "none") -> Benchmark:
     """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error."""
-    return build(name=name or profile, variant_names=_names(variant_names, "variant", default_variants()),
+    return build(name=name or profile, variant_names=presets.expand(variant_names, presets.CORE),
                  task_names=_names(task_names, "task", tasks.DEFAULT_SUITE), profile=profile, seed=seed, seeds=seeds,
                  lr_multiples=parse_multiples(lr_multiples),
                  capacity_widths=capacity.parse_multiples(capacity_widths, "capacity-widths",
@@ -342,4 +357,4 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
                                                           "each task's capacity option"),
                  capacity_seeds=capacity_seeds, device=device, kernel=kernel, sets=tuple(sets), storage_url=storage,
                  runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds, extend_grid=parse_extensions(extend_grid),
-                 size_to_dense=size_to_dense)
+                 size_to_dense=size_to_dense, target_accuracy=parse_target(target_accuracy))

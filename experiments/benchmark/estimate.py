@@ -9,6 +9,13 @@ rate and the seed do not change it. Jobs the benchmark's storage already holds a
 the estimate of a benchmark that has started is what remains of it. A size that cannot be set up is listed
 with the error and counts for nothing: its jobs would fail as they start.
 
+Stopping at the target (`--target-accuracy`): a job's steps are predicted from earlier runs of the same variant,
+task, size and stage that stopped under the same target: the benchmark's record (`docs/records/benchmark-NAME.
+journal`, `experiments.benchmark.record`) where it was run with the same profile and target, and the jobs of this
+benchmark's storage that have settled; the mean of their steps. A size with no earlier run of its stage takes the
+mean of its other stages', and one with none at all its profile's steps: an upper bound. The summary says how many
+jobs were predicted each way.
+
 What it leaves out, so that a benchmark takes somewhat longer than this: starting a worker, writing
 checkpoints, and the time a worker waits at a stage boundary (a cell's confirmation waits for the last of its
 tuning runs). A run that diverges ends early and takes less.
@@ -28,6 +35,7 @@ from tqdm import tqdm
 
 from common.files import atomic_write_text
 from experiments import config as configs
+from experiments.benchmark import record
 from experiments.benchmark.command import open_study
 from experiments.benchmark.definition import Benchmark, Job
 from experiments.benchmark.ledger import SETTLED, Ledger
@@ -60,10 +68,38 @@ def time_run(config: configs.RunConfig) -> Timing:
     return Timing(step, evaluation)
 
 
-def evaluations(train: configs.TrainConfig) -> int:
-    """How many times a run of `train` evaluates: every eval_every steps, after the last, and before the first
-    when it records attention statistics (`experiments.train.train`)."""
-    return math.ceil(train.steps / train.eval_every) + int(train.attention_stats)
+def evaluations(train: configs.TrainConfig, steps: float | None = None) -> int:
+    """How many times a run of `train` evaluates in `steps` steps (default: its profile's): every eval_every
+    steps, after the last, and before the first when it records attention statistics (`experiments.train`)."""
+    return math.ceil((train.steps if steps is None else steps) / train.eval_every) + int(train.attention_stats)
+
+
+def earlier_runs(benchmark: Benchmark, own: Ledger | None) -> dict[tuple[str, str, str, str], list[int]]:
+    """Steps of earlier completed jobs per (variant, task, size, stage) under the benchmark's target: its record,
+    when run with the same profile and target, and its own storage's settled jobs. None without a target."""
+    if benchmark.target_accuracy is None:
+        return {}
+    found: dict[tuple[str, str, str, str], list[int]] = {}
+    ledgers = [own] if own is not None else []
+    path = record.path_of(benchmark.name)
+    if path.exists():
+        kept = record.load(path, device=benchmark.device)
+        if (kept.benchmark.profile, kept.benchmark.target_accuracy) == (benchmark.profile, benchmark.target_accuracy):
+            ledgers.append(kept)
+    for ledger in ledgers:
+        for key, steps in record.earlier_steps(ledger).items():
+            found.setdefault(key, []).extend(steps)
+    return found
+
+
+def predicted_steps(found: dict, size: tuple[str, str, str], stage: str, steps: int) -> tuple[float, str]:
+    """A job's predicted steps and how they were predicted: the mean of the earlier runs of its size and stage,
+    else of its size's other stages, else its profile's `steps`."""
+    same = found.get((*size, stage)) or [step for (*key, _), runs in found.items() if tuple(key) == size
+                                         for step in runs]
+    if not same:
+        return float(steps), "profile's steps"
+    return sum(same) / len(same), "earlier runs of its stage" if found.get((*size, stage)) else "its size's runs"
 
 
 def size_of(benchmark: Benchmark, job: Job) -> tuple[str, str, str]:
@@ -71,14 +107,18 @@ def size_of(benchmark: Benchmark, job: Job) -> tuple[str, str, str]:
     return job.variant, job.task, benchmark.stage(job.stage).size(job)
 
 
-def settled_jobs(benchmark: Benchmark) -> Counter:
-    """Settled jobs per (size, stage) in the benchmark's storage, whose study is joined as a worker joins it (a
-    study created with other settings is refused); none without a storage URL or a journal (none is created)."""
+def stored(benchmark: Benchmark) -> Ledger | None:
+    """The benchmark's state in its storage, whose study is joined as a worker joins it (a study created with
+    other settings is refused); None without a storage URL or a journal (none is created)."""
     if benchmark.storage_url is None and not benchmark.journal.exists():
-        return Counter()
-    ledger = Ledger(benchmark, open_study(benchmark).get_trials(deepcopy=False))
+        return None
+    return Ledger(benchmark, open_study(benchmark).get_trials(deepcopy=False))
+
+
+def settled_jobs(benchmark: Benchmark, ledger: Ledger | None) -> Counter:
+    """Settled jobs per (size, stage) in the benchmark's storage."""
     return Counter((size_of(benchmark, state.job), state.job.stage) for state in ledger.states.values()
-                   if state.state in SETTLED)
+                   if state.state in SETTLED) if ledger is not None else Counter()
 
 
 def threads_per_worker(workers: int, device: str) -> int:
@@ -95,7 +135,9 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
     planned = benchmark.planned_jobs()
     stages = [stage.name for stage in benchmark.stages]
     remaining = Counter((size_of(benchmark, job), job.stage) for job in planned)
-    remaining.subtract(settled_jobs(benchmark))
+    own = stored(benchmark)
+    remaining.subtract(settled_jobs(benchmark, own))
+    found = earlier_runs(benchmark, own)
     by_size: dict[tuple, dict[str, int]] = {}
     for (size, stage), count in remaining.items():
         if count > 0:
@@ -112,17 +154,27 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
                 timing, error = time_run(config), None
             except Exception as failure:  # its jobs will fail alike: the benchmark lists them, so does this
                 timing, error = Timing(math.nan, math.nan), f"{type(failure).__name__}: {failure}"
-            job_seconds = config.train.steps * timing.step_seconds + evaluations(config.train) * timing.eval_seconds
+            predictions = {stage: predicted_steps(found, size, stage, config.train.steps) for stage in stages}
+            seconds_of = {stage: steps * timing.step_seconds + evaluations(config.train, steps) * timing.eval_seconds
+                          for stage, (steps, _) in predictions.items()}
             variant, task, label = size
             rows.append({"variant": variant, "task": task, "size": label,
                          **{f"{stage} jobs": counts[stage] for stage in stages},
-                         "steps": config.train.steps, "step seconds": timing.step_seconds,
-                         "eval seconds": timing.eval_seconds, "job seconds": job_seconds,
-                         "seconds": job_seconds * sum(counts.values()), "error": error})
+                         "steps": config.train.steps,
+                         **{f"{stage} steps": predictions[stage][0] for stage in stages},
+                         "predicted from": "; ".join(f"{stage}: {how}" for stage, (_, how) in predictions.items()
+                                                     if counts[stage]),
+                         "step seconds": timing.step_seconds, "eval seconds": timing.eval_seconds,
+                         "job seconds": sum(seconds_of[stage] * counts[stage] for stage in stages)
+                         / max(1, sum(counts.values())),
+                         **{f"{stage} seconds": seconds_of[stage] * counts[stage] for stage in stages},
+                         "seconds": sum(seconds_of[stage] * counts[stage] for stage in stages), "error": error})
     finally:
         torch.set_num_threads(threads)
     return pd.DataFrame(rows, columns=["variant", "task", "size", *(f"{stage} jobs" for stage in stages), "steps",
-                                       "step seconds", "eval seconds", "job seconds", "seconds", "error"])
+                                       *(f"{stage} steps" for stage in stages), "predicted from", "step seconds",
+                                       "eval seconds", "job seconds", *(f"{stage} seconds" for stage in stages),
+                                       "seconds", "error"])
 
 
 def hours(total_seconds: float) -> str:
@@ -143,19 +195,27 @@ def summary(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> str:
         return f"benchmark {benchmark.name}: every job has settled; nothing remains to run."
     names = [stage.name for stage in benchmark.stages]
     stages = pd.DataFrame({"jobs": [int(sizes[f"{stage} jobs"].sum()) for stage in names],
-                           "hours": [hours((sizes[f"{stage} jobs"] * sizes["job seconds"]).sum())
-                                     for stage in names]}, index=names)
+                           "hours": [hours(sizes[f"{stage} seconds"].sum()) for stage in names]}, index=names)
     per = {key: sizes.groupby(key, sort=False)["seconds"].sum().sort_values(ascending=False).map(hours)
            for key in ("variant", "task")}
     total = sizes["seconds"].sum()  # sizes that could not be set up count for nothing (NaN)
     failed = sizes[sizes["error"].notna()]
     jobs = failed[[f"{stage} jobs" for stage in names]].sum(axis=1)
+    by_way = Counter()
+    for _, row in sizes.iterrows():
+        for part in filter(None, row["predicted from"].split("; ")):
+            stage, _, how = part.partition(": ")
+            by_way[how] += int(row[f"{stage} jobs"])
     return "\n".join([
         f"benchmark {benchmark.name}: {stages['jobs'].sum():,} jobs to run, measured on {device} "
         f"({TIMED_STEPS} steps and one evaluation of each of {len(sizes)} sizes)",
         stages.rename_axis("stage").to_string(),
         f"total: {duration(total)} of runs; with {workers} worker{'s' if workers > 1 else ''}, about "
         f"{duration(total / workers)} of wall time (more for the waits between stages, checkpoints and starts)",
+        *([] if benchmark.target_accuracy is None else [
+            f"steps: runs stop at validation accuracy {benchmark.target_accuracy:g}; predicted for "
+            + ", ".join(f"{count} jobs from {how}" for how, count in by_way.items())
+            + " (earlier runs: this benchmark's settled jobs and its record, experiments.benchmark.record)"]),
         "hours by variant: " + ", ".join(f"{name} {value}" for name, value in per["variant"].items()),
         "hours by task: " + ", ".join(f"{name} {value}" for name, value in per["task"].items()),
         *(f"not counted: {row['variant']} on {row['task']} ({row['size']}) could not be set up, so its "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
@@ -110,6 +111,14 @@ def owns_its_job(trial: FrozenTrial, trials: list[FrozenTrial]) -> bool:
                               if "failed_trial" not in other.system_attrs and _key(other) == key)
 
 
+def _tuning_score(result: dict[str, Any]) -> tuple[float, int]:
+    """(validation accuracy, minus the steps to the target): a run stopped at its target scores the target."""
+    step = result.get("target_step")
+    if step is None:
+        return result["val_accuracy"], 0
+    return min(result["val_accuracy"], result["target_accuracy"]), -step
+
+
 @dataclass
 class CellState:
     """A cell's jobs, stage by stage, of the stages the cell is ready for (`Stage.ready`); None where a job is
@@ -150,14 +159,15 @@ class CellState:
 
     @property
     def best_lr(self) -> float | None:
-        """The learning rate of highest validation accuracy (the first of the grid among equals, the grid before
-        its extensions), once every tuning job, extensions included, has settled; None before, or when none
-        completed."""
+        """The learning rate of highest validation accuracy, once every tuning job, extensions included, has
+        settled; None before, or when none completed. A run that stopped at the benchmark's target scores the
+        target (what it reached past it was not measured further), and among those the fewest steps to it win;
+        then the first of the grid among equals, the grid before its extensions."""
         if not self.tuned:
             return None
-        completed = [(job.result["val_accuracy"], -index, job.job.lr) for index, job in enumerate(self.tuning)
+        completed = [(*_tuning_score(job.result), -index, job.job.lr) for index, job in enumerate(self.tuning)
                      if job.state == COMPLETED]
-        return max(completed)[2] if completed else None
+        return max(completed)[-1] if completed else None
 
     @property
     def jobs(self) -> list[JobState]:

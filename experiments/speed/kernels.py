@@ -42,13 +42,14 @@ from tqdm import tqdm
 
 import variants
 from common.files import atomic_write_text
-from experiments.config import parse_value
 from experiments.speed import fits
 from experiments.speed.memory import peak_memory_bytes
 from experiments.speed.plan import GROWTH, Attend, Contender, TimedCase, axis, plan
 from experiments.timing import seconds
 from variants import layouts
 from variants.kernels import KERNELS
+from variants.presets import expand
+from variants.presets import parse as parse_spec  # 'relative:kind=t5' -> ('relative', {'kind': 't5'})
 
 
 def tutorial_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -73,18 +74,6 @@ def torch_sdpa_masked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
 
 def _direct(variant: str, kernel: str, attend: Attend, head_dim: int) -> Contender:
     return Contender(variant, kernel, lambda max_len, head_dim: attend, (None, head_dim), name=variant)
-
-
-def parse_spec(spec: str) -> tuple[str, dict]:
-    """'relative:kind=t5:num_buckets=16' -> ('relative', {'kind': 't5', 'num_buckets': 16})."""
-    name, *pairs = spec.split(":")
-    options = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"Variant spec {spec!r} has {pair!r}; accepted: name:option=value[:option=value].")
-        options[key] = parse_value(text)
-    return name, options
 
 
 def family(module: variants.Attention) -> str:
@@ -199,6 +188,11 @@ def default_specs() -> list[str]:
     """Every registered variant, with its defaults or at the settings in SPEC_EXPANSIONS, then every baseline."""
     return [*(spec for name in variants.list_variants() for spec in SPEC_EXPANSIONS.get(name, [name])),
             *variants.list_baselines()]
+
+
+def chosen_specs(given: list[str] | None) -> list[str]:
+    """The specs --variants names (presets, and sets expanded: `variants.presets`), else `default_specs`."""
+    return list(expand(",".join(given or []), tuple(default_specs())))
 
 
 Key = tuple[str, str, bool, str]  # (variant, kernel, causal, sweep)

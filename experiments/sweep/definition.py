@@ -12,13 +12,13 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-import variants
 from common.options import OptionError
 from experiments import config as configs
 from experiments import space as spaces
 from experiments import tasks
 from experiments.records import RUN_ID
 from experiments.sweep.storage import create_or_join, field_of, open_storage, shown
+from variants import presets
 
 PRUNERS = ("median", "none")
 
@@ -136,7 +136,10 @@ def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, ke
                           f"pass the largest seed; accepted: at most {tasks.MAX_TRAIN_SEED - 1 - seed}.")
     if pruner not in PRUNERS:
         raise OptionError(f"Pruner {pruner!r} is unknown; accepted: {', '.join(PRUNERS)}.")
-    variants.variant_class(variant)
+    if variant in presets.SETS:
+        raise OptionError(f"Sweep variant {variant!r} is a set of variants, and a sweep tunes one; accepted: one of "
+                          f"its rows ({', '.join(presets.expand(variant))}), or a benchmark of the set.")
+    row, (variant, fixed) = variant, presets.parse(variant)  # a preset's options are fixed in the space
     overrides = configs.for_variant(configs.parse_sets(sets), variant, [variant])
     searched = spaces.declared(variant)
     for section in spaces.SECTIONS:
@@ -144,14 +147,25 @@ def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, ke
             if f"{section}.{name}" in searched:
                 raise OptionError(f"--set {section}.{name} names an option the sweep searches; accepted: narrowing "
                                   f"or fixing it with --space {section}.{name}=VALUE.")
+    # A preset's options: fixed in the space where the sweep searches them (below), else set as --set would.
+    merged = presets.with_preset(row, overrides["variant"])[1]
+    overrides = {**overrides, "variant": {key: value for key, value in merged.items()
+                                          if f"variant.{key}" not in searched}}
     base = configs.resolve(variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
                            overrides=overrides)
     sizes = {"seq_len": base.task_options.seq_len, "head_dim": base.model.attention_head_dim,
              "steps": base.train.steps}
     narrowing = spaces.read_space_file(Path(space_file)) if space_file else {}
     narrowing.update(spaces.parse_space_args(space_args))
+    for key, value in fixed.items():
+        if f"variant.{key}" not in searched:
+            continue
+        if f"variant.{key}" in narrowing and narrowing[f"variant.{key}"][0] != value:
+            raise OptionError(f"{narrowing[f'variant.{key}'][1]} narrows variant.{key}, which preset {row!r} fixes "
+                              f"at {configs.format_value(value)}; accepted: the preset alone, or the variant's name.")
+        narrowing[f"variant.{key}"] = (value, f"preset {row!r}")
     resolved = spaces.resolve(variant, sizes, narrowing)
-    name = check_study_name(study or f"{variant}-{task}-{profile}-s{seed}")
+    name = check_study_name(study or f"{row.replace(':', '-').replace('=', '-')}-{task}-{profile}-s{seed}")
     return Sweep(variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
                  overrides=overrides, space=resolved, study_name=name, storage_url=storage, runs_dir=runs_dir,
                  trials=trials, pruner=pruner, prune_after=prune_after, heartbeat_seconds=heartbeat_seconds,

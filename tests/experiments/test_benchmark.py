@@ -22,6 +22,7 @@ from postgres import postgres_server
 
 from experiments import benchmark, benchmark_options
 from experiments.benchmark import Job, estimate, worker
+from experiments.benchmark.definition import upgraded
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
 from experiments.cli import main
 from experiments.records import RunRecord, Summary
@@ -68,14 +69,17 @@ def test_cells_are_every_variant_on_every_task_and_one_that_cannot_run_is_kept_a
     assert not any(tmp_path.iterdir())  # preparing touches nothing
 
 
-def add(study, job, state, *, val=None, test=None, parameters=1000, outcome=None, **system_attrs):
-    """A trial holding `job`, in `state`, with the figures a worker writes when it completes, or the outcome
-    it writes when its run diverges or fails."""
+def add(study, job, state, *, val=None, test=None, parameters=1000, outcome=None, target=None, target_step=None,
+        **system_attrs):
+    """A trial holding `job`, in `state`, with the figures a worker writes when it completes (stopped at `target`
+    at `target_step` where given), or the outcome it writes when its run diverges or fails."""
     user_attrs = {"job": job.to_attr(), **({OUTCOME: outcome} if outcome else {})}
     if state == TrialState.COMPLETE:
         user_attrs[RESULT] = {"status": "completed", "val_accuracy": val, "test_accuracy": test, "chance": 0.25,
-                              "parameters": parameters, "steps": 20, "tokens": 3840, "wall_seconds": 1.0,
-                              "run_id": f"run-{job.key}", "error": None}
+                              "parameters": parameters, "steps": target_step or 20, "tokens": 3840,
+                              "wall_seconds": 1.0, "run_id": f"run-{job.key}", "error": None,
+                              "target_accuracy": target, "target_step": target_step,
+                              "target_seconds": None if target_step is None else target_step / 20}
     study.add_trial(create_trial(state=state, value=val if state == TrialState.COMPLETE else None,
                                  user_attrs=user_attrs, system_attrs=system_attrs))
 
@@ -100,6 +104,26 @@ def test_tuning_chooses_on_the_validation_set_and_only_then_queues_confirmation_
         add(study, job, TrialState.COMPLETE, val=0.7, test=0.6)
     ledger = Ledger(bench, study.get_trials())
     assert ledger.complete and ledger.missing() == []  # capacity off: confirmation is the last stage
+
+
+def test_tuning_scores_a_run_stopped_at_the_target_as_the_target_and_prefers_the_fewest_steps_to_it(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", capacity_widths="none", capacity_scales="none",
+                 target_accuracy="0.99")
+    study = optuna.create_study()
+    low, middle, high = Ledger(bench, []).missing()
+    add(study, low, TrialState.COMPLETE, val=0.995, test=0.99, target=0.99, target_step=15)  # past it by noise
+    add(study, middle, TrialState.COMPLETE, val=0.991, test=0.99, target=0.99, target_step=10)  # there soonest
+    add(study, high, TrialState.COMPLETE, val=0.98, test=0.99, target=0.99)  # never reached it
+    assert Ledger(bench, study.get_trials()).cells[0].best_lr == middle.lr
+
+
+def test_the_target_reaches_every_job_and_is_part_of_the_benchmark(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", target_accuracy="0.99")
+    (job, *_) = Ledger(bench, []).missing()
+    assert bench.config(job).train.target_accuracy == 0.99 and bench.definition()["target_accuracy"] == 0.99
+    assert "--target-accuracy 0.99" in bench.command()
+    assert plan(tmp_path, task="passkey", variants="dense").config(job).train.target_accuracy is None
+    assert upgraded({"variants": ["dense"]})["target_accuracy"] is None  # stored before: every step
 
 
 def settle_tuning_and_confirmation(bench, study):
@@ -344,6 +368,7 @@ def wait_for_a_job_mid_run(study, folder, processes, timeout=240):
 def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_though_one_is_killed(tmp_path):
     with postgres_server() as url:
         command = ["benchmark", "--variant", "dense,linformer", "--task", "passkey", "--seeds", "2", *TINY,
+                   "--target-accuracy", "none",  # every run long enough to be killed in
                    "--set", "train.steps=60", "--extend-grid", "0", "--storage", url, "--name", "shared",
                    "--runs-dir", str(tmp_path), "--out", str(tmp_path / "reports"), "--heartbeat-seconds", "1",
                    "--quiet"]
@@ -399,6 +424,10 @@ def one_line_error(capsys, argv):
     (["--capacity-scales", "2,-2"], ["capacity-scales got '2,-2'", "each > 0"]),
     (["--capacity-scales", "2,2"], ["capacity-scales got '2,2'", "listed once"]),
     (["--capacity-seeds", "4"], ["capacity-seeds got 4", "from 1 to seeds = 3"]),
+    (["--target-accuracy", "x"], ["target-accuracy got 'x'", "(0, 1]"]),
+    (["--target-accuracy", "1.5"], ["'target_accuracy' got 1.5", "(0, 1]"]),
+    (["--set", "train.target_accuracy=0.9"], ["train.target_accuracy", "--target-accuracy X"]),
+    (["--variant", "core:window=3"], ["'core' is a set"]),
 ])
 def test_bad_benchmark_input_gets_one_sentence_and_exit_code_2(tmp_path, capsys, args, fragments):
     line = one_line_error(capsys, ["benchmark", "--variant", "dense", "--task", "passkey", "--runs-dir",
@@ -431,7 +460,7 @@ def test_make_benchmark_hands_its_variables_to_the_command():
                   "--storage 'postgresql://db/x'", "--name main"):
         assert words in line, (words, line)
     default = make_benchmark()
-    assert "--variant" not in default and "--task" not in default, default  # every variant and baseline, the suite
+    assert "--variant" not in default and "--task" not in default, default  # the core set on the default suite
 
 
 def test_benchmark_help_names_its_options():

@@ -200,3 +200,35 @@ def test_a_head_dim_apart_from_the_model_width_sizes_q_k_and_v():
     with pytest.raises(configs.OptionError, match="'head_dim' got 0"):
         configs.resolve(variant="dense", task="passkey", profile="quick", seed=0, device="cpu",
                         overrides={**overrides, "model": {**sizes, "head_dim": 0}})
+
+
+def test_a_run_with_a_target_stops_at_the_first_evaluation_that_reaches_it_and_records_where(tmp_path):
+    config = tiny_config(steps=40, eval_every=10, target_accuracy=0.01)  # any evaluation reaches 0.01
+    summary = train(config, new_record(tmp_path, config), quiet=True)
+    assert summary.status == "completed" and summary.steps == 10 and summary.total_steps == 40
+    assert summary.target_step == 10 and 0 < summary.target_seconds <= summary.wall_seconds
+    unreachable = tiny_config(steps=20, eval_every=10, lr=1e-7, target_accuracy=0.9)  # stays near chance
+    summary = train(unreachable, new_record(tmp_path, unreachable, "unreached"), quiet=True)
+    assert summary.steps == 20 and summary.target_step is None and summary.target_seconds is None
+    plain = tiny_config(steps=20, eval_every=10)
+    assert train(plain, new_record(tmp_path, plain, "plain"), quiet=True).target_step is None
+
+
+def test_a_run_resumed_after_the_evaluation_that_reached_its_target_trains_no_further(tmp_path, monkeypatch):
+    # The first process goes past the target (as one killed between that evaluation and stopping would have)
+    # and is interrupted at step 15, its checkpoint holding the evaluation at step 10 that reached it.
+    config = tiny_config(steps=40, eval_every=10, checkpoint_every=10, target_accuracy=0.01)
+    record = new_record(tmp_path, config)
+    monkeypatch.setattr("experiments.train.reached_target", lambda train, line: False)
+    assert train(config, record, quiet=True, should_stop=lambda step: step == 15).status == "interrupted"
+    monkeypatch.undo()
+    summary = train(config, record, quiet=True)
+    assert summary.status == "completed" and summary.steps == 15 and summary.target_step == 10
+    evaluations = [json.loads(line)["step"] for line in (record.path / "metrics.jsonl").read_text().splitlines()
+                   if json.loads(line)["kind"] == "eval"]
+    assert evaluations == [10]  # the figures are those of the evaluation that reached the target
+
+
+def test_a_target_outside_0_to_1_is_refused_in_one_sentence():
+    with pytest.raises(configs.OptionError, match=r"'target_accuracy' got 1.5; accepted: none or a number in \(0, 1\]"):
+        tiny_config(target_accuracy=1.5)

@@ -7,7 +7,7 @@ from torch import nn
 import variants
 from experiments import config as configs
 from experiments.model import Transformer
-from experiments.train import build_optimizer
+from experiments.optimizer import build_optimizer
 from variants.per_head import PerHeadLinear
 
 MODEL = configs.ModelConfig(dim=32, depth=2, heads=2)

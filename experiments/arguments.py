@@ -1,0 +1,38 @@
+"""The flags the commands of `experiments.cli` share: which runs a command trains and where (`add_run_selection`),
+the runs folder, --set and --quiet."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from experiments import tasks
+
+QUIET = {"action": "store_true", "default": bool(os.environ.get("CI")),
+         "help": "no progress bar (the default when CI is set)"}
+SETS = {"action": "append", "metavar": "SECTION.FIELD=VALUE",
+        "help": "override any config field: variant.*, task.*, model.*, train.* (repeatable)"}
+PROFILE_HELP = f"one of {', '.join(tasks.PROFILES)} (default: quick)"
+
+
+def runs_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs-dir", default=os.environ.get("RUNS_DIR", "runs"),
+                        help="the runs folder (default: $RUNS_DIR or runs)")
+
+
+def add_run_selection(parser: argparse.ArgumentParser, *, variant: tuple[str | None, str],
+                       task: tuple[str | None, str], seed: str = "the runs' seed (default: 0)",
+                       kernel: bool = True) -> None:
+    """The flags that say which runs a command trains and where, declared once for every command that trains:
+    --variant and --task (each command's default and help), --profile, --seed, --device, --kernel (where the
+    command can force one), --set, --runs-dir and --quiet."""
+    parser.add_argument("--variant", default=variant[0], help=variant[1])
+    parser.add_argument("--task", default=task[0], help=task[1])
+    parser.add_argument("--profile", default="quick", help=PROFILE_HELP)
+    parser.add_argument("--seed", type=int, default=0, help=seed)
+    parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
+    if kernel:
+        parser.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
+    parser.add_argument("--set", **SETS)
+    runs_dir(parser)
+    parser.add_argument("--quiet", **QUIET)

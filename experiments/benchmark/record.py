@@ -1,0 +1,91 @@
+"""The leaderboard of record: a settled benchmark's storage kept in the repository, from which its page,
+docs/results.md and the README's leaderboard are rebuilt without training (`attnlab results`).
+
+A record is the benchmark's own journal file (Optuna's `JournalStorage`, one JSON line per operation), copied to
+`docs/records/benchmark-NAME.journal` by `attnlab results --keep NAME` once every job has settled. It holds the
+benchmark's definition (the command that runs it again) and every job's figures: validation and test accuracy
+per seed, steps, the step where a run reached the target, wall time, device and the commit each ran at. So the
+page's paired verdicts, which need each seed's accuracy, come from it as they came from the run; and the
+estimate reads from it how many steps a job of the same size took before it stopped (`earlier_steps`).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+
+from common.options import OptionError
+from experiments.benchmark.definition import STUDY_PREFIX, Benchmark
+from experiments.benchmark.ledger import COMPLETED, Ledger
+from experiments.sweep.storage import stored_definition
+
+RECORDS = Path("docs/records")
+SUFFIX = ".journal"
+
+
+def path_of(name: str, records: Path | None = None) -> Path:
+    """Where the record of benchmark `name` lives: docs/records/benchmark-NAME.journal (or under `records`)."""
+    return (records or RECORDS) / f"{STUDY_PREFIX}{name}{SUFFIX}"
+
+
+def load(path: Path, *, device: str = "cpu") -> Ledger:
+    """The benchmark a record holds, its cells resolved again here on `device` (no run needs them), and its state.
+    A file that is not one benchmark's storage is a one-sentence error."""
+    with tempfile.TemporaryDirectory() as folder:  # read a copy: reading never changes the committed file
+        copy = Path(folder) / path.name
+        try:
+            shutil.copyfile(path, copy)
+            storage = JournalStorage(JournalFileBackend(str(copy)))
+            names = [name for name in optuna.get_all_study_names(storage) if name.startswith(STUDY_PREFIX)]
+        except (OSError, ValueError) as error:
+            raise OptionError(f"Benchmark record {str(path)!r} cannot be read ({error}); accepted: a benchmark's "
+                              "journal file, as `attnlab results --keep NAME` writes it.") from None
+        if len(names) != 1:
+            raise OptionError(f"Benchmark record {str(path)!r} holds {len(names)} benchmarks; accepted: the journal "
+                              "of exactly one.")
+        definition = stored_definition(storage, names[0], kind="benchmark", shown=str(path))
+        benchmark = Benchmark.from_definition(definition, study_name=names[0], device=device, storage_url=None,
+                                              runs_dir=path.parent, heartbeat_seconds=60)
+        trials = optuna.load_study(study_name=names[0], storage=storage).get_trials(deepcopy=False)
+    return Ledger(benchmark, trials)
+
+
+def records(folder: Path | None = None) -> list[Path]:
+    """Every benchmark record under `folder` (default: docs/records/), by name."""
+    return sorted((folder or RECORDS).glob(f"{STUDY_PREFIX}*{SUFFIX}"))
+
+
+def keep(name: str, runs_dir: Path, records_folder: Path | None = None) -> Path:
+    """Copy benchmark `name`'s journal (RUNS_DIR/benchmark/NAME/jobs.journal) into the records, refusing one of
+    which a job has not settled: a record is a finished leaderboard."""
+    journal = runs_dir / "benchmark" / name / "jobs.journal"
+    if not journal.exists():
+        raise OptionError(f"Benchmark {name!r} has no storage at {journal}; accepted: the name of a benchmark run "
+                          "with the embedded store under --runs-dir.")
+    ledger = load(journal)
+    if not ledger.complete:
+        raise OptionError(f"Benchmark {name!r} has jobs that have not settled; accepted: a benchmark whose every job "
+                          "has (run `make benchmark` with the same variables to finish it).")
+    target = path_of(name, records_folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.tmp")
+    shutil.copyfile(journal, partial)
+    partial.replace(target)  # atomic: a reader never sees half a record
+    return target
+
+
+def earlier_steps(ledger: Ledger) -> dict[tuple[str, str, str, str], list[int]]:
+    """Per (variant, task, size, stage): the steps each completed job of that size and stage took (fewer than its
+    profile's where it stopped at the target)."""
+    found: dict[tuple[str, str, str, str], list[int]] = {}
+    for state in ledger.states.values():
+        if state.state == COMPLETED and state.result and state.result.get("steps"):
+            job = state.job
+            size = ledger.benchmark.stage(job.stage).size(job)
+            found.setdefault((job.variant, job.task, size, job.stage), []).append(int(state.result["steps"]))
+    return found

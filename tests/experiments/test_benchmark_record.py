@@ -1,0 +1,97 @@
+"""The leaderboard of record: a settled benchmark's journal kept under docs/records/, from which the page, the
+results document and the README's block are rebuilt without training, and from which the estimate predicts the
+steps of runs that stop at the target."""
+
+from pathlib import Path
+
+import pytest
+
+from analysis import results_doc
+from common.options import OptionError
+from experiments import benchmark
+from experiments.benchmark import estimate, record
+from experiments.cli import main
+
+TINY = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4", "task.test_size=32",
+        "model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
+        "train.checkpoint_every=10", "train.warmup_steps=2", "train.steps=30"]
+WORDS = ["--variant", "dense,relative:kind=alibi", "--task", "passkey", "--seeds", "2", "--name", "tiny",
+         "--capacity-widths", "none", "--capacity-scales", "none", "--extend-grid", "0", "--heartbeat-seconds", "1",
+         "--target-accuracy", "0.01", "--quiet", *(word for assignment in TINY for word in ("--set", assignment))]
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory):
+    """A tiny benchmark whose every run stops at its first evaluation (any accuracy reaches 0.01), run and kept."""
+    folder = tmp_path_factory.mktemp("record")
+    assert main(["benchmark", *WORDS, "--runs-dir", str(folder / "runs"), "--out", str(folder / "reports")]) == 0
+    return folder, record.keep("tiny", folder / "runs", folder / "records")
+
+
+def test_a_kept_record_holds_every_job_with_where_it_stopped_and_the_commit_it_ran_at(kept):
+    _, path = kept
+    assert path.name == "benchmark-tiny.journal"
+    ledger = record.load(path)
+    assert ledger.complete and ledger.benchmark.variants == ("dense", "relative:kind=alibi")
+    results = [job.result for state in ledger.cells for job in state.jobs]
+    assert len(results) == 2 * (3 + 2) and {result["steps"] for result in results} == {10}
+    assert {result["target_step"] for result in results} == {10} and all(result["git_commit"] for result in results)
+    steps = record.earlier_steps(ledger)
+    assert steps[("dense", "passkey", "own", "tune")] == [10, 10, 10] and len(steps) == 4
+    assert all(runs == [10] * len(runs) for runs in steps.values())
+
+
+def test_the_results_page_and_the_benchmark_page_are_rebuilt_from_the_record_without_training(kept, tmp_path):
+    _, path = kept
+    lines = "\n".join(results_doc.journal_section(path))
+    for fragment in ("Benchmark of record: tiny", "records/benchmark-tiny.journal", "relative:kind=alibi",
+                     "--target-accuracy 0.01", "- commits: ", "Leaderboard"):
+        assert fragment in lines, fragment
+    index, shown = benchmark_page_of(path, tmp_path)
+    assert index.is_file() and list(shown["variant"]) == ["dense", "relative:kind=alibi"]
+    assert not (tmp_path / "benchmark").exists()  # nothing trained, no run folder
+
+
+def benchmark_page_of(path, out):
+    from analysis import benchmark as page
+    return page.write(record.load(path), out)
+
+
+def again(folder, target):
+    """The kept benchmark under another name and folder, with the target `target`."""
+    return benchmark.prepare(variant_names="dense,relative:kind=alibi", task_names="passkey", profile="quick",
+                             seed=0, seeds=2, lr_multiples="0.3,1,3", capacity_widths="none", capacity_scales="none",
+                             capacity_seeds=1, device="cpu", kernel="auto", sets=TINY, name="again", storage=None,
+                             runs_dir=folder / "elsewhere", heartbeat_seconds=1, target_accuracy=target)
+
+
+def test_the_estimate_predicts_the_steps_of_runs_that_stop_at_the_target_from_the_record(kept, monkeypatch):
+    folder, path = kept
+    monkeypatch.setattr(estimate, "time_run", lambda config: estimate.Timing(0.5, 2.0))
+    monkeypatch.setattr(record, "path_of", lambda name, records=None: path)
+    sizes = estimate.estimate(again(folder, "0.01"), workers=1, quiet=True)
+    assert set(sizes["tune steps"]) == {10.0} and set(sizes["confirm steps"]) == {10.0}  # not the profile's 30
+    assert (sizes["predicted from"] == "tune: earlier runs of its stage; confirm: earlier runs of its stage").all()
+    assert sizes["seconds"].sum() == pytest.approx(2 * (3 + 2) * (10 * 0.5 + 1 * 2.0))
+    assert set(estimate.estimate(again(folder, "0.5"), workers=1, quiet=True)["tune steps"]) == {30.0}  # other target
+    assert set(estimate.estimate(again(folder, "none"), workers=1, quiet=True)["tune steps"]) == {30.0}
+
+
+def test_only_a_settled_benchmark_is_kept_and_a_file_that_is_no_record_is_refused(tmp_path):
+    with pytest.raises(OptionError, match="'missing' has no storage"):
+        record.keep("missing", tmp_path, tmp_path / "records")
+    broken = tmp_path / "benchmark-broken.journal"
+    broken.write_text("not a journal\n")
+    with pytest.raises(OptionError, match="cannot be read|holds 0 benchmarks"):
+        record.load(broken)
+
+
+def test_attnlab_results_keeps_a_benchmark_and_names_what_it_wrote(kept, tmp_path, monkeypatch, capsys):
+    folder, _ = kept
+    monkeypatch.setattr(results_doc, "write", lambda: Path("docs/results.md"))
+    monkeypatch.setattr(record, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(record, "records", lambda folder=None: [])  # no page to rebuild here
+    assert main(["results", "--keep", "tiny", "--runs-dir", str(folder / "runs"), "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert f"kept {tmp_path / 'records' / 'benchmark-tiny.journal'}" in printed
+    assert (tmp_path / "records" / "benchmark-tiny.journal").is_file()
