@@ -23,6 +23,11 @@ NAME ?=
 SETTING ?= quick
 SEEDS ?=
 KEEP ?=
+CONFIG ?=
+
+# `--option VALUE` only when VARIABLE was given on make's command line, so that an experiment file (CONFIG=) keeps
+# its own value and the command its default otherwise: $(call GIVEN,VARIABLE,--option).
+GIVEN = $(if $(filter command line,$(origin $(1))),$(2) $($(1)))
 
 .PHONY: setup test lint list experiment sweep benchmark benchmark-estimate report saturation calibration results speed speed-train \
 	bench-variants bench-train gpu-check
@@ -47,19 +52,21 @@ experiment: setup
 ifdef RESUME
 	$(BIN)/attnlab resume $(RESUME) --runs-dir $(RUNS_DIR) $(ARGS)
 else
-	$(BIN)/attnlab run --variant $(VARIANT) $(if $(TASK),--task $(TASK)) --seed $(SEED) --profile $(PROFILE) \
-		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
+	$(BIN)/attnlab run $(call GIVEN,VARIANT,--variant) $(if $(TASK),--task $(TASK)) $(call GIVEN,SEED,--seed) \
+		$(call GIVEN,PROFILE,--profile) $(if $(CONFIG),--config $(CONFIG)) $(if $(DEVICE),--device $(DEVICE)) \
+		--runs-dir $(RUNS_DIR) $(ARGS)
 endif
 
 sweep: setup
-	$(BIN)/attnlab sweep --variant $(VARIANT) $(if $(TASK),--task $(TASK)) --seed $(SEED) --profile $(PROFILE) \
-		--trials $(TRIALS) $(if $(STUDY),--study $(STUDY)) $(if $(WORKERS),--workers $(WORKERS)) \
+	$(BIN)/attnlab sweep $(call GIVEN,VARIANT,--variant) $(if $(TASK),--task $(TASK)) $(call GIVEN,SEED,--seed) \
+		$(call GIVEN,PROFILE,--profile) $(if $(CONFIG),--config $(CONFIG)) $(call GIVEN,TRIALS,--trials) \
+		$(if $(STUDY),--study $(STUDY)) $(if $(WORKERS),--workers $(WORKERS)) \
 		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(CONFIRM),--confirm-seeds $(CONFIRM)) \
 		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
 
 # The core set (the design card's seven) on the default suite unless VARIANT or TASK is given on the command line.
-BENCHMARK = $(BIN)/attnlab benchmark $(if $(filter command line,$(origin VARIANT)),--variant $(VARIANT)) \
-	$(if $(TASK),--task $(TASK)) $(if $(SEEDS),--seeds $(SEEDS)) --profile $(PROFILE) \
+BENCHMARK = $(BIN)/attnlab benchmark $(call GIVEN,VARIANT,--variant) $(if $(CONFIG),--config $(CONFIG)) \
+	$(if $(TASK),--task $(TASK)) $(if $(SEEDS),--seeds $(SEEDS)) $(call GIVEN,PROFILE,--profile) \
 	$(if $(WORKERS),--workers $(WORKERS)) $(if $(STORAGE),--storage '$(STORAGE)') $(if $(NAME),--name $(NAME)) \
 	$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) --out $(OUT) $(ARGS)
 
@@ -78,9 +85,9 @@ saturation: setup
 	$(BIN)/attnlab saturation --setting $(SETTING) --runs-dir $(RUNS_DIR) $(if $(WORKERS),--workers $(WORKERS)) $(ARGS)
 
 calibration: setup
-	$(BIN)/attnlab calibration --variant $(if $(filter command line,$(origin VARIANT)),$(VARIANT),dense,local) \
-		$(if $(TASK),--task $(TASK)) --profile $(PROFILE) --seed $(SEED) $(if $(DEVICE),--device $(DEVICE)) \
-		--runs-dir $(RUNS_DIR) $(ARGS)
+	$(BIN)/attnlab calibration $(call GIVEN,VARIANT,--variant) $(if $(TASK),--task $(TASK)) \
+		$(call GIVEN,PROFILE,--profile) $(call GIVEN,SEED,--seed) $(if $(CONFIG),--config $(CONFIG)) \
+		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
 
 # docs/results.md, README.md's headline table and each benchmark of record's page, generated from the committed records
 # (docs/calibration.csv, docs/records/); KEEP=NAME first keeps the settled benchmark NAME as a record.

@@ -160,9 +160,11 @@ def tagged_name(name: str, options: Any) -> str:
 
 def parse_value(text: str) -> Any:
     """Command-line text to a value: true/false, none, integers, floats, a comma-separated list of those
-    (`256,512` -> [256, 512]), otherwise the string itself."""
+    (`256,512` -> [256, 512]; `[]`, the empty list), otherwise the string itself."""
     if "," in text:
         return [parse_value(item.strip()) for item in text.split(",")]
+    if text == "[]":
+        return []
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
@@ -183,5 +185,5 @@ def format_value(value: Any) -> str:
     if value is None:
         return "none"
     if isinstance(value, (list, tuple)):
-        return ",".join(format_value(item) for item in value)
+        return ",".join(format_value(item) for item in value) if value else "[]"
     return repr(value) if isinstance(value, float) else str(value)

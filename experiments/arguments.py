@@ -25,7 +25,7 @@ def add_run_selection(parser: argparse.ArgumentParser, *, variant: tuple[str | N
                        kernel: bool = True) -> None:
     """The flags that say which runs a command trains and where, declared once for every command that trains:
     --variant and --task (each command's default and help), --profile, --seed, --device, --kernel (where the
-    command can force one), --set, --runs-dir and --quiet."""
+    command can force one), --set, --config, --runs-dir and --quiet."""
     parser.add_argument("--variant", default=variant[0], help=variant[1])
     parser.add_argument("--task", default=task[0], help=task[1])
     parser.add_argument("--profile", default="quick", help=PROFILE_HELP)
@@ -34,5 +34,7 @@ def add_run_selection(parser: argparse.ArgumentParser, *, variant: tuple[str | N
     if kernel:
         parser.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
     parser.add_argument("--set", **SETS)
+    parser.add_argument("--config", metavar="FILE", help="an experiment file (TOML, or a run's config.json): the "
+                        "command's options and [variant], [task], [model], [train]; the command line overrides it")
     runs_dir(parser)
     parser.add_argument("--quiet", **QUIET)

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments import benchmark_options, catalogue, launch, tasks
+from experiments import benchmark_options, catalogue, experiment_file, launch, tasks
 from experiments.arguments import QUIET, SETS, add_run_selection, runs_dir
 
 # Each command reads its arguments here and hands the work to the module of its job. Sweeps (optuna),
@@ -366,8 +366,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
+        if getattr(args, "config", None):
+            args = experiment_file.apply(parser, argv, args)
         return args.func(args)
     except ValueError as error:  # a user's bad value (variant, task, option, run id, checkpoint): one sentence
         print(f"attnlab {args.command}: {error}", file=sys.stderr)

@@ -22,6 +22,7 @@ from typing import Any
 import optuna
 from optuna.exceptions import ExperimentalWarning
 from optuna.trial import FrozenTrial, TrialState
+from tqdm import tqdm
 
 from experiments import config as configs
 from experiments.benchmark.definition import Benchmark, Job
@@ -36,6 +37,7 @@ from experiments.benchmark.ledger import (
     Ledger,
     owns_its_job,
 )
+from experiments.benchmark.progress import JobBar
 from experiments.records import RecordError, RunRecord, Summary
 from experiments.sweep.liveness import machine
 from experiments.sweep.objective import inherited_record
@@ -138,7 +140,7 @@ def announce(benchmark: Benchmark, prefix: str) -> Callable[[optuna.Study, Froze
             return  # a trial that held no job of its own: nothing ran
         ledger = Ledger(benchmark, study.get_trials(deepcopy=False))
         settled = sum(state.state in SETTLED for cell in ledger.cells for state in cell.jobs)
-        print(f"{prefix}{describe(job)}: {outcome} [{settled:,} of {planned:,} jobs settled]", flush=True)
+        tqdm.write(f"{prefix}{describe(job)}: {outcome} [{settled:,} of {planned:,} jobs settled]")  # above the bars
 
     return callback
 
@@ -151,10 +153,13 @@ def work(benchmark: Benchmark, study: optuna.Study, *, worker: int | None = None
         objective = Objective(benchmark, quiet=quiet, should_stop=should_stop)
         callbacks = [announce(benchmark, "" if worker is None else f"[worker {worker}] ")]
         poll = max(0.5, min(5.0, benchmark.heartbeat_seconds / 2))
+        bar = JobBar(benchmark, quiet=quiet)
         while not should_stop(0):
             optuna.storages.fail_stale_trials(study)
             ledger = Ledger(benchmark, study.get_trials(deepcopy=False))
+            bar.update(ledger)
             if ledger.complete:
+                bar.close()
                 return 0
             for job in ledger.missing():
                 study.enqueue_trial({}, user_attrs={"job": job.to_attr()})

@@ -4,12 +4,15 @@ steps of runs that stop at the target."""
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from analysis import results_doc
 from common.options import OptionError
 from experiments import benchmark
 from experiments.benchmark import estimate, record
+from experiments.benchmark.ledger import Ledger
+from experiments.benchmark.progress import JobBar
 from experiments.cli import main
 
 TINY = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4", "task.test_size=32",
@@ -95,3 +98,19 @@ def test_attnlab_results_keeps_a_benchmark_and_names_what_it_wrote(kept, tmp_pat
     printed = capsys.readouterr().out
     assert f"kept {tmp_path / 'records' / 'benchmark-tiny.journal'}" in printed
     assert (tmp_path / "records" / "benchmark-tiny.journal").is_file()
+
+
+def test_the_job_bar_counts_settled_running_and_left_and_the_hours_the_estimate_leaves(kept, tmp_path):
+    folder, path = kept
+    plan = again(tmp_path, "0.01")
+    plan.folder.mkdir(parents=True)
+    pd.DataFrame({"variant": ["dense", "relative:kind=alibi"], "task": ["passkey"] * 2, "size": ["own"] * 2,
+                  "job seconds": [360.0, 720.0]}).to_csv(plan.folder / "estimate.csv", index=False)
+    bar = JobBar(plan, quiet=False)
+    bar.update(Ledger(plan, []))
+    assert (bar.bar.n, bar.bar.total) == (0, 10)
+    assert bar.bar.postfix == "running=0, left=10, estimate left=1.5 h of runs"  # 5 jobs x 0.1 h + 5 x 0.2 h
+    done = record.load(path)
+    bar.update(Ledger(plan, [trial for state in done.states.values() for trial in state.trials]))
+    assert bar.bar.n == 10 and bar.bar.postfix == "running=0, left=0, estimate left=0.0 h of runs"
+    bar.close()
