@@ -24,6 +24,7 @@ tuning runs). A run that diverges ends early and takes less.
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ import torch
 from tqdm import tqdm
 
 from common.files import atomic_write_text
+from common.provenance import git_commit
 from experiments import config as configs
 from experiments.benchmark import record
 from experiments.benchmark.command import open_study
@@ -232,5 +234,27 @@ def run(benchmark: Benchmark, *, workers: int | None, quiet: bool) -> int:
     sizes = estimate(benchmark, workers=workers, quiet=quiet)
     path = benchmark.folder / "estimate.csv"
     atomic_write_text(path, sizes.to_csv(index=False))
-    print(summary(sizes, benchmark, workers), f"wrote {path}", sep="\n")
+    kept = benchmark.folder / "estimate-record.csv"
+    atomic_write_text(kept, record_rows(sizes, benchmark, workers).to_csv(index=False))
+    print(summary(sizes, benchmark, workers), f"wrote {path} and {kept}", sep="\n")
     return 0
+
+
+def record_rows(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> pd.DataFrame:
+    """The estimate as a record for docs/records/ (`analysis.results_doc`): jobs and hours of runs per stage,
+    per variant and in all, and the wall time with `workers`, each row with the provenance columns (the
+    commit, the device, the command, and that the command wrote it)."""
+    names = [stage.name for stage in benchmark.stages]
+    rows = [(f"stage {stage}", int(sizes[f"{stage} jobs"].sum()), sizes[f"{stage} seconds"].sum()) for stage in names]
+    rows += [(f"variant {variant}", int(group[[f"{stage} jobs" for stage in names]].sum().sum()),
+              group["seconds"].sum()) for variant, group in sizes.groupby("variant", sort=False)]
+    total = sizes["seconds"].sum()
+    rows += [("every job", int(sizes[[f"{stage} jobs" for stage in names]].sum().sum()), total),
+             (f"wall time with {workers} workers", None, total / workers)]
+    threads = threads_per_worker(workers, "cpu")
+    device = benchmark.device if benchmark.device != "cpu" else \
+        f"cpu ({os.cpu_count()} cores, {threads} thread(s) per worker), torch {torch.__version__}"
+    command = f"{benchmark.command()} --estimate --workers {workers}"
+    return pd.DataFrame([{"what": what, "jobs": jobs, "hours": f"{seconds / 3600:.2f}", "profile": benchmark.profile,
+                          "commit": git_commit() or "not recorded", "device": device, "command": command,
+                          "source": "written by the command (estimate-record.csv)"} for what, jobs, seconds in rows])

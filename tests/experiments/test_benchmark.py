@@ -548,7 +548,13 @@ def test_benchmark_estimate_prints_the_hours_writes_the_table_trains_nothing_and
     folder = tmp_path / "runs" / "benchmark" / "tiny"
     table = pd.read_csv(folder / "estimate.csv")
     assert list(table["variant"]) == ["dense", "lstm"] and (table["seconds"] > 0).all()
-    assert [path.name for path in folder.iterdir()] == ["estimate.csv"]  # no journal, no run
+    assert sorted(path.name for path in folder.iterdir()) == ["estimate-record.csv", "estimate.csv"]  # no run
+    kept = pd.read_csv(folder / "estimate-record.csv")  # the same as a record for docs/records/, with provenance
+    assert list(kept["what"]) == ["stage tune", "stage confirm", "stage capacity", "variant dense", "variant lstm",
+                                  "every job", "wall time with 2 workers"]
+    assert list(kept["jobs"].iloc[:6]) == [6, 2, 0, 4, 4, 8] and {"commit", "device", "command", "source"} <= set(kept)
+    assert kept["hours"].iloc[-1] == pytest.approx(kept["hours"].iloc[-2] / 2, abs=0.01)
+    assert "--estimate --workers 2" in kept["command"].iloc[0]
     assert main(words) == 0  # the same benchmark, run: its page beside nothing the estimate wrote in its way
     assert (tmp_path / "reports" / "benchmark-tiny" / "index.html").is_file()
 
