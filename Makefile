@@ -106,3 +106,14 @@ bench-train: speed-train
 
 gpu-check: setup
 	$(BIN)/attnlab gpu-check $(ARGS)
+
+# LRA's five real-data tasks at LRA's published sizes and budgets (docs/lra.md), read from DATA (else $ATTNLAB_DATA);
+# a data set that is not there is skipped with the sentence saying where it comes from. TASK=lra_pathx: Path-X.
+.PHONY: lra data-check
+lra: setup
+	$(BIN)/attnlab run $(call GIVEN,VARIANT,--variant) --task $(or $(TASK),lra) --profile lra $(call GIVEN,SEED,--seed) \
+		$(if $(DATA),--set task.data_dir=$(DATA)) $(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
+
+# Which LRA data sets DATA (else $ATTNLAB_DATA) holds: examples per split, lengths; encodes each once, trains nothing.
+data-check: setup
+	$(BIN)/attnlab data-check $(or $(DATA),$(ATTNLAB_DATA))

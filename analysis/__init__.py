@@ -6,6 +6,7 @@ studies beside them (`runs/sweeps/<study>.journal`) and the speed CSVs under `ru
     >>> import analysis
     >>> runs = analysis.load_runs("runs")                       # one row per run
     >>> analysis.build_report("runs", "reports", filters="task=passkey")  # reports/task-passkey/index.html
+    >>> analysis.write_table(runs, "runs.parquet")              # or .csv; analysis.read_table gives it back
 
 A report section is one function registered with `analysis.section` (see `analysis.sections`). The softmax
 saturation studies (`make saturation`) are read back by `analysis.saturation` (the folder read into tables in
@@ -23,5 +24,7 @@ from analysis import saturation
 from analysis.report import build_report
 from analysis.runs import load_runs, parse_filters, select
 from analysis.sections import SECTIONS, section
+from analysis.tables import read_table, write_table
 
-__all__ = ["SECTIONS", "build_report", "load_runs", "parse_filters", "saturation", "section", "select"]
+__all__ = ["SECTIONS", "build_report", "load_runs", "parse_filters", "read_table", "saturation", "section", "select",
+           "write_table"]

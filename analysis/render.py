@@ -14,6 +14,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure as MplFigure
 
+from analysis.tables import FORMATS
+
 
 @dataclass
 class Text:
@@ -24,8 +26,8 @@ class Text:
 
 @dataclass
 class Table:
-    """A table shown in the report; `name` names its CSV, which holds `data` (default: the table itself,
-    with numbers unrounded)."""
+    """A table shown in the report; `name` names its file (CSV or Parquet), which holds `data` (default: the
+    table itself, with numbers unrounded)."""
 
     name: str
     caption: str
@@ -35,7 +37,8 @@ class Table:
 
 @dataclass
 class Figure:
-    """A matplotlib figure, saved as `figures/<name>.png`, and the data behind it as `tables/<name>.csv`."""
+    """A matplotlib figure, saved as `figures/<name>.png`, and the data behind it as `tables/<name>.csv` (or
+    .parquet)."""
 
     name: str
     caption: str
@@ -82,31 +85,35 @@ figcaption { font-size: 0.9em; color: #444; }
 """
 
 
-def _html_table(table: Table) -> str:
+def _html_link(name: str, table_format: str) -> str:
+    """The link to a table's or figure's data file, `tables/<name>.<format>`."""
+    return f'<a href="tables/{html.escape(name)}.{table_format}">{FORMATS[table_format]}</a>'
+
+
+def _html_table(table: Table, table_format: str) -> str:
     head = "".join(f"<th>{html.escape(str(column))}</th>" for column in table.frame.columns)
     rows = "".join("<tr>" + "".join(f"<td>{html.escape(cell_text(value))}</td>" for value in row) + "</tr>"
                    for row in table.frame.itertuples(index=False))
-    link = f' <a href="tables/{html.escape(table.name)}.csv">CSV</a>'
+    link = " " + _html_link(table.name, table_format)
     return (f'<div class="table-wrap"><table><caption>{html.escape(table.caption)}{link}</caption>'
             f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")
 
 
-def _html_block(block: Block) -> str:
+def _html_block(block: Block, table_format: str) -> str:
     if isinstance(block, Text):
         return f"<p>{html.escape(block.text)}</p>"
     if isinstance(block, Table):
-        return _html_table(block)
-    name = html.escape(block.name)
-    return (f'<figure><img src="figures/{name}.png" alt="{html.escape(block.caption)}">'
-            f'<figcaption>{html.escape(block.caption)} <a href="tables/{name}.csv">CSV</a></figcaption></figure>')
+        return _html_table(block, table_format)
+    return (f'<figure><img src="figures/{html.escape(block.name)}.png" alt="{html.escape(block.caption)}">'
+            f"<figcaption>{html.escape(block.caption)} {_html_link(block.name, table_format)}</figcaption></figure>")
 
 
-def to_html(title: str, meta: list[str], sections: list[Section]) -> str:
+def to_html(title: str, meta: list[str], sections: list[Section], table_format: str = "csv") -> str:
     toc = "".join(f'<li><a href="#{html.escape(section.key)}">{html.escape(section.title)}</a></li>'
                   for section in sections)
     body = "".join(
         f'<section id="{html.escape(section.key)}"><h2>{html.escape(section.title)}</h2>'
-        + "".join(_html_block(block) for block in section.blocks) + "</section>"
+        + "".join(_html_block(block, table_format) for block in section.blocks) + "</section>"
         for section in sections
     )
     meta_html = "".join(f'<p class="meta">{html.escape(line)}</p>' for line in meta)
@@ -128,25 +135,26 @@ def md_escape(text: str) -> str:
     return " ".join(text.split())
 
 
-def _md_table(table: Table) -> str:
+def _md_table(table: Table, table_format: str) -> str:
     head = "| " + " | ".join(md_escape(str(column)) for column in table.frame.columns) + " |"
     rule = "|" + "---|" * len(table.frame.columns)
     rows = ["| " + " | ".join(md_escape(cell_text(value)) for value in row) + " |"
             for row in table.frame.itertuples(index=False)]
-    return "\n".join([f"**{md_escape(table.caption)}** ([CSV](tables/{table.name}.csv))", "", head, rule, *rows])
+    link = f"[{FORMATS[table_format]}](tables/{table.name}.{table_format})"
+    return "\n".join([f"**{md_escape(table.caption)}** ({link})", "", head, rule, *rows])
 
 
-def _md_block(block: Block) -> str:
+def _md_block(block: Block, table_format: str) -> str:
     if isinstance(block, Text):
         return md_escape(block.text)
     if isinstance(block, Table):
-        return _md_table(block)
+        return _md_table(block, table_format)
     return f"![{md_escape(block.caption)}](figures/{block.name}.png)\n\n{md_escape(block.caption)}"
 
 
-def to_markdown(title: str, meta: list[str], sections: list[Section]) -> str:
+def to_markdown(title: str, meta: list[str], sections: list[Section], table_format: str = "csv") -> str:
     parts = [f"# {md_escape(title)}", *(md_escape(line) for line in meta)]
     for section in sections:
         parts.append(f"## {md_escape(section.title)}")
-        parts.extend(_md_block(block) for block in section.blocks)
+        parts.extend(_md_block(block, table_format) for block in section.blocks)
     return "\n\n".join(parts) + "\n"

@@ -8,7 +8,8 @@ writes `reports/<name>/`:
     index.html   self-contained page (figures beside it), every section in `analysis.sections.SECTIONS`
     report.md    the same tables and figures, for a README or a paper draft
     figures/     one PNG per figure
-    tables/      one CSV per table and per figure (the data it draws)
+    tables/      one CSV per table and per figure (the data it draws); Parquet with table_format="parquet"
+                 (`analysis.tables`: dtypes kept, list and dict columns as JSON text)
 
 The folder is written aside and swapped in at the end, so a report is never half old and half new.
 """
@@ -29,6 +30,7 @@ from analysis.render import Figure, Section, Table, to_html, to_markdown
 from analysis.runs import load_runs, parse_filters, select
 from analysis.sections import registry
 from analysis.sweeps import load_studies, select_studies
+from analysis.tables import FORMATS, write_table
 
 REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -60,7 +62,7 @@ def _swap_in(built: Path, target: Path) -> None:
 
 def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study: str | None = None,
                  filters: str | Mapping[str, list[str]] | None = None, name: str | None = None,
-                 speed_dir: str | Path | None = None) -> Path:
+                 speed_dir: str | Path | None = None, table_format: str = "csv") -> Path:
     """Build the report of the runs under `runs_dir` into `out_dir/<name>/` and return its index.html.
 
     study: only this sweep study (its journal `runs_dir/sweeps/<study>.journal`) in the sweeps sections,
@@ -70,7 +72,11 @@ def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study
         or that parsed as a mapping; an unknown column is a ValueError naming the known ones.
     name: the report folder's name (default: the study, the filters, or "all").
     speed_dir: where `make speed` CSVs are (default: `runs_dir/speed`).
+    table_format: "csv" or "parquet", the files under tables/.
     """
+    if table_format not in FORMATS:
+        raise ValueError(f"Table format {table_format!r} is not one the report writes; accepted: "
+                         f"{', '.join(FORMATS)}.")
     runs_dir, out_dir = Path(runs_dir), Path(out_dir)
     runs = load_runs(runs_dir)
     columns = list(runs.columns)
@@ -100,12 +106,13 @@ def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study
         meta = [f"Built {time.strftime('%Y-%m-%d %H:%M:%S')} from {runs_dir}: {len(selected)} of {len(runs)} runs "
                 f"selected; unreadable records skipped: {len(context.skipped)}; filters: {filter_text}; "
                 f"study: {study or 'all'}."]
-        return write_page(out_dir, name, f"attnlab report: {name}", meta, sections)
+        return write_page(out_dir, name, f"attnlab report: {name}", meta, sections, table_format)
 
 
-def write_page(out_dir: Path, name: str, title: str, meta: list[str], sections: list[Section]) -> Path:
-    """Write `sections` as `out_dir/name/` (index.html, report.md, figures/, tables/), built aside and swapped
-    in whole, and return its index.html."""
+def write_page(out_dir: Path, name: str, title: str, meta: list[str], sections: list[Section],
+               table_format: str = "csv") -> Path:
+    """Write `sections` as `out_dir/name/` (index.html, report.md, figures/, tables/ as CSV or Parquet), built
+    aside and swapped in whole, and return its index.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{name}.building-", dir=out_dir))
     try:
@@ -113,9 +120,9 @@ def write_page(out_dir: Path, name: str, title: str, meta: list[str], sections: 
         (building / "tables").mkdir()
         for section in sections:
             for block in section.blocks:
-                _write_block(block, building)
-        (building / "index.html").write_text(to_html(title, meta, sections), encoding="utf-8")
-        (building / "report.md").write_text(to_markdown(title, meta, sections), encoding="utf-8")
+                _write_block(block, building, table_format)
+        (building / "index.html").write_text(to_html(title, meta, sections, table_format), encoding="utf-8")
+        (building / "report.md").write_text(to_markdown(title, meta, sections, table_format), encoding="utf-8")
         os.chmod(building, 0o755)  # mkdtemp makes it private; a report is for sharing
         _swap_in(building, out_dir / name)
     finally:
@@ -124,15 +131,16 @@ def write_page(out_dir: Path, name: str, title: str, meta: list[str], sections: 
     return out_dir / name / "index.html"
 
 
-def _write_block(block: object, folder: Path) -> None:
-    """A figure's PNG and CSV, a table's CSV; two blocks of one name are a bug in a section builder."""
+def _write_block(block: object, folder: Path, table_format: str) -> None:
+    """A figure's PNG and data, a table's data (CSV or Parquet); two blocks of one name are a bug in a section
+    builder."""
     if not isinstance(block, (Figure, Table)):
         return
-    csv = folder / "tables" / f"{block.name}.csv"
-    if csv.exists():
+    table = folder / "tables" / f"{block.name}.{table_format}"
+    if table.exists():
         raise RuntimeError(f"two report blocks are named {block.name!r}")
     if isinstance(block, Figure):
         block.figure.savefig(folder / "figures" / f"{block.name}.png", dpi=figures.DPI)
-        block.data.to_csv(csv, index=False)
+        write_table(block.data, table)
     else:
-        (block.data if block.data is not None else block.frame).to_csv(csv, index=False)
+        write_table(block.data if block.data is not None else block.frame, table)

@@ -47,9 +47,11 @@ def _accepted(annotation: Any) -> str:
         return f"None or {_accepted(inner)}"
     if typing.get_origin(annotation) is Literal:
         return "one of " + ", ".join(repr(choice) for choice in typing.get_args(annotation))
+    if typing.get_origin(annotation) is tuple and typing.get_origin(members[0]) is Literal:
+        return "a comma-separated list drawn from " + ", ".join(repr(choice) for choice in typing.get_args(members[0]))
     if typing.get_origin(annotation) is tuple:
         return f"a comma-separated list of {_accepted(members[0]).removeprefix('an ').removeprefix('a ')}s"
-    return {bool: "True or False", int: "an integer", float: "a number"}.get(annotation, str(annotation))
+    return {bool: "True or False", int: "an integer", float: "a number", str: "text"}.get(annotation, str(annotation))
 
 
 def _coerce(owner: str, name: str, annotation: Any, value: Any) -> Any:
@@ -77,6 +79,8 @@ def _coerce(owner: str, name: str, annotation: Any, value: Any) -> Any:
     elif annotation is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         value = float(value) if ok else value
+    elif annotation is str:  # a folder's path, say: text as given
+        ok = isinstance(value, str)
     else:  # pragma: no cover - a variant author declared a type this module does not know
         raise TypeError(f"{owner} option {name!r} has unsupported type {annotation!r}")
     if not ok:

@@ -12,7 +12,7 @@ QUIET = {"action": "store_true", "default": bool(os.environ.get("CI")),
          "help": "no progress bar (the default when CI is set)"}
 SETS = {"action": "append", "metavar": "SECTION.FIELD=VALUE",
         "help": "override any config field: variant.*, task.*, model.*, train.* (repeatable)"}
-PROFILE_HELP = f"one of {', '.join(tasks.PROFILES)} (default: quick)"
+PROFILE_HELP = f"one of {', '.join(tasks.PROFILES)} (default: quick); lra for the tasks that read LRA's files"
 
 
 def runs_dir(parser: argparse.ArgumentParser) -> None:

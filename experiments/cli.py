@@ -76,7 +76,8 @@ def _list(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from analysis import build_report
 
-    index = build_report(Path(args.runs_dir), Path(args.out), study=args.study, filters=args.filter, name=args.name)
+    index = build_report(Path(args.runs_dir), Path(args.out), study=args.study, filters=args.filter, name=args.name,
+                         table_format=args.format)
     print(f"wrote {index}")
     return 0
 
@@ -277,13 +278,16 @@ def _add_speed(commands) -> None:
 
 
 def _add_report(commands) -> None:
-    report = commands.add_parser("report", help="the analysis report of the runs: HTML, Markdown and CSV tables")
+    report = commands.add_parser("report", help="the analysis report of the runs: HTML, Markdown and CSV (or Parquet) "
+                                 "tables")
     runs_dir(report)
     report.add_argument("--study", help="only this sweep study (RUNS_DIR/sweeps/STUDY.journal) in the sweep sections")
     report.add_argument("--filter", metavar="COLUMN=VALUE[,COLUMN=VALUE]",
                         help="only runs whose columns match, e.g. task=passkey,variant=local")
     report.add_argument("--out", default="reports", help="the folder reports go into (default: reports)")
     report.add_argument("--name", help="the report's folder name (default: the study, the filters, or all)")
+    report.add_argument("--format", choices=("csv", "parquet"), default="csv",
+                        help="the files under tables/: csv (default) or parquet (dtypes kept; analysis.read_table)")
     report.set_defaults(func=_report)
 
 
@@ -355,12 +359,23 @@ def _add_list(commands) -> None:
     commands.add_parser("list", help="list the variants, tasks and profiles").set_defaults(func=_list)
 
 
+def _add_data_check(commands) -> None:
+    from experiments import data_check
+
+    check = commands.add_parser("data-check", help="which LRA data sets a folder holds: examples per split, lengths "
+                                "(encoded into their cache once; trains nothing)")
+    check.add_argument("folder", help="the data folder: lra_release/, aclImdb/, cifar-10-batches-py/ (docs/lra.md)")
+    check.add_argument("--cache-dir", default="", help="the encoded data's cache (default: FOLDER/.attnlab-cache)")
+    check.set_defaults(func=lambda args: data_check.run(Path(args.folder), cache_dir=args.cache_dir))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnlab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_benchmark, _add_list, _add_speed,
-                _add_report, _add_saturation, _add_calibration, _add_results, _add_speed_train, _add_gpu_check):
+                _add_report, _add_saturation, _add_calibration, _add_results, _add_speed_train, _add_gpu_check,
+                _add_data_check):
         add(commands)
     return parser
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import variants
 from common.options import OptionError, build_options, closest, format_value, option, parse_value, require
-from experiments import tasks
+from experiments import tasks, trackers
 from variants import presets
 
 SECTIONS = ("variant", "task", "model", "train")
@@ -63,6 +63,9 @@ class TrainConfig:
     attention_stats: bool = option(
         False, "at every evaluation and before the first step, record attention statistics per layer and head "
                "(entropy, saturation, logit spread, W_q/W_k gradient norms; experiments.attention_stats)")
+    tracker: tuple[Literal["wandb", "tensorboard"], ...] | None = option(
+        None, "also log the run to wandb, tensorboard or both (wandb,tensorboard), each an extra to install "
+              "(experiments.trackers); none: the run folder only")
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "checkpoint_every", "log_every"):
@@ -74,6 +77,7 @@ class TrainConfig:
         require(self.grad_clip >= 0, "grad_clip", self.grad_clip, "a number >= 0")
         require(self.target_accuracy is None or 0 < self.target_accuracy <= 1, "target_accuracy",
                 self.target_accuracy, "none or a number in (0, 1]")
+        trackers.check_available(self.tracker)
 
 
 @dataclass(frozen=True)

@@ -117,10 +117,10 @@ def run(*, variant_names: str, task_names: str | None, profile: str, seed: int, 
     device = checked_device(device)
     overrides = configs.parse_sets(sets)
     names = list(presets.expand(variant_names))
-    task_list = [name for name in task_names.split(",") if name] if task_names else tasks.DEFAULT_SUITE
+    task_list = tasks.expand_tasks(task_names) if task_names else tasks.DEFAULT_SUITE
     # Build every run's parts before training anything, so a typo in the last one costs nothing. In a list of
     # several runs, a variant and task that cannot run together (a bidirectional variant on a task that needs
-    # causality) are skipped with the reason; alone, they are refused.
+    # causality), or a task whose data files are not there, are skipped with the reason; alone, they are refused.
     resolved = []
     for name in names:
         for task in task_list:
@@ -128,7 +128,7 @@ def run(*, variant_names: str, task_names: str | None, profile: str, seed: int, 
                 resolved.append(build(configs.resolve(
                     variant=name, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
                     overrides=configs.for_variant(overrides, name, names))))
-            except configs.Incompatible as reason:
+            except (configs.Incompatible, tasks.MissingData) as reason:
                 if len(names) * len(task_list) == 1:
                     raise
                 print(f"skipped {name} on {task}: {reason}", file=sys.stderr)

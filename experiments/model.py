@@ -6,6 +6,12 @@ Token embedding (+ learned, sinusoidal or no positions) -> `depth` blocks of
 for every variant, so two runs differ only in how attention turns q, k and v into an output. A baseline
 (`variants.baselines`) replaces [qkv -> attention -> out] with its token mixer (dim -> dim); the norms, the
 residuals and the MLP stay as they are.
+
+Two towers (a task with `towers = 2`, LRA's retrieval): each half of the sequence is a document of its own. Both
+halves go through the same embedding and blocks as separate sequences, so attention never crosses from one to the
+other; each is read at its last position (its query), u and v, and an MLP over [u, v, u * v, u - v] (LRA's dual
+encoder head: dim * mlp_ratio, ReLU, half that, ReLU, classes) gives the pair's logits at the sequence's last
+position; the other positions' logits are 0 (they are never scored).
 """
 
 from __future__ import annotations
@@ -75,11 +81,23 @@ def sinusoidal(length: int, dim: int) -> torch.Tensor:
     return table
 
 
+def pair_head(config: ModelConfig, num_classes: int) -> nn.Sequential:
+    """LRA's head of a pair of pooled encodings [u, v, u * v, u - v] (4 * dim) -> classes."""
+    width = config.mlp_ratio * config.dim
+    return nn.Sequential(nn.Linear(4 * config.dim, width), nn.ReLU(), nn.Linear(width, width // 2), nn.ReLU(),
+                         nn.Linear(width // 2, num_classes))
+
+
 class Transformer(nn.Module):
     def __init__(self, config: ModelConfig, *, vocab_size: int, num_classes: int, max_len: int,
-                 variant: str, variant_options: Any, kernel: str = "auto", seed: int = 0) -> None:
+                 variant: str, variant_options: Any, kernel: str = "auto", seed: int = 0, towers: int = 1) -> None:
         super().__init__()
+        if towers not in (1, 2) or max_len % towers:
+            raise ValueError(f"towers got {towers!r} for sequences of {max_len}; accepted: 1, or 2 with an even "
+                             "length.")
         self.config = config
+        self.towers = towers
+        max_len //= towers  # the longest sequence a block sees
         self.embed = nn.Embedding(vocab_size, config.dim)
         if config.positions == "learned":
             self.positions = nn.Parameter(torch.randn(max_len, config.dim) * 0.02)
@@ -92,7 +110,7 @@ class Transformer(nn.Module):
             for layer_index in range(config.depth)
         )
         self.norm = nn.LayerNorm(config.dim)
-        self.head = nn.Linear(config.dim, num_classes)
+        self.head = nn.Linear(config.dim, num_classes) if towers == 1 else pair_head(config, num_classes)
 
     @property
     def variant_module(self) -> nn.Module:
@@ -106,18 +124,28 @@ class Transformer(nn.Module):
         return self.variant_module.kernel
 
     def embedded(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens (B, T) -> the first block's input (B, T, dim): token embeddings plus positions."""
-        x = self.embed(tokens)  # (B, T, dim)
+        """tokens (B, T) -> the first block's input (B, T, dim): token embeddings plus positions. With two towers
+        (2B, T/2, dim): rows 0..B-1 the first halves, B..2B-1 the second, each a sequence of its own."""
+        tokens = rearrange(tokens, "b (tower t) -> (tower b) t", tower=self.towers)
+        x = self.embed(tokens)  # (towers * B, T / towers, dim)
         return x if self.positions is None else x + self.positions[: tokens.shape[1]]
 
     def forward(self, tokens: torch.Tensor, return_weights: bool = False):
-        """tokens (B, T) -> logits (B, T, classes); with return_weights also [(B, H, T, T)] per layer."""
+        """tokens (B, T) -> logits (B, T, classes); with return_weights also [(B, H, T, T)] per layer (two
+        towers: [(2B, H, T/2, T/2)], the towers' rows as in `embedded`)."""
         x = self.embedded(tokens)
         weights = []
         for block in self.blocks:
             x, layer_weights = block(x, self.config.causal, return_weights)
             weights.append(layer_weights)
-        logits = self.head(self.norm(x))
+        x = self.norm(x)
+        if self.towers == 1:
+            logits = self.head(x)
+        else:
+            first, second = x[:, -1].chunk(2)  # (B, dim) each: every tower read at its query
+            pair = self.head(torch.cat([first, second, first * second, first - second], -1))  # (B, classes)
+            unscored = pair.new_zeros(pair.shape[0], tokens.shape[1] - 1, pair.shape[1])
+            logits = torch.cat([unscored, pair[:, None]], 1)  # (B, T, classes)
         return (logits, weights) if return_weights else logits
 
 

@@ -11,8 +11,9 @@ through `torch.compile` (`train.compile`), on data generated on the device, and 
 the device between logging intervals: nothing in the step reads a value back to the host.
 
 `train` reads as its steps: `set_up` (task, model, optimiser, held-out sets: a `Run`, fixed), `resume`
-(the `RunState` the loop changes, from the checkpoint or fresh), then per step `train_step`, and at
-their intervals `train_line`, `evaluation_line` and `save`; `summarise` writes the `Summary`.
+(the `RunState` the loop changes, from the checkpoint or fresh), `begin` (the trackers started, `train.tracker`),
+then per step `train_step`, and at their intervals `train_line` and `evaluation_line` (each recorded by
+`record_line`, which sends it to the trackers too) and `save`; `finish` writes the `Summary`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from experiments.config import RunConfig, TrainConfig
 from experiments.model import Transformer, scored_loss
 from experiments.optimizer import build_optimizer
 from experiments.records import RunRecord, Summary, metric_line_as_today
+from experiments.trackers import Trackers
 
 
 def learning_rate(step: int, train: TrainConfig) -> float:
@@ -136,6 +138,7 @@ class Run:
     precision: str  # "float32" or "bf16"
     autocast: torch.autocast  # bf16: matmuls and attention in bf16, reductions and master weights in float32
     described: str  # the variant as it describes itself, e.g. local_w16
+    trackers: Trackers  # train.tracker's (none: an empty list), started by `begin`
 
 
 @dataclass
@@ -169,7 +172,7 @@ def set_up(parts: Parts, record: RunRecord, tags: dict[str, Any]) -> Run:
         validation_set=task.validation_set(device), extra_sets=task.extra_test_sets(device),
         precision=precision,
         autocast=torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"),
-        described=parts.described,
+        described=parts.described, trackers=Trackers(config.train.tracker, record.path),
     )
 
 
@@ -242,10 +245,25 @@ def evaluation_line(run: Run, state: RunState) -> dict[str, Any]:
     return line
 
 
+def record_line(run: Run, state: RunState, line: dict[str, Any]) -> None:
+    """Append a metric line to the history and send it to the run's trackers."""
+    state.history.append(line)
+    run.trackers.log(line)
+
+
 def record_evaluation(run: Run, state: RunState) -> None:
-    """Evaluate now and append the eval line to the history."""
+    """Evaluate now and record the eval line."""
     state.last_eval = evaluation_line(run, state)
-    state.history.append(state.last_eval)
+    record_line(run, state, state.last_eval)
+
+
+def begin(run: Run, state: RunState) -> None:
+    """Start the trackers (a resumed run continues its own), evaluate before the first step where attention
+    statistics are asked for (where the learning curves and the statistics start), write the running summary."""
+    run.trackers.start(run.config.to_dict(), run.record.run_id, run.tags, state.step)
+    if run.config.train.attention_stats and state.step == 0:
+        record_evaluation(run, state)
+    run.record.write_summary(summarise(run, state, "running"))
 
 
 def summarise(run: Run, state: RunState, status: str, error: str | None = None) -> Summary:
@@ -303,14 +321,19 @@ def progress(state: RunState) -> dict[str, str]:
     return {name: f"{value:.3f}" for name, value in figures.items()}
 
 
-def finish(run: Run, state: RunState, status: str) -> Summary:
-    """The run's last records: a diverged run's metrics and summary (its last checkpoint keeps the last good
-    weights), any other run's checkpoint too."""
-    if status != "diverged":
-        return save(run, state, status)
-    run.record.write_metrics(state.history)
-    summary = summarise(run, state, status, f"non-finite loss or gradient by step {state.step}")
-    run.record.write_summary(summary)
+def finish(run: Run, state: RunState, status: str, error: BaseException | None = None) -> Summary:
+    """The run's last records, the trackers' too: a failed run's summary with the error, a diverged run's metrics
+    and summary (its last checkpoint keeps the last good weights), any other run's checkpoint too."""
+    if status == "failed":
+        summary = summarise(run, state, status, f"{type(error).__name__}: {error}")
+        run.record.write_summary(summary)
+    elif status == "diverged":
+        run.record.write_metrics(state.history)
+        summary = summarise(run, state, status, f"non-finite loss or gradient by step {state.step}")
+        run.record.write_summary(summary)
+    else:
+        summary = save(run, state, status)
+    run.trackers.finish(summary.to_dict())
     return summary
 
 
@@ -332,9 +355,7 @@ def train(
     run = set_up(run_or_parts if isinstance(run_or_parts, Parts) else build(run_or_parts), record, tags or {})
     config, state = run.config, resume(run)
     steps = config.train.steps
-    if config.train.attention_stats and state.step == 0:  # where the learning curves and the statistics start
-        record_evaluation(run, state)
-    record.write_summary(summarise(run, state, "running"))
+    begin(run, state)
 
     started, status = time.perf_counter() - state.wall_seconds, "completed"
     bar = tqdm(total=steps, initial=state.step, desc=f"{run.described}/{config.task}", disable=quiet,
@@ -356,7 +377,7 @@ def train(
                     break
                 state.wall_seconds = time.perf_counter() - started
             if logging:
-                state.history.append(train_line(run, state))
+                record_line(run, state, train_line(run, state))
             if evaluating:
                 record_evaluation(run, state)
             if logging or evaluating:
@@ -369,7 +390,7 @@ def train(
                 break
     except BaseException as error:
         bar.close()
-        record.write_summary(summarise(run, state, "failed", f"{type(error).__name__}: {error}"))
+        finish(run, state, "failed", error)
         raise
     bar.close()
     state.wall_seconds = time.perf_counter() - started

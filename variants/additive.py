@@ -4,13 +4,22 @@ and Translate"), one scorer per head.
     e_ij = w^T tanh(W_q q_i + W_k k_j),   softmax(e) v
 
 W_q, W_k: (hidden_dim, head_dim) and w: (hidden_dim,) per head. No sqrt(d) factor: the tanh bounds
-each term. Cost: O(n^2 hidden_dim) time, against O(n^2 d) for a dot product, and no fused kernel.
+each term. Cost: O(n^2 hidden_dim) time, against O(n^2 d) for a dot product, and elementwise work
+rather than a matrix product: each of the n^2 hidden_dim terms is evaluated once forward and once
+more when training.
+
+Kernels: `additive` (`variants.kernels.additive`, what `auto` picks on any device) computes the
+logits and their gradients in closed form: tanh(a + b) from exp(-2a) and exp(2b), taken once per
+call, so a term costs an add and a division instead of a tanh, and its backward pass recomputes a
+chunk's terms and reduces them over the keys, the queries and the pairs, keeping nothing per pair.
+`chunked` runs `logits` below through autograd (query chunks under activation checkpointing, each
+chunk's tanh kept for its backward): several times slower, it stays as the naive twin and for
+comparison, `make speed ARGS="--variants additive --kernels additive chunked"`.
 
 Memory: the (seq_q, seq_k, hidden_dim) intermediate is never materialised for the whole sequence.
-The chunked kernel scores at most 2^22 / (batch * heads * seq_k * hidden_dim) queries at once and
-recomputes each chunk in the backward pass, so the peak is O(batch * heads * n * (head_dim +
-hidden_dim)) for the projections plus a small multiple of 2^22 floats (16 MiB in float32) for the
-chunk in flight, whatever n.
+The additive kernel holds at most 2^21 of its terms at once (8 MiB in float32; one query's, if
+more), the chunked kernel 2^22, so the peak is O(batch * heads * n * (head_dim + hidden_dim)) for
+the projections plus a small multiple of a chunk, whatever n.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from variants.registry import register
 
 @register("additive")
 class Additive(Attention):
-    """Bahdanau additive scoring per head, w^T tanh(W_q q + W_k k), computed in query chunks."""
+    """Bahdanau additive scoring per head, w^T tanh(W_q q + W_k k), in closed form on the additive kernel."""
 
     search_space = {"hidden_dim": Range(8, "head_dim*4", log=True)}
 
@@ -65,6 +74,9 @@ class Additive(Attention):
         k = torch.einsum("bhnd,hed->bhne", k, self.key_proj)  # (B, H, seq_k, hidden)
         return q, k
 
-    def logits(self, q, k, q_pos, k_pos, causal) -> torch.Tensor:
+    def additive_scorer(self) -> torch.Tensor:
+        return self.score_vector  # (H, hidden): the additive kernel's w
+
+    def logits(self, q, k, q_pos, k_pos, causal) -> torch.Tensor:  # the same logits, pair by pair
         pairs = torch.tanh(q.unsqueeze(3) + k.unsqueeze(2))  # (B, H, seq_q, seq_k, hidden)
         return torch.einsum("bhqke,he->bhqk", pairs, self.score_vector)

@@ -46,17 +46,20 @@ PairBias = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 # be wrong) or refuses it, so a variant runs on the kernels in the rows of every hook it overrides, and
 # where it sets a `block_layout`, on those whose `Kernel.layout_types` take it (blocked runs layouts only,
 # xformers local windows only), that compute its normaliser (`Kernel.normalisers`) and whose `Kernel.requires`
-# it overrides (linear needs `features`, lowrank `factors`). `prepare` runs before any kernel; `pair_bias`
-# reaches sdpa and blocked through the default `logit_bias`, reference, chunked and flex through the default
-# `score_mod`; chunked passes slices of the queries, which a `block_layout` (expanded for whole ranges) cannot take.
+# it overrides (linear needs `features`, lowrank `factors`, additive `additive_scorer`). `prepare` runs before any
+# kernel; `pair_bias` reaches sdpa and blocked through the default `logit_bias`, reference, chunked and flex through
+# the default `score_mod`; chunked passes slices of the queries, which a `block_layout` (expanded for whole ranges)
+# cannot take. The additive kernel computes the additive family's logits w . tanh(q'_i + k'_j) from `additive_scorer`
+# (w): it honours `logits` of a variant that gives w, whose `logits` is that formula (how reference and chunked read w).
 HONOURED_BY: dict[str, frozenset[str]] = {
-    "prepare": frozenset({"reference", "chunked", "sdpa", "blocked", "flex", "xformers", "linear", "lowrank"}),
+    "prepare": frozenset(kernels.KERNELS),
     "logit_scale": frozenset({"reference", "chunked", "sdpa", "blocked", "flex", "xformers"}),
     "pair_bias": frozenset({"reference", "chunked", "sdpa", "blocked", "flex"}),
     "logit_bias": frozenset({"sdpa", "blocked"}),
     "score_mod": frozenset({"reference", "chunked", "flex"}),
-    "logits": frozenset({"reference", "chunked"}),
-    "allowed": frozenset({"reference", "chunked", "sdpa"}),
+    "logits": frozenset({"reference", "chunked", "additive"}),
+    "additive_scorer": frozenset({"reference", "chunked", "additive"}),
+    "allowed": frozenset({"reference", "chunked", "sdpa", "additive"}),
     "block_layout": frozenset({"reference", "sdpa", "blocked", "flex", "xformers"}),
     "features": frozenset({"reference", "linear"}),
     "factors": frozenset({"reference", "lowrank"}),
@@ -256,6 +259,11 @@ class Attention(nn.Module):
         heads = torch.arange(q.shape[1], device=q.device)[None, :, None, None]
         return score_mod(scores, batch, heads, q_pos[:, None], k_pos[None, :])
 
+    def additive_scorer(self) -> torch.Tensor:
+        """The additive family's w (heads, hidden): a pair's logit is w . tanh(q'_i + k'_j) of prepared q', k', as the
+        `additive` kernel computes it and the family's `logits` does pair by pair. Overridden by that family only."""
+        raise NotImplementedError(f"{type(self).__name__} does not score pairs additively.")
+
     def features(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor, causal: bool,
                  key_padding_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """The kernelised family's feature maps: non-negative phi(q) (B, H, seq_q, m) and phi(k) (B, H, seq_k, m)
@@ -355,13 +363,15 @@ class Attention(nn.Module):
         """What a kernel receives: q and k through `prepare`, and the hooks it may read."""
         q_pos, k_pos = torch.arange(q.shape[2], device=q.device), torch.arange(k.shape[2], device=k.device)
         q, k = self.prepare(q, k)
+        hooks = self.overridden_hooks()
         return kernels.Call(q, k, v, q_pos, k_pos, causal, key_padding_mask, name=self.name,
                             scale=self.logit_scale(), layout=self.block_layout, logits=self.logits,
                             allowed=self.allowed, logit_bias=self.logit_bias, score_mod=self.score_mod,
                             pair_width=self.pair_width, parameters=self.parameters, normalise=self.normalise,
                             normaliser=self.normaliser,
-                            features=self.features if "features" in self.overridden_hooks() else None,
-                            factors=self.factors if "factors" in self.overridden_hooks() else None)
+                            features=self.features if "features" in hooks else None,
+                            factors=self.factors if "factors" in hooks else None,
+                            additive_scorer=self.additive_scorer() if "additive_scorer" in hooks else None)
 
     def forward(
         self,

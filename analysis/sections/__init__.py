@@ -16,7 +16,7 @@ from analysis.sections.registry import SECTIONS, SectionBuilder, section
 
 # Importing a section module registers it: the report shows the sections in this order.
 # isort: off
-from analysis.sections import results, distance, curves, attention, cost, saturation, sweeps, provenance  # noqa: E402,F401
+from analysis.sections import results, lra, distance, curves, attention, cost, saturation, sweeps, provenance  # noqa: E402,F401
 # isort: on
 
 __all__ = ["SECTIONS", "SectionBuilder", "section"]

@@ -64,6 +64,8 @@ def _farthest_example(task: tasks.Task) -> tuple[tasks.Batch, torch.Tensor, int]
 def _trained_model(run: pd.Series) -> tuple[tasks.Task, Transformer]:
     """The run's task and its model with the checkpoint's weights, in eval mode (`analysis.runs.trained_parts`)."""
     parts = trained_parts(run)
+    if parts.task.towers > 1:
+        raise RecordError("a pair of documents, encoded as two sequences: pictures are drawn for one sequence")
     if parts.task.seq_len > MAX_ATTENTION_LENGTH:
         raise RecordError(f"sequences of {parts.task.seq_len} tokens: the dense weights of every head would not fit; "
                           f"pictures are drawn up to {MAX_ATTENTION_LENGTH} tokens")

@@ -11,6 +11,7 @@
 
 from common.registry import import_modules
 from experiments.tasks.base import (
+    DATA_PROFILES,
     IGNORE,
     MAX_TRAIN_SEED,
     PROFILES,
@@ -23,10 +24,14 @@ from experiments.tasks.base import (
     train_generator,
     validation_seed,
 )
+from experiments.tasks.lra_files import DataError, MissingData
 from experiments.tasks.registry import (
+    TASK_SETS,
     check_drawable,
     create_task,
     describe_tasks,
+    expand_tasks,
+    list_data_tasks,
     list_tasks,
     register_task,
     task_class,
@@ -44,6 +49,7 @@ DEFAULT_SUITE = sorted((name for name in list_tasks() if task_class(name).suite_
                         and task_class(name).known_shortcut is None), key=lambda name: task_class(name).suite_position)
 
 __all__ = [
+    "DATA_PROFILES",
     "DEFAULT_SUITE",
     "TEST_SEED_OFFSET",
     "IGNORE",
@@ -51,12 +57,17 @@ __all__ = [
     "PROFILES",
     "VALIDATION_SEED_OFFSET",
     "Batch",
+    "DataError",
+    "MissingData",
+    "TASK_SETS",
     "Task",
     "check_drawable",
     "create_task",
     "describe_tasks",
     "distance_buckets",
+    "expand_tasks",
     "test_seed",
+    "list_data_tasks",
     "list_tasks",
     "register_task",
     "task_class",

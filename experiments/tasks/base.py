@@ -38,6 +38,9 @@ IGNORE = -100  # the target of a position that is not scored (cross_entropy's de
 # half-width, 1.96 * sqrt(p * (1 - p) / m), is at most 0.02 at any p (m >= 2401), rounded up to a multiple of 64.
 QUICK_EVAL_SIZE = 2432
 PROFILES = ("quick", "standard", "long")
+# The profiles of a task that reads its data from files (`Task.data_source`): quick, a CPU-sized check that the
+# files train, and lra, the Long Range Arena's published sizes and training budgets (docs/lra.md).
+DATA_PROFILES = ("quick", "lra")
 MAX_TRAIN_SEED = 2**31  # training seeds lie in [0, MAX_TRAIN_SEED)
 TEST_SEED_OFFSET = MAX_TRAIN_SEED  # test seeds lie in [TEST_SEED_OFFSET, 2**32), so never meet a training seed
 VALIDATION_SEED_OFFSET = 2**32  # validation seeds lie in [2**32, 2**32 + 2**31): above every test seed
@@ -140,6 +143,13 @@ class Task:
     # (what it reads, and how well): the task fails its control, so the default suite leaves it out and
     # `attnlab list`, the benchmark page and the docs say why. None where every probe stays near chance.
     known_shortcut: ClassVar[str | None] = None
+    # Where a task that reads its examples from files rather than generating them gets those files, one sentence;
+    # None for a task that generates its data. Such a task has the DATA_PROFILES, is left out of `list_tasks()`
+    # (`list_data_tasks()` names it), and reads nothing until it is built by name.
+    data_source: ClassVar[str | None] = None
+    # The separate sequences each example holds (two for a pair of documents compared, LRA's retrieval): the
+    # model encodes each half of the sequence alone and classifies the pair (`experiments.model`).
+    towers: ClassVar[int] = 1
 
     vocabulary: list[str]  # readable name of each token id
     num_classes: int  # answers are token ids 0..num_classes-1

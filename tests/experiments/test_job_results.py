@@ -20,7 +20,7 @@ def test_a_job_result_keeps_the_summarys_names_and_adds_only_what_it_derives():
     result = job_result(summary, config, metrics)
     fields = {field.name for field in dataclasses.fields(Summary)}
     assert set(RESULT_FIELDS) <= fields
-    assert set(result) - fields == {"tokens", "curve"}
+    assert set(result) - fields == {"tokens", "curve", "target_accuracy"}  # the last from the config
     assert {name: result[name] for name in RESULT_FIELDS} == {name: getattr(summary, name) for name in RESULT_FIELDS}
     assert result["tokens"] == 10 * config.train.batch_size * config.task_options.seq_len
     assert result["curve"] == [[10, 1.0, 0.75]]

@@ -53,16 +53,19 @@ EQUAL_LENGTHS_ONLY = ("reformer", "sinkhorn")
 # the Sinkhorn sorting network sorts blocks, of 16 positions by default, so it needs more than one.
 GRADIENT_TEST_QUERIES = {"sinkhorn": 40}
 QUERIES_PER_CHUNK = 3  # divides none of the test lengths but 9: every chunked call crosses chunk boundaries
+BATCHES_PER_CHUNK = 2  # divides no odd batch: the additive kernel's chunks cross batch elements too
 
 
 def force_small_chunks(monkeypatch) -> None:
-    """The chunked kernel in chunks of QUERIES_PER_CHUNK queries, the blocked kernel one query block per chunk
-    and the linear kernel's causal chunks of QUERIES_PER_CHUNK positions, whatever the sizes: a bug that shows
-    only across chunks (forward, or the recomputed backward; the running state of linear attention) then
-    shows at test sizes, which would otherwise fit in one chunk."""
-    from variants.kernels import blocked, chunked, linear
+    """The chunked kernel in chunks of QUERIES_PER_CHUNK queries, the additive kernel in chunks of as many queries
+    and BATCHES_PER_CHUNK batch elements, the blocked kernel one query block per chunk and the linear kernel's
+    causal chunks of QUERIES_PER_CHUNK positions, whatever the sizes: a bug that shows only across chunks
+    (forward, or the recomputed backward; the running state of linear attention) then shows at test sizes, which
+    would otherwise fit in one chunk."""
+    from variants.kernels import additive, blocked, chunked, linear
 
     monkeypatch.setattr(chunked, "queries_per_chunk", lambda call: QUERIES_PER_CHUNK)
+    monkeypatch.setattr(additive, "chunk_sizes", lambda call: (BATCHES_PER_CHUNK, QUERIES_PER_CHUNK))
     monkeypatch.setattr(blocked, "CHUNK_ELEMENTS", 1)
     monkeypatch.setattr(linear, "CHUNK", QUERIES_PER_CHUNK)
 

@@ -128,7 +128,7 @@ def test_list_shows_the_kernels_each_variant_runs_on_per_option_value_that_chang
     assert listed["sparse"] == {"": "flex, blocked, sdpa, reference",
                                 **{f"normaliser={name}": "blocked, reference" for name in NORMALISERS}}
     assert listed["relative"]["normaliser=sigmoid"] == "chunked, reference"
-    assert listed["additive"] == {"": "chunked, reference"}  # its normalisers all run where its score does
+    assert listed["additive"] == {"": "additive, chunked, reference"}  # its normalisers all run where its score does
     assert listed["based"] == {"layer_index=0": "linear, reference",  # window_every 2: every other block a window
                                "layer_index=1": "flex, blocked, xformers, sdpa, reference"}
     for name, options in variant_cases():

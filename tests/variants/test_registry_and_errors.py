@@ -80,13 +80,15 @@ def test_rope_needs_an_even_head_dim():
 def test_kernels_are_checked_by_name_and_capability():
     with pytest.raises(ValueError, match="Unknown kernel 'fast'.*'sdpa'"):
         variants.create("dense", num_heads=2, head_dim=4, kernel="fast")
-    with pytest.raises(ValueError, match="Kernel 'sdpa' cannot run variant 'additive_h4'.*'chunked'"):
+    with pytest.raises(ValueError, match="Kernel 'sdpa' cannot run variant 'additive_h4'.*'additive', 'chunked'"):
         variants.create("additive", num_heads=2, head_dim=4, kernel="sdpa")
     with pytest.raises(ValueError, match="cannot run variant 'relative_shaw_d16'"):
         variants.create("relative", num_heads=2, head_dim=4, kernel="sdpa", kind="shaw")
     for name, described in (("softcap", "softcap_c50"), ("ssmax", "ssmax_s0.43")):  # not scale * q.k + bias
         with pytest.raises(ValueError, match=f"Kernel 'sdpa' cannot run variant '{described}'.*'flex', 'chunked'"):
             variants.create(name, num_heads=2, head_dim=4, kernel="sdpa")
+    with pytest.raises(ValueError, match="Kernel 'additive' cannot run variant 'synthesizer_dense'"):  # gives no w
+        variants.create("synthesizer", num_heads=2, head_dim=4, kernel="additive", max_len=8)
 
 
 @pytest.mark.parametrize("name, options, kernel, accepted", [

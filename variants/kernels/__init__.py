@@ -20,7 +20,7 @@ import torch
 
 from common.options import closest
 from variants import layouts
-from variants.kernels import blocked, chunked, flex, linear, lowrank, reference, sdpa, xformers
+from variants.kernels import additive, blocked, chunked, flex, linear, lowrank, reference, sdpa, xformers
 from variants.kernels.call import Call
 from variants.normalisers import DOT_PRODUCT_NORMALISERS
 
@@ -96,6 +96,9 @@ KERNELS: dict[str, Kernel] = {
                normalisers=frozenset({"sum", "none"}), requires=frozenset({"features"})),
         Kernel("lowrank", lowrank.run, "weights given as factors, applied to the values right to left: O(n r d)",
                normalisers=None, requires=frozenset({"factors"})),
+        Kernel("additive", additive.run, "additive attention's logits w . tanh(q_i + k_j) and their gradients in "
+                                         "closed form, chunk by chunk: bounded memory, no tanh kept for backward",
+               normalisers=None, requires=frozenset({"additive_scorer"})),
         Kernel("chunked", chunked.run, "query chunks, recomputed in backward: memory bounded for any score",
                normalisers=None),
         Kernel("reference", reference.run, "each variant's own formula, materialises seq_q x seq_k; the truth in "

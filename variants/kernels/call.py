@@ -46,18 +46,22 @@ class Call:
     name: str  # the variant as it describes itself, for errors
     scale: float | torch.Tensor  # the factor on q.k: a float, or (H, 1, 1) when learned per head
     layout: Layout | None  # which keys each query may see beyond causality and padding; None: all
-    logits: Logits  # reference, chunked
-    allowed: Allowed  # reference, chunked, sdpa
+    logits: Logits  # reference, chunked (additive computes the same logits from additive_scorer)
+    allowed: Allowed  # reference, chunked, sdpa, additive
     logit_bias: LogitBias  # sdpa, blocked
     score_mod: ScoreModFor  # flex (xformers refuses a call that has one)
     pair_width: int  # floats materialised per (query, key) pair while scoring: sizes the chunked kernel's chunks
-    parameters: Callable[[], Iterable[torch.Tensor]]  # the variant's learned tensors (flex on CPU: no gradient)
+    parameters: Callable[[], Iterable[torch.Tensor]]  # its learned tensors (flex on CPU: no gradient; additive)
     # The variant's normaliser bound to what it learns (adaptive entmax's alpha per head): (B, H, ..., seq_k)
-    # similarities, head axis 1, and the keys allowed -> weights. Reference, chunked, blocked.
+    # similarities, head axis 1, and the keys allowed -> weights. Reference, chunked, blocked, additive.
     normalise: Normalise
     normaliser: str = "softmax"  # its name (`variants.normalisers`): what kernels that compute one form check
     features: Features | None = None  # the kernelised family's feature maps, of whole q and k: reference, linear
     factors: Factors | None = None  # the low-rank family's factors of the weights: reference, lowrank
+    # The additive family's score vector w (H, hidden): logits w . tanh(q_i + k_j) of the prepared q and k, which
+    # reference and chunked compute through `logits`, the additive kernel from w (with `parameters`: what the
+    # normaliser learns, differentiated in its backward pass).
+    additive_scorer: torch.Tensor | None = None
 
 
 def untraced(function: Callable) -> Callable:

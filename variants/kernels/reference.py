@@ -33,9 +33,15 @@ def attend(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
     if call.factors is not None:
         weights = functools.reduce(torch.matmul, call.factors(call.q, call.k, call.key_padding_mask))
     else:
-        allowed = call.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask)
-        weights = call.normalise(similarities(call), allowed)
+        weights = normalised(call, similarities(call))
     return torch.matmul(weights, call.v), weights
+
+
+def normalised(call: Call, similarities: torch.Tensor) -> torch.Tensor:
+    """Weights (B, H, seq_q, seq_k) from similarities of that shape: the variant's normaliser over the keys the
+    call allows its queries."""
+    allowed = call.allowed(call.q_pos, call.k_pos, call.causal, call.key_padding_mask)
+    return call.normalise(similarities, allowed)
 
 
 def run(call: Call) -> torch.Tensor:
