@@ -250,7 +250,7 @@ def record_rows(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> pd.D
               group["seconds"].sum()) for variant, group in sizes.groupby("variant", sort=False)]
     total = sizes["seconds"].sum()
     rows += [("every job", int(sizes[[f"{stage} jobs" for stage in names]].sum().sum()), total),
-             (f"wall time with {workers} workers", None, total / workers)]
+             (f"wall time with {workers} workers", "", total / workers)]  # "": no job count of its own
     threads = threads_per_worker(workers, "cpu")
     device = benchmark.device if benchmark.device != "cpu" else \
         f"cpu ({os.cpu_count()} cores, {threads} thread(s) per worker), torch {torch.__version__}"
