@@ -113,7 +113,7 @@ def test_a_benchmark_stored_before_definitions_named_their_stages_is_joined_and_
                                         runs_dir=tmp_path, heartbeat_seconds=1)
     assert rebuilt.stages == bench.stages and rebuilt.cells == bench.cells and rebuilt.name == bench.name
     assert benchmark.open_study(bench).user_attrs["definition"] == bench.definition()  # joined, recorded anew
-    with pytest.raises(OptionError, match=r"benchmark study 'benchmark-tiny' stores no 'capacity_seeds'"):
+    with pytest.raises(OptionError, match=r"benchmark study 'benchmark-tiny' stores no 'capacity_seed[s]'"):
         Benchmark.from_definition(older(stored, dropped=("capacity_seeds",)), study_name=bench.study_name,
                                   device="cpu", storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
 
