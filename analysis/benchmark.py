@@ -202,9 +202,7 @@ def leaderboard_blocks(ledger: Ledger, cells: pd.DataFrame, shown: pd.DataFrame,
                          shown[rows].drop(columns="attention"), data=board[rows])]
         verdicts += verdict_blocks(cells[cells["variant"].isin(board.loc[rows, "variant"])], scores,
                                    tuple(ledger.benchmark.tasks), "" if kind == "causal" else kind)
-    shortcuts = [f"Task {task} has a known shortcut, so its column measures that as much as the dependency: "
-                 f"{tasks.task_class(task).known_shortcut}." for task in ledger.benchmark.tasks
-                 if tasks.task_class(task).known_shortcut is not None]
+    shortcuts = [line for task in ledger.benchmark.tasks for line in tasks.caveats(task, ledger.benchmark.profile)]
     return [*boards, *(Text(line) for line in [*shortcuts, *unranked_text(board)]),
             *(verdicts if len(verdicts) > 1 else [])]
 
@@ -264,13 +262,20 @@ def parity_text(benchmark: Benchmark) -> str:
 
 
 def stopping_text(benchmark: Benchmark) -> str:
-    """The stopping rule as the protocol states it (`--target-accuracy`, train.target_accuracy)."""
+    """The stopping rule and what each evaluation reads, as the protocol states them (`--target-accuracy`,
+    `--interim-validation`; train.target_accuracy, train.interim_test, train.interim_validation)."""
+    reads = ("Evaluations: every evaluation reads the test set and the whole validation set." if benchmark.interim_test
+             else "Evaluations: the test set is read once, at each run's last evaluation, with every other held-out "
+                  "set in full; the evaluations before it read " + (
+                      "the whole validation set" if benchmark.interim_validation is None else
+                      f"{benchmark.interim_validation} validation examples evenly spaced through the set") + ".")
     if benchmark.target_accuracy is None:
-        return "Stopping: none; every run trains every step of its profile."
+        return f"Stopping: none; every run trains every step of its profile. {reads}"
     return (f"Stopping: every run of every stage stops at the first evaluation whose validation accuracy reaches "
             f"{benchmark.target_accuracy:g} (as Zoology stops at 0.99), and records that step and its wall time; the "
-            "test accuracy is the one measured there. Tuning scores such a run at the target and prefers, among "
-            "learning rates that reach it, the fewest steps; the speed of learning reads the steps to the target.")
+            "test and validation accuracy are the ones measured there, on the whole sets. Tuning scores such a run at "
+            "the target and prefers, among learning rates that reach it, the fewest steps; the speed of learning "
+            f"reads the steps to the target. {reads}")
 
 
 def sizes(ledger: Ledger) -> pd.DataFrame:

@@ -9,7 +9,8 @@ speed of learning, read from the confirmation runs' figures in the storage) and 
 - speed of learning: the steps and the wall time a confirmation run takes to reach the benchmark's target
   validation accuracy (`--target-accuracy`, where the run stopped); without a target, to first reach 90% of the
   task's best accuracy (the highest mean test accuracy of any cell on that task) on its learning curve (the
-  test accuracy at each evaluation); averaged over the seeds that reach it;
+  validation accuracy at each evaluation; the test accuracy in a record from before interim evaluations);
+  averaged over the seeds that reach it;
 - capacity: the test accuracy of each cell at other model widths and, on a task that declares a capacity
   option (MQAR's key-value pairs, the tokens selective copying copies, Pathfinder's distractor paths), at
   other values of it: the capacity stage's runs (`experiments.benchmark.capacity`), the cell's own size being
@@ -97,7 +98,7 @@ def _first_reach(curve: list[list[float]], threshold: float) -> tuple[float, flo
 
 def _reached(result: dict, threshold: float, target: float | None) -> tuple[float, float] | None:
     """(step, wall seconds) where a run reached the benchmark's target on its validation set (where it stopped),
-    or without a target where its test accuracy curve first reached `threshold`; None where it did not."""
+    or without a target where its learning curve first reached `threshold`; None where it did not."""
     if target is not None:
         return None if result.get("target_step") is None else (result["target_step"], result["target_seconds"])
     return _first_reach(result.get("curve", []), threshold)

@@ -171,9 +171,7 @@ def calibration_sections(record: pd.DataFrame) -> list[str]:
              "throughput, is in [calibration.md](calibration.md); the record is "
              "[calibration.csv](calibration.csv), written by `make calibration`.", "", ONE_RUN, "",
              *(line for task in _task_order(record["task"]) if task in tasks.list_tasks()
-               and tasks.task_class(task).known_shortcut is not None
-               for line in (f"Task {task} has a known shortcut, so its rows measure that as much as the dependency: "
-                            f"{tasks.task_class(task).known_shortcut}.", ""))]
+               for caveat in tasks.caveats(task) for line in (caveat, ""))]
     for title, rows, beside in groups(record):
         shown = rows
         if beside:

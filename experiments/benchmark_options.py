@@ -13,11 +13,12 @@ import argparse
 from experiments import tasks
 
 DEFAULT_LR_MULTIPLES = "0.3,1,3"
-DEFAULT_CAPACITY_WIDTHS = "0.5,2"
+DEFAULT_CAPACITY_WIDTHS = "0.5"  # x2 would cost more than the rest of the quick benchmark together
 DEFAULT_CAPACITY_SCALES = "2"
 DEFAULT_CAPACITY_SEEDS = 1
 DEFAULT_EXTEND_GRID = "2"
 DEFAULT_TARGET_ACCURACY = "0.99"  # as Zoology stops at 0.99
+DEFAULT_INTERIM_VALIDATION = "608"  # a quarter of the quick profile's validation set: half-width at most 0.04
 
 
 def capacity_options() -> str:
@@ -40,6 +41,10 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
                        help="every job stops at the first evaluation whose validation accuracy reaches X, recording "
                             "the step (as Zoology stops at 0.99); none: every job trains every step "
                             "(default: %(default)s)")
+    bench.add_argument("--interim-validation", default=DEFAULT_INTERIM_VALIDATION, metavar="N",
+                       help="every evaluation before a job's last reads N validation examples, evenly spaced through "
+                            "the set (what the target reads); the last reads every held-out set in full, and the "
+                            "test set only then; all: the whole validation set each time (default: %(default)s)")
     bench.add_argument("--size-to-dense", action=argparse.BooleanOptionalAction, default=True,
                        help="size each cell's model to within 10%% of dense's parameters on its task (the variant's "
                             "size option, else the width); --no-size-to-dense: each at its own size, and one outside "
@@ -55,14 +60,16 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--name", help="the benchmark's name (default: the profile)")
     bench.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL (postgresql://...) shared by "
                        "machines (default: the journal RUNS_DIR/benchmark/NAME/jobs.journal)")
-    bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else 1)")
+    bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else one "
+                       "per CPU core, each with one thread)")
     bench.add_argument("--heartbeat-seconds", type=int, default=60, help="a job silent twice as long is retried")
     bench.add_argument("--estimate", action="store_true", help="train nothing: time a few steps and one evaluation "
                        "of every size the benchmark trains at, and print how long what remains of it will take "
                        "with --workers (the table: RUNS_DIR/benchmark/NAME/estimate.csv)")
 
 
-OWN = ("seeds", "lr_multiples", "extend_grid", "size_to_dense", "target_accuracy", "capacity_widths",
+OWN = ("seeds", "lr_multiples", "extend_grid", "size_to_dense", "target_accuracy", "interim_validation",
+       "capacity_widths",
        "capacity_scales", "capacity_seeds", "name", "storage", "heartbeat_seconds")
 
 

@@ -52,6 +52,12 @@ class TrainConfig:
     min_lr_ratio: float = option(0.1, "final learning rate / peak")
     grad_clip: float = option(1.0, "clip the gradient norm to this (0: no clipping)")
     eval_every: int = option(100, "evaluate every this many steps (and at the end)")
+    interim_test: bool = option(
+        True, "evaluations before the last read the test set and the extra held-out sets too (learning curves on "
+              "the test set); false: the last evaluation only (experiments.evaluation)")
+    interim_validation: int | None = option(
+        None, "evaluations before the last read this many validation examples, evenly spaced through the set (what "
+              "the target and a sweep's pruning read); none: all of them. The last reads all of them")
     target_accuracy: float | None = option(
         None, "stop at the first evaluation whose validation accuracy reaches this (the step and wall time are "
               "recorded); none: train every step")
@@ -75,6 +81,8 @@ class TrainConfig:
         require(self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0")
         require(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", self.min_lr_ratio, "a number from 0 to 1")
         require(self.grad_clip >= 0, "grad_clip", self.grad_clip, "a number >= 0")
+        require(self.interim_validation is None or self.interim_validation >= 1, "interim_validation",
+                self.interim_validation, "none or an integer >= 1")
         require(self.target_accuracy is None or 0 < self.target_accuracy <= 1, "target_accuracy",
                 self.target_accuracy, "none or a number in (0, 1]")
         trackers.check_available(self.tracker)

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
 from common.provenance import git_commit
-from experiments import attention_stats, revisions, tasks
+from experiments import attention_stats, evaluation, revisions, tasks
 from experiments.build import Parts, build
 from experiments.config import RunConfig, TrainConfig
+from experiments.evaluation import reached_target, stopped_at_target, validation_accuracy
 from experiments.model import Transformer, scored_loss
 from experiments.optimizer import build_optimizer
 from experiments.records import RunRecord, Summary, metric_line_as_today
@@ -48,55 +48,6 @@ def learning_rate(step: int, train: TrainConfig) -> float:
     progress = (step - train.warmup_steps) / max(1, train.steps - train.warmup_steps)
     cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
     return train.lr * (train.min_lr_ratio + (1 - train.min_lr_ratio) * cosine)
-
-
-@torch.no_grad()
-def evaluate(model: Transformer, test_set: tasks.Batch, batch_size: int,
-             buckets: list[tuple[int, int]]) -> dict[str, Any]:
-    """Accuracy over the scored positions of a held-out set, overall and per dependency-distance bucket
-    (no buckets: overall only)."""
-    model.eval()
-    correct, distance, losses = [], [], []
-    for start in range(0, test_set.inputs.shape[0], batch_size):
-        inputs = test_set.inputs[start : start + batch_size]
-        targets = test_set.targets[start : start + batch_size]
-        logits = model(inputs)  # (B, T, classes)
-        scored = targets != tasks.IGNORE
-        losses.append(F.cross_entropy(logits[scored], targets[scored], reduction="sum"))
-        correct.append(logits[scored].argmax(-1) == targets[scored])
-        distance.append(test_set.distance[start : start + batch_size][scored])
-    model.train()
-    correct, distance = torch.cat(correct).float(), torch.cat(distance)
-    by_distance = []
-    for lo, hi in buckets:
-        inside = (distance >= lo) & (distance <= hi)
-        count = int(inside.sum())
-        accuracy = float(correct[inside].mean()) if count else None
-        by_distance.append({"lo": lo, "hi": hi, "accuracy": accuracy, "count": count})
-    result = {"test_accuracy": float(correct.mean()), "test_loss": float(torch.stack(losses).sum() / correct.numel())}
-    return {**result, "accuracy_by_distance": by_distance} if buckets else result
-
-
-def evaluate_all(model: Transformer, test_set: tasks.Batch, extra_sets: dict[str, tasks.Batch], batch_size: int,
-                 buckets: list[tuple[int, int]]) -> dict[str, Any]:
-    """The test set's accuracy (per distance bucket too), and each extra held-out set's under "splits"."""
-    result = evaluate(model, test_set, batch_size, buckets)
-    if extra_sets:
-        result["splits"] = {name: evaluate(model, batch, batch_size, []) for name, batch in extra_sets.items()}
-    return result
-
-
-def validation_accuracy(line: dict[str, Any]) -> float | None:
-    """The validation accuracy an evaluation line (or a summary) reports: what sweeps select and prune on,
-    so the test set stays an untouched test set. None where there is none (a record from before it)."""
-    return line.get("val_accuracy")
-
-
-def reached_target(train: TrainConfig, line: dict[str, Any] | None) -> bool:
-    """Whether an evaluation line's validation accuracy reaches `train.target_accuracy` (never without one): `train`
-    stops after the evaluation that does, status "completed", and a run resumed after it trains no further."""
-    accuracy = validation_accuracy(line) if line else None
-    return train.target_accuracy is not None and accuracy is not None and accuracy >= train.target_accuracy
 
 
 def due(step: int, every: int, steps: int) -> bool:
@@ -231,15 +182,13 @@ def train_line(run: Run, state: RunState) -> dict[str, Any]:
             "grad_norm": float(state.grad_norm), "wall_seconds": state.wall_seconds}
 
 
-def evaluation_line(run: Run, state: RunState) -> dict[str, Any]:
-    """The eval line of this step: the test set (per distance bucket too), each extra set under "splits",
-    the validation set, and with `train.attention_stats` the statistics per layer and head."""
-    batch_size = run.config.train.batch_size
+def evaluation_line(run: Run, state: RunState, final: bool) -> dict[str, Any]:
+    """The eval line of this step (`experiments.evaluation`: every held-out set in full where `final`, otherwise
+    what the interim settings ask), with `train.attention_stats` the statistics per layer and head."""
     with run.autocast:
-        scores = evaluate_all(run.model, run.test_set, run.extra_sets, batch_size, run.task.report_buckets())
-        validation = evaluate(run.model, run.validation_set, batch_size, [])
-    line = {"kind": "eval", "step": state.step, "wall_seconds": state.wall_seconds, **scores,
-            "val_accuracy": validation["test_accuracy"], "val_loss": validation["test_loss"]}
+        figures = evaluation.held_out(run.model, run.config.train, (run.test_set, run.extra_sets, run.validation_set),
+                                      run.task.report_buckets(), final)
+    line = {"kind": "eval", "step": state.step, "wall_seconds": state.wall_seconds, **figures}
     if run.config.train.attention_stats:
         line["attention"] = attention_stats.measure(run.model, *attention_stats.probe_batch(run.test_set))
     return line
@@ -251,10 +200,14 @@ def record_line(run: Run, state: RunState, line: dict[str, Any]) -> None:
     run.trackers.log(line)
 
 
-def record_evaluation(run: Run, state: RunState) -> None:
-    """Evaluate now and record the eval line."""
-    state.last_eval = evaluation_line(run, state)
-    record_line(run, state, state.last_eval)
+def record_evaluation(run: Run, state: RunState, final: bool) -> None:
+    """Evaluate now and record the eval line: an interim one whose validation reaches the target is followed at
+    once by the full evaluation, marked as where the run stopped (`experiments.evaluation`)."""
+    line, train_cfg = evaluation_line(run, state, final), run.config.train
+    if not final and reached_target(train_cfg, line) and not evaluation.is_complete(train_cfg, line):
+        line = {**evaluation_line(run, state, True), "target_reached": True}
+    state.last_eval = line
+    record_line(run, state, line)
 
 
 def begin(run: Run, state: RunState) -> None:
@@ -262,7 +215,7 @@ def begin(run: Run, state: RunState) -> None:
     statistics are asked for (where the learning curves and the statistics start), write the running summary."""
     run.trackers.start(run.config.to_dict(), run.record.run_id, run.tags, state.step)
     if run.config.train.attention_stats and state.step == 0:
-        record_evaluation(run, state)
+        record_evaluation(run, state, False)
     run.record.write_summary(summarise(run, state, "running"))
 
 
@@ -290,7 +243,7 @@ def summarise(run: Run, state: RunState, status: str, error: str | None = None) 
         ] if task.eval_lengths else [],
         tags=dict(run.tags), steps=state.step, total_steps=config.train.steps, wall_seconds=state.wall_seconds,
         **(dict(target_step=last["step"], target_seconds=last["wall_seconds"])
-           if reached_target(config.train, last) else {}),
+           if stopped_at_target(config.train, last) else {}),
         tokens_per_second=tokens / state.train_seconds if state.train_seconds else None,
         peak_memory_bytes=peak_memory_bytes(run.device), device=str(run.device),
         device_name=torch.cuda.get_device_name(run.device) if run.device.type == "cuda" else platform.processor(),
@@ -313,11 +266,13 @@ def save(run: Run, state: RunState, status: str) -> Summary:
 
 
 def progress(state: RunState) -> dict[str, str]:
-    """The progress bar's figures: the last train line's loss and accuracy, the last evaluation's accuracy."""
+    """The progress bar's figures: the last train line's loss and accuracy, the last evaluation's accuracy (test, or
+    validation where it read no test set)."""
     line = next((line for line in reversed(state.history) if line["kind"] == "train"), None)
     figures = {"loss": line["loss"], "acc": line["accuracy"]} if line else {}
-    if state.last_eval:
-        figures["test"] = state.last_eval["test_accuracy"]
+    if state.last_eval:  # an interim evaluation may read the validation set only (`experiments.evaluation`)
+        shown = "test" if "test_accuracy" in state.last_eval else "val"
+        figures[shown] = state.last_eval[f"{shown}_accuracy"]
     return {name: f"{value:.3f}" for name, value in figures.items()}
 
 
@@ -361,7 +316,7 @@ def train(
     bar = tqdm(total=steps, initial=state.step, desc=f"{run.described}/{config.task}", disable=quiet,
                unit="step", dynamic_ncols=True)
     try:
-        while state.step < steps and not reached_target(config.train, state.last_eval):
+        while state.step < steps and not stopped_at_target(config.train, state.last_eval):
             if should_stop(state.step):
                 status = "interrupted"
                 break
@@ -379,12 +334,12 @@ def train(
             if logging:
                 record_line(run, state, train_line(run, state))
             if evaluating:
-                record_evaluation(run, state)
+                record_evaluation(run, state, state.step == steps)
             if logging or evaluating:
                 bar.set_postfix(progress(state))
             if checkpointing:
                 save(run, state, "running")
-            if evaluating and state.step < steps and not reached_target(config.train, state.last_eval) \
+            if evaluating and state.step < steps and not stopped_at_target(config.train, state.last_eval) \
                     and should_prune(state.step, validation_accuracy(state.last_eval)):
                 status = "pruned"
                 break

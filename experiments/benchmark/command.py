@@ -46,9 +46,9 @@ def header(benchmark: Benchmark, workers: int) -> str:
 
 
 def run(benchmark: Benchmark, *, workers: int | None, quiet: bool) -> tuple[int, Ledger]:
-    """The whole benchmark from this process (`workers` processes: default one per GPU with cuda, else 1) and
-    its state at the end: 0 when every job has settled, 130 after a signal, 1 otherwise."""
-    workers = worker_count(workers, benchmark.device)
+    """The whole benchmark from this process (`workers` processes: default one per GPU with cuda, else one per CPU
+    core) and its state at the end: 0 when every job has settled, 130 after a signal, 1 otherwise."""
+    workers = worker_count(workers, benchmark.device, per_core=True)
     study = open_study(benchmark)
     print(header(benchmark, workers), flush=True)
     if workers == 1:

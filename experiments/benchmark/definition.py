@@ -69,6 +69,10 @@ class Benchmark:
     extend_grid: int = 0  # at most this many learning rates tuned beyond an edge of the grid where the best lies
     size_to_dense: bool = True  # whether each cell's model is sized to dense's parameters (`parity`)
     target_accuracy: float | None = None  # every job's train.target_accuracy: it stops where validation reaches it
+    # Every job's train.interim_test and train.interim_validation (`experiments.evaluation`): its test set read at
+    # its end only, its interim evaluations on this many validation examples (None: all).
+    interim_test: bool = True
+    interim_validation: int | None = None
 
     @property
     def folder(self) -> Path:
@@ -105,7 +109,8 @@ class Benchmark:
             "capacity_widths": self.capacity_widths, "capacity_scales": self.capacity_scales,
             "capacity_seeds": self.capacity_seeds, "stages": [stage.name for stage in self.stages],
             "extend_grid": self.extend_grid, "size_to_dense": self.size_to_dense,
-            "target_accuracy": self.target_accuracy,
+            "target_accuracy": self.target_accuracy, "interim_test": self.interim_test,
+            "interim_validation": self.interim_validation,
         }))
 
     @classmethod
@@ -132,7 +137,8 @@ class Benchmark:
                      device=device, kernel=read("kernel"), sets=tuple(read("sets")), storage_url=storage_url,
                      runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
                      stages=tuple(known[name] for name in read("stages")), extend_grid=read("extend_grid"),
-                     size_to_dense=read("size_to_dense"), target_accuracy=read("target_accuracy"))
+                     size_to_dense=read("size_to_dense"), target_accuracy=read("target_accuracy"),
+                     interim_test=read("interim_test"), interim_validation=read("interim_validation"))
 
     def learning_rates(self, cell: Cell, multiples: tuple[float, ...] | None = None) -> list[float]:
         """The cell's grid (or `multiples`): each multiple of the task's profile learning rate, to 4 significant
@@ -200,6 +206,7 @@ class Benchmark:
                  "--name", self.name]
         words += [] if self.size_to_dense else ["--no-size-to-dense"]
         words += ["--target-accuracy", format_value(self.target_accuracy)]
+        words += ["--interim-validation", format_value(self.interim_validation or "all")]
         words += ["--kernel", self.kernel] if self.kernel != "auto" else []
         words += [word for assignment in self.sets for word in ("--set", assignment)]
         return shlex.join(words + (["--storage", self.storage_shown] if self.storage_url else []))
@@ -209,9 +216,10 @@ def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
     """A stored definition in today's form: one stored before definitions named their stages runs the stages
     every benchmark then ran; one stored before the grid was extended extends none, and one stored before cells
     were sized to dense's parameters keeps its cells' own sizes (the page still flags those outside 10%); one
-    stored before runs stopped at a target trains every step."""
+    stored before runs stopped at a target trains every step, and one stored before interim evaluations reads every
+    held-out set at each evaluation."""
     return {"stages": list(UNNAMED_STAGES), "extend_grid": 0, "size_to_dense": False, "target_accuracy": None,
-            **stored}
+            "interim_test": True, "interim_validation": None, **stored}
 
 
 def parse_target(text: str) -> float | None:
@@ -221,6 +229,15 @@ def parse_target(text: str) -> float | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
         raise OptionError(f"Benchmark target-accuracy got {text!r}; accepted: a number in (0, 1], or none.")
     return None if value is None else float(value)
+
+
+def parse_interim(text: str) -> int | None:
+    """'608' -> 608, 'all' -> None; anything else is a one-sentence error."""
+    value = None if text.strip().lower() == "all" else parse_value(text)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise OptionError(f"Benchmark interim-validation got {text!r}; accepted: an integer >= 1 (validation "
+                          "examples read at each evaluation before a job's last), or all.")
+    return value
 
 
 def parse_multiples(text: str) -> tuple[float, ...]:
@@ -306,7 +323,8 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
           capacity_scales: tuple[float, ...], capacity_seeds: int, device: str, kernel: str, sets: tuple[str, ...],
           storage_url: str | None, runs_dir: Path, heartbeat_seconds: int,
           stages: tuple[Stage, ...] = DEFAULT_STAGES, extend_grid: int = 0, size_to_dense: bool = True,
-          target_accuracy: float | None = None) -> Benchmark:
+          target_accuracy: float | None = None, interim_test: bool = True,
+          interim_validation: int | None = None) -> Benchmark:
     """Validate a benchmark's values and resolve every cell, its size and its capacity points, touching nothing: a
     bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
     _check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds, extend_grid)
@@ -321,10 +339,15 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
     if "lr" in overrides["train"]:
         raise OptionError("--set train.lr names what the benchmark tunes; accepted: the grid's multiples of each "
                           "task's learning rate, --lr-multiples A,B,C.")
-    if "target_accuracy" in overrides["train"]:
-        raise OptionError("--set train.target_accuracy names the benchmark's stopping rule, the same for every job; "
-                          "accepted: --target-accuracy X (or none).")
-    overrides["train"]["target_accuracy"] = configs.TrainConfig(target_accuracy=target_accuracy).target_accuracy
+    for key, flag in (("target_accuracy", "--target-accuracy X (or none)"), ("interim_test", "nothing: the test set "
+                      "is read once, at each job's end"), ("interim_validation", "--interim-validation N (or all)")):
+        if key in overrides["train"]:
+            raise OptionError(f"--set train.{key} names a rule of the benchmark, the same for every job; accepted: "
+                              f"{flag}.")
+    rules = configs.TrainConfig(target_accuracy=target_accuracy, interim_test=interim_test,
+                                interim_validation=interim_validation)
+    overrides["train"].update(target_accuracy=rules.target_accuracy, interim_test=rules.interim_test,
+                              interim_validation=rules.interim_validation)
     listed = variant_names if parity.REFERENCE in variant_names else (*variant_names, parity.REFERENCE)
     references = {task: parity.reference(lambda task=task: configs.resolve(
         variant=parity.REFERENCE, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
@@ -339,14 +362,15 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
                      capacity_scales=capacity_scales, capacity_seeds=capacity_seeds, device=device, kernel=kernel,
                      sets=sets, storage_url=storage_url, runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
                      cells=cells, stages=stages, extend_grid=extend_grid, size_to_dense=size_to_dense,
-                     target_accuracy=target_accuracy)
+                     target_accuracy=target_accuracy, interim_test=interim_test,
+                     interim_validation=interim_validation)
 
 
 def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
             lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
             kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
             heartbeat_seconds: int, extend_grid: str = "0", size_to_dense: bool = True,
-            target_accuracy: str = "none") -> Benchmark:
+            target_accuracy: str = "none", interim_validation: str = "all") -> Benchmark:
     """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error."""
     return build(name=name or profile, variant_names=presets.expand(variant_names, presets.CORE),
                  task_names=_names(task_names, "task", tasks.DEFAULT_SUITE), profile=profile, seed=seed, seeds=seeds,
@@ -357,4 +381,5 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
                                                           "each task's capacity option"),
                  capacity_seeds=capacity_seeds, device=device, kernel=kernel, sets=tuple(sets), storage_url=storage,
                  runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds, extend_grid=parse_extensions(extend_grid),
-                 size_to_dense=size_to_dense, target_accuracy=parse_target(target_accuracy))
+                 size_to_dense=size_to_dense, target_accuracy=parse_target(target_accuracy), interim_test=False,
+                 interim_validation=parse_interim(interim_validation))

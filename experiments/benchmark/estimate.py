@@ -2,9 +2,9 @@
 
 Every size the benchmark trains at (each cell's own size, which its tuning and confirmation jobs share, and each
 other size a stage trains at, `Stage.size`: each capacity point) is set up exactly as a job's run is
-(`experiments.train.set_up`), then timed on this device for a few optimiser steps and one evaluation, with the
-threads each of the workers would get. A job's
-time is its profile's steps times the time of a step plus its evaluations times the time of one; the learning
+(`experiments.train.set_up`), then timed on this device for a few optimiser steps, one interim evaluation and, where
+it reads less than the last (`experiments.evaluation`), the last one, with the threads each of the workers would
+get. A job's time is its steps times the time of a step, plus its interim evaluations and its last; the learning
 rate and the seed do not change it. Jobs the benchmark's storage already holds as settled are left out, so
 the estimate of a benchmark that has started is what remains of it. A size that cannot be set up is listed
 with the error and counts for nothing: its jobs would fail as they start.
@@ -54,7 +54,16 @@ TIMED_STEPS = 5
 @dataclass(frozen=True)
 class Timing:
     step_seconds: float  # one optimiser step on a fresh batch
-    eval_seconds: float  # one evaluation: the test set, its extra sets and the validation set
+    eval_seconds: float  # one interim evaluation: what train.interim_test and train.interim_validation read
+    last_eval_seconds: float | None = None  # the last evaluation, every held-out set in full; None: the same
+
+    @property
+    def last_seconds(self) -> float:
+        return self.eval_seconds if self.last_eval_seconds is None else self.last_eval_seconds
+
+    def job_seconds(self, train: configs.TrainConfig, steps: float) -> float:
+        """A job of `steps` steps: its steps, its interim evaluations and its last one."""
+        return steps * self.step_seconds + (evaluations(train, steps) - 1) * self.eval_seconds + self.last_seconds
 
 
 def time_run(config: configs.RunConfig) -> Timing:
@@ -66,8 +75,10 @@ def time_run(config: configs.RunConfig) -> Timing:
         for _ in range(WARMUP_STEPS):
             train_step(run, state)
         step = seconds(lambda: [train_step(run, state) for _ in range(TIMED_STEPS)], run.device) / TIMED_STEPS
-        evaluation = seconds(lambda: evaluation_line(run, state), run.device)
-    return Timing(step, evaluation)
+        interim = seconds(lambda: evaluation_line(run, state, False), run.device)
+        complete = config.train.interim_test and config.train.interim_validation is None
+        last = None if complete else seconds(lambda: evaluation_line(run, state, True), run.device)
+    return Timing(step, interim, last)
 
 
 def evaluations(train: configs.TrainConfig, steps: float | None = None) -> int:
@@ -157,8 +168,7 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
             except Exception as failure:  # its jobs will fail alike: the benchmark lists them, so does this
                 timing, error = Timing(math.nan, math.nan), f"{type(failure).__name__}: {failure}"
             predictions = {stage: predicted_steps(found, size, stage, config.train.steps) for stage in stages}
-            seconds_of = {stage: steps * timing.step_seconds + evaluations(config.train, steps) * timing.eval_seconds
-                          for stage, (steps, _) in predictions.items()}
+            seconds_of = {stage: timing.job_seconds(config.train, steps) for stage, (steps, _) in predictions.items()}
             variant, task, label = size
             rows.append({"variant": variant, "task": task, "size": label,
                          **{f"{stage} jobs": counts[stage] for stage in stages},
@@ -167,6 +177,7 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
                          "predicted from": "; ".join(f"{stage}: {how}" for stage, (_, how) in predictions.items()
                                                      if counts[stage]),
                          "step seconds": timing.step_seconds, "eval seconds": timing.eval_seconds,
+                         "last eval seconds": timing.last_seconds,
                          "job seconds": sum(seconds_of[stage] * counts[stage] for stage in stages)
                          / max(1, sum(counts.values())),
                          **{f"{stage} seconds": seconds_of[stage] * counts[stage] for stage in stages},
@@ -175,8 +186,8 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
         torch.set_num_threads(threads)
     return pd.DataFrame(rows, columns=["variant", "task", "size", *(f"{stage} jobs" for stage in stages), "steps",
                                        *(f"{stage} steps" for stage in stages), "predicted from", "step seconds",
-                                       "eval seconds", "job seconds", *(f"{stage} seconds" for stage in stages),
-                                       "seconds", "error"])
+                                       "eval seconds", "last eval seconds", "job seconds",
+                                       *(f"{stage} seconds" for stage in stages), "seconds", "error"])
 
 
 def hours(total_seconds: float) -> str:
@@ -230,7 +241,7 @@ def run(benchmark: Benchmark, *, workers: int | None, quiet: bool) -> int:
     """`attnlab benchmark --estimate`: time what remains of `benchmark` for `workers` workers (the benchmark's
     default count when None), print the summary and write every size's row to estimate.csv in the benchmark's
     folder of this machine (RUNS_DIR/benchmark/NAME/, beside its journal; the page's folder is the page's)."""
-    workers = worker_count(workers, benchmark.device)
+    workers = worker_count(workers, benchmark.device, per_core=True)
     sizes = estimate(benchmark, workers=workers, quiet=quiet)
     path = benchmark.folder / "estimate.csv"
     atomic_write_text(path, sizes.to_csv(index=False))

@@ -61,9 +61,10 @@ RESULT_FIELDS = ("status", "error", "run_id", "variant_name", "val_accuracy", "t
 
 def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[str, Any]]) -> dict[str, Any]:
     """The figures of a job's run that the storage keeps, so that the result needs no run folder: the
-    `RESULT_FIELDS` of its summary, the tokens it trained on, its test accuracy at each evaluation (`curve`: step,
-    wall seconds, accuracy) and the target it stopped at (train.target_accuracy, or None)."""
-    curve = [[line["step"], line["wall_seconds"], line["test_accuracy"]] for line in metrics if line["kind"] == "eval"]
+    `RESULT_FIELDS` of its summary, the tokens it trained on, its validation accuracy at each evaluation (`curve`:
+    step, wall seconds, accuracy; interim evaluations read part of the set, `experiments.evaluation`) and the target
+    it stopped at (train.target_accuracy, or None)."""
+    curve = [[line["step"], line["wall_seconds"], line["val_accuracy"]] for line in metrics if line["kind"] == "eval"]
     return {**{name: getattr(summary, name) for name in RESULT_FIELDS},
             "tokens": (summary.steps or 0) * config.train.batch_size * config.task_options.seq_len, "curve": curve,
             "target_accuracy": config.train.target_accuracy}

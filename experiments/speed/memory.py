@@ -2,9 +2,12 @@
 `experiments.timing`).
 
 CPU peak memory is the process's resident high-water mark (Linux `VmHWM`), reset just before the call
-through /proc/self/clear_refs, minus the resident size at that moment. glibc's allocator is told to
-hand every allocation above 64 KiB straight back to the system, so memory freed by an earlier call is
-not silently reused and missed.
+through /proc/self/clear_refs, minus the resident size at that moment. While a call is measured, glibc's
+allocator is told to hand every allocation above 64 KiB straight back to the system, so memory freed by an
+earlier call is not silently reused and missed. Afterwards its thresholds are set to where glibc's own
+dynamic ones settle in a process that frees large blocks (32 MiB to map, twice that to trim), so that the
+timings of `attnlab speed`, taken in the same process, see the allocator of a training process rather than
+one that faults in every large tensor's pages anew (which made the additive kernel look 2x slower).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from pathlib import Path
 
 import torch
 
+_M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_SETTLED_MMAP = 32 * 1024 * 1024  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: where the dynamic one stops
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
@@ -29,9 +34,7 @@ def _libc():
         libc = ctypes.CDLL(name) if name else None
     except OSError:
         return None
-    if libc is not None and hasattr(libc, "mallopt"):
-        libc.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)  # a fixed threshold also stops glibc from raising it
-    return libc
+    return libc if libc is not None and hasattr(libc, "mallopt") else None
 
 
 _LIBC = _libc()
@@ -60,9 +63,15 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> float:
         return float(torch.cuda.max_memory_allocated(device) - before)
     if not cpu_peak_supported():
         return math.nan
-    if _LIBC is not None and hasattr(_LIBC, "malloc_trim"):
+    if _LIBC is not None:
+        _LIBC.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)  # a fixed threshold also stops glibc from raising it
         _LIBC.malloc_trim(0)
-    _CLEAR_REFS.write_text("5")  # resets VmHWM to the current resident size
-    before = _status_kib("VmRSS")
-    fn()
-    return float((_status_kib("VmHWM") - before) * 1024)
+    try:
+        _CLEAR_REFS.write_text("5")  # resets VmHWM to the current resident size
+        before = _status_kib("VmRSS")
+        fn()
+        return float((_status_kib("VmHWM") - before) * 1024)
+    finally:
+        if _LIBC is not None:
+            _LIBC.mallopt(_M_MMAP_THRESHOLD, _SETTLED_MMAP)
+            _LIBC.mallopt(_M_TRIM_THRESHOLD, 2 * _SETTLED_MMAP)

@@ -93,12 +93,16 @@ def work(sweep: Sweep, study: optuna.Study, *, worker: int | None = None, quiet:
     return 130
 
 
-def worker_count(workers: int | None, device: str) -> int:
-    """The processes to run: `workers`, or by default one per GPU on cuda and one elsewhere; refused below 1."""
+def worker_count(workers: int | None, device: str, per_core: bool = False) -> int:
+    """The processes to run: `workers`, or by default one per GPU on cuda, and elsewhere one, or with `per_core` one
+    per CPU core (a benchmark's jobs are small models, which one thread each trains faster in all than a process
+    with every thread); refused below 1."""
     import torch
 
     if workers is None:
-        return max(1, torch.cuda.device_count()) if device == "cuda" else 1
+        if device == "cuda":
+            return max(1, torch.cuda.device_count())
+        return max(1, os.cpu_count() or 1) if per_core else 1
     if workers < 1:
         raise ValueError(f"--workers got {workers}; accepted: an integer >= 1.")
     return workers

@@ -143,6 +143,11 @@ class Task:
     # (what it reads, and how well): the task fails its control, so the default suite leaves it out and
     # `attnlab list`, the benchmark page and the docs say why. None where every probe stays near chance.
     known_shortcut: ClassVar[str | None] = None
+    # Per profile, one sentence where the task is not discriminative there: dense does not learn it clearly above
+    # chance (by more than 0.10, the verdicts issue's rule) within the profile's budget, so every variant sits near
+    # chance and none can be told apart. The default suite (quick) leaves out a task that is not discriminative at
+    # quick; it still runs when named, and `attnlab list`, the benchmark page and the docs say why.
+    not_discriminative: ClassVar[dict[str, str]] = {}
     # Where a task that reads its examples from files rather than generating them gets those files, one sentence;
     # None for a task that generates its data. Such a task has the DATA_PROFILES, is left out of `list_tasks()`
     # (`list_data_tasks()` names it), and reads nothing until it is built by name.

@@ -103,6 +103,20 @@ def _drawing_fails(name: str, profile: str, options: tuple[tuple[str, Any], ...]
     return None
 
 
+SUITE_NOTE = ", so not in the default suite"
+
+
+def caveats(name: str, profile: str | None = None) -> list[str]:
+    """Why the results of task `name` (at `profile`; None: at any) measure less than the dependency, one sentence
+    each: a known shortcut, a profile where it is not discriminative."""
+    cls = task_class(name)
+    shortcut = [] if cls.known_shortcut is None else [
+        f"Task {name} has a known shortcut, so its results measure that as much as the dependency: "
+        f"{cls.known_shortcut}."]
+    return shortcut + [f"Task {name} is not discriminative at {at}, so its results there tell no variants apart: "
+                       f"{reason}." for at, reason in cls.not_discriminative.items() if profile in (None, at)]
+
+
 def describe_tasks() -> str:
     """Every task with its one-line description, profiles and options (for `attnlab list`)."""
     lines = []
@@ -117,4 +131,6 @@ def describe_tasks() -> str:
         lines.extend(f"    {line}" for line in describe_options(cls.Options))
         if cls.known_shortcut is not None:
             lines.append(f"    known shortcut, so not in the default suite: {cls.known_shortcut}")
+        lines.extend(f"    not discriminative at {profile}{SUITE_NOTE if profile == 'quick' else ''}: {reason}"
+                     for profile, reason in cls.not_discriminative.items())
     return "\n".join(lines)

@@ -37,7 +37,7 @@ TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "ta
              "task.test_size=32", *TINY_RUNS]
 TINY_MQAR = ["task.seq_len=16", "task.num_pairs=2", "task.test_size=32", *TINY_RUNS]  # x2 pairs still fit
 TINY = [word for assignment in TINY_SETS for word in ("--set", assignment)]
-CAPACITY = {"capacity_widths": benchmark_options.DEFAULT_CAPACITY_WIDTHS,
+CAPACITY = {"capacity_widths": "0.5,2",  # both ways, whatever the command line's default
             "capacity_scales": benchmark_options.DEFAULT_CAPACITY_SCALES,
             "capacity_seeds": benchmark_options.DEFAULT_CAPACITY_SEEDS}
 
@@ -124,6 +124,19 @@ def test_the_target_reaches_every_job_and_is_part_of_the_benchmark(tmp_path):
     assert "--target-accuracy 0.99" in bench.command()
     assert plan(tmp_path, task="passkey", variants="dense").config(job).train.target_accuracy is None
     assert upgraded({"variants": ["dense"]})["target_accuracy"] is None  # stored before: every step
+
+
+def test_every_job_reads_its_test_set_once_at_its_end_and_a_validation_subset_before(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", interim_validation="16")
+    (job, *_) = Ledger(bench, []).missing()
+    train_config = bench.config(job).train
+    assert (train_config.interim_test, train_config.interim_validation) == (False, 16)
+    assert bench.definition()["interim_validation"] == 16 and "--interim-validation 16" in bench.command()
+    whole = plan(tmp_path, task="passkey", variants="dense", interim_validation="all")
+    assert whole.config(job).train.interim_validation is None and "--interim-validation all" in whole.command()
+    # Stored before interim evaluations: every evaluation read every set, as its jobs did.
+    assert {key: upgraded({"variants": ["dense"]})[key] for key in ("interim_test", "interim_validation")} == {
+        "interim_test": True, "interim_validation": None}
 
 
 def settle_tuning_and_confirmation(bench, study):
@@ -295,19 +308,19 @@ def test_a_tiny_benchmark_trains_its_capacity_points_and_its_page_has_the_capaci
                  "--extend-grid", "0", "--runs-dir", str(tmp_path), "--out", str(out), "--heartbeat-seconds", "1",
                  "--quiet"]) == 0
     printed = capsys.readouterr().out
-    assert "capacity: the confirmed configuration at model widths x0.5, x2; each task's capacity option x2, seed 1" \
+    assert "capacity: the confirmed configuration at model widths x0.5; each task's capacity option x2, seed 1" \
         in printed
-    # Each job's line counts the jobs settled so far: 3 tuning, 2 confirmation and 3 capacity jobs in all.
+    # Each job's line counts the jobs settled so far: 3 tuning, 2 confirmation and 2 capacity jobs in all.
     counts = [line.rsplit("[", 1)[1] for line in printed.splitlines() if line.endswith("jobs settled]")]
-    assert counts == [f"{settled} of 8 jobs settled]" for settled in range(1, 9)]
+    assert counts == [f"{settled} of 7 jobs settled]" for settled in range(1, 8)]
     configs = [json.loads(path.read_text()) for path in (tmp_path / "benchmark" / "tiny").glob("*/config.json")]
     sizes = sorted((config["model"]["dim"], config["task_options"]["num_pairs"]) for config in configs
                    if config["seed"] == 1)  # the first confirmation seed: the cell's own size, then capacity's
-    assert sizes == [(16, 2), (32, 2), (32, 4), (64, 2)] and len(configs) == 3 + 2 + 3
+    assert sizes == [(16, 2), (32, 2), (32, 4)] and len(configs) == 3 + 2 + 2
     folder = out / "benchmark-tiny"
     table = pd.read_csv(folder / "tables" / "capacity.csv")
     assert sorted(zip(table["axis"], table["value"], strict=True)) == [
-        ("num_pairs", 2), ("num_pairs", 4), ("width", 16), ("width", 32), ("width", 64)]
+        ("num_pairs", 2), ("num_pairs", 4), ("width", 16), ("width", 32)]
     assert table["test accuracy"].between(0, 1).all() and set(table["seeds"]) == {1}
     assert all((folder / "figures" / f"capacity-{axis}.png").is_file() for axis in ("width", "count"))
     distance = pd.read_csv(folder / "tables" / "distance.csv")  # the workers keep each run's distance buckets
@@ -388,14 +401,14 @@ def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_t
         trials = study.get_trials(deepcopy=False)
         complete = Counter(Job.from_attr(trial.user_attrs["job"]).key for trial in trials
                            if trial.state == TrialState.COMPLETE)
-        # 2 cells x (3 learning rates + 2 seeds + 2 capacity widths), each once
-        assert len(complete) == 14 and set(complete.values()) == {1}
+        # 2 cells x (3 learning rates + 2 seeds + 1 capacity width), each once
+        assert len(complete) == 12 and set(complete.values()) == {1}
         assert all(trial.user_attrs.get(OUTCOME) == DUPLICATE for trial in trials
                    if trial.state == TrialState.FAIL and trial.number != killed.number)
         (retry,) = [trial for trial in trials if trial.system_attrs.get("failed_trial") == killed.number]
         assert retry.state == TrialState.COMPLETE and retry.user_attrs["run_id"] == killed.user_attrs["run_id"]
         runs = summaries(folder)
-        assert len(runs) == 14 and all(run.status == "completed" and run.steps == 60 for run in runs.values())
+        assert len(runs) == 12 and all(run.status == "completed" and run.steps == 60 for run in runs.values())
         evaluations = [json.loads(line)["step"] for line in (folder / killed.user_attrs["run_id"] / "metrics.jsonl")
                        .read_text().splitlines() if json.loads(line)["kind"] == "eval"]
         assert evaluations == [10, 20, 30, 40, 50, 60]  # resumed from its checkpoint: each evaluation once
@@ -427,6 +440,9 @@ def one_line_error(capsys, argv):
     (["--target-accuracy", "x"], ["target-accuracy got 'x'", "(0, 1]"]),
     (["--target-accuracy", "1.5"], ["'target_accuracy' got 1.5", "(0, 1]"]),
     (["--set", "train.target_accuracy=0.9"], ["train.target_accuracy", "--target-accuracy X"]),
+    (["--interim-validation", "0"], ["interim-validation got '0'", "an integer >= 1", "or all"]),
+    (["--set", "train.interim_validation=9"], ["train.interim_validation", "--interim-validation N"]),
+    (["--set", "train.interim_test=true"], ["train.interim_test", "read once"]),
     (["--variant", "core:window=3"], ["'core' is a set"]),
 ])
 def test_bad_benchmark_input_gets_one_sentence_and_exit_code_2(tmp_path, capsys, args, fragments):

@@ -19,7 +19,7 @@ from experiments import benchmark
 from experiments.benchmark import Benchmark, Ledger
 from experiments.benchmark.definition import upgraded
 from experiments.sweep import Sweep
-from experiments.sweep.pool import WorkerSettings
+from experiments.sweep.pool import WorkerSettings, worker_count
 from experiments.sweep.storage import open_storage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,3 +133,9 @@ def test_a_sweep_stored_with_its_space_as_text_is_joined_by_the_same_sweep_and_r
     rebuilt = Sweep.from_definition(study.user_attrs["definition"], study_name=again.study_name, device="cpu",
                                     storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1, trials=again.trials)
     assert rebuilt == again
+
+
+def test_a_benchmark_runs_one_worker_per_core_on_the_cpu_by_default_and_a_sweep_one(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert worker_count(None, "cpu", per_core=True) == 2 and worker_count(None, "cpu") == 1
+    assert worker_count(3, "cpu", per_core=True) == 3
