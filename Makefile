@@ -29,7 +29,7 @@ CONFIG ?=
 # its own value and the command its default otherwise: $(call GIVEN,VARIABLE,--option).
 GIVEN = $(if $(filter command line,$(origin $(1))),$(2) $($(1)))
 
-.PHONY: setup test lint list experiment sweep benchmark benchmark-estimate report saturation calibration results speed speed-train \
+.PHONY: setup test lint list experiment sweep benchmark benchmark-estimate report saturation calibration results reproduce speed speed-train \
 	bench-variants bench-train gpu-check
 
 setup: $(STAMP)
@@ -93,6 +93,12 @@ calibration: setup
 # (docs/calibration.csv, docs/records/); KEEP=NAME first keeps the settled benchmark NAME as a record.
 results: setup
 	$(BIN)/attnlab results $(if $(KEEP),--keep $(KEEP)) --runs-dir $(RUNS_DIR) --out $(OUT)
+
+# Published claims beside attnlab's own measurement (every claim, or CLAIM=a,b); ARGS=--estimate trains nothing.
+reproduce: setup
+	$(BIN)/attnlab reproduce $(if $(CLAIM),--claim $(CLAIM)) $(if $(WORKERS),--workers $(WORKERS)) \
+		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) --out $(OUT) \
+		$(ARGS)
 
 speed: setup
 	$(BIN)/attnlab speed $(ARGS)

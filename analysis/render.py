@@ -158,3 +158,10 @@ def to_markdown(title: str, meta: list[str], sections: list[Section], table_form
         parts.append(f"## {md_escape(section.title)}")
         parts.extend(_md_block(block, table_format) for block in section.blocks)
     return "\n\n".join(parts) + "\n"
+
+
+def markdown_table(frame: pd.DataFrame) -> list[str]:
+    """A DataFrame as Markdown table lines, every cell escaped as text (`md_escape`)."""
+    head = "| " + " | ".join(md_escape(str(column)) for column in frame.columns) + " |"
+    rows = ["| " + " | ".join(md_escape(str(value)) for value in row) + " |" for row in frame.itertuples(index=False)]
+    return [head, "|" + "---|" * len(frame.columns), *rows]

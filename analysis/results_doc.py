@@ -24,9 +24,10 @@ import pandas as pd
 
 import variants
 from analysis import benchmark as benchmark_page
+from analysis import reproduce
 from analysis.benchmark import REFERENCE, UNMATCHED, boards, leaderboard, leaderboard_blocks
 from analysis.calibration import read_record, setting, stale, stale_lines
-from analysis.render import Text, md_escape
+from analysis.render import Text, markdown_table, md_escape
 from common.files import atomic_write_text
 from experiments import revisions, tasks
 from experiments.benchmark import record
@@ -44,13 +45,6 @@ ONE_RUN = ("One run per cell (seed 0) at the profile's default learning rate: th
            "learning rate, several seeds, 95% intervals) is what tells variants apart. A cell marked (stale) trained "
            "on an earlier revision of its task or variant (`experiments/revisions.py`): it no longer measures today's "
            "code until its command trains it again.")
-
-
-def markdown_table(frame: pd.DataFrame) -> list[str]:
-    """A DataFrame as Markdown table lines, every cell escaped as text (`analysis.render.md_escape`)."""
-    head = "| " + " | ".join(md_escape(str(column)) for column in frame.columns) + " |"
-    rows = ["| " + " | ".join(md_escape(str(value)) for value in row) + " |" for row in frame.itertuples(index=False)]
-    return [head, "|" + "---|" * len(frame.columns), *rows]
 
 
 # -- the calibration record ------------------------------------------------------------------------------
@@ -392,7 +386,8 @@ def regenerate(keep: str | None, runs_dir: Path, out: Path) -> list[str]:
     """`attnlab results`: keep benchmark `keep` as a record first (none: keep nothing), then write docs/results.md,
     the README's block and each benchmark of record's page under `out`; what it wrote, a line each."""
     kept = [f"kept {record.keep(keep, runs_dir)}"] if keep else []
-    written = [f"wrote {write()} and the results block of README.md"]
+    written = [f"wrote {write()} and the results block of README.md",
+               f"wrote {reproduce.write(out)} and {reproduce.DOC}"]
     for path in record.records():
         written.append(f"wrote {benchmark_page.write(record.load(path), out)[0]}")
     return [*kept, *written]

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from experiments import benchmark_options, catalogue, experiment_file, launch, tasks
+from experiments import benchmark_options, catalogue, experiment_file, launch, sweep_options
 from experiments.arguments import QUIET, SETS, add_run_selection, runs_dir
 
 # Each command reads its arguments here and hands the work to the module of its job. Sweeps (optuna),
@@ -69,7 +69,11 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from analysis import claims
+
     catalogue.print_catalogue()
+    print("\nClaims (`make reproduce CLAIM=...`):", *(f"  {name}: {claims.CLAIMS.summary(name)}"
+                                                   for name in claims.list_claims()), sep="\n")
     return 0
 
 
@@ -145,6 +149,14 @@ def _speed_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reproduce(args: argparse.Namespace) -> int:
+    from analysis import reproduce
+
+    return reproduce.run(args.claim, workers=args.workers, device=launch.checked_device(args.device),
+                         storage=args.storage, runs_dir=Path(args.runs_dir), out=Path(args.out), quiet=args.quiet,
+                         estimate_only=args.estimate)
+
+
 def _gpu_check(args: argparse.Namespace) -> int:
     from experiments import gpu_check
 
@@ -180,40 +192,6 @@ def _add_sample(commands) -> None:
     sample.set_defaults(func=_sample)
 
 
-def _add_sweep_study(sweep: argparse.ArgumentParser) -> None:
-    """What the sweep studies, and where the study lives and runs."""
-    add_run_selection(sweep, variant=("dense", "the variant to tune (default: dense)"),
-                       task=(tasks.DEFAULT_SUITE[0], f"default: {tasks.DEFAULT_SUITE[0]}"),
-                       seed="the runs' seed, and the sampler's (default: 0)")
-    sweep.add_argument("--trials", type=int, default=20,
-                       help="complete trials the study should hold in total (default: 20); pruned and failed "
-                            "trials do not count")
-    sweep.add_argument("--study", help="the study's name (default: VARIANT-TASK-PROFILE-sSEED)")
-    sweep.add_argument("--storage", metavar="URL",
-                       help="an Optuna RDB storage URL, e.g. postgresql://user@host/db, for workers on several "
-                            "machines (default: the embedded journal runs/sweeps/STUDY.journal)")
-    sweep.add_argument("--workers", type=int,
-                       help="worker processes on this machine, one study (default: one per GPU with cuda, else 1)")
-
-
-def _add_sweep_search(sweep: argparse.ArgumentParser) -> None:
-    """How the sweep searches, prunes and confirms; and how each trial runs."""
-    sweep.add_argument("--space", action="append", metavar="SECTION.NAME=VALUE|LOW:HIGH|A,B",
-                       help="narrow or fix a searched name, e.g. variant.window=16:64, train.lr=1e-3 (repeatable)")
-    sweep.add_argument("--space-file", metavar="TOML",
-                       help="the same from a TOML file: [variant] window = [16, 64], [train] lr = 1e-3")
-    sweep.add_argument("--pruner", default="median", help="median (default) or none")
-    sweep.add_argument("--prune-after", type=int, default=5,
-                       help="complete trials before the pruner may stop a trial (default: 5)")
-    sweep.add_argument("--confirm-seeds", type=int, default=0, metavar="N",
-                       help="once the study is complete, train the best configuration again with N fresh seeds "
-                            "(the N seeds after --seed) and print the mean and spread of their test accuracy; "
-                            "finished runs are kept when run again (default: 0, none)")
-    sweep.add_argument("--heartbeat-seconds", type=int, default=60,
-                       help="heartbeat interval of a running trial; one silent for twice as long is failed and "
-                            "retried (default: 60)")
-
-
 def _add_sweep(commands) -> None:
     sweep = commands.add_parser(
         "sweep", help="an Optuna hyperparameter sweep of one variant on one task; each trial is a run",
@@ -223,8 +201,8 @@ def _add_sweep(commands) -> None:
                     "again continues the study until --trials trials are complete; at the end the best trial "
                     "(chosen on the validation set, with its test accuracy) and the command that reruns it are "
                     "printed.")
-    _add_sweep_study(sweep)
-    _add_sweep_search(sweep)
+    sweep_options.add_study(sweep)
+    sweep_options.add_search(sweep)
     sweep.set_defaults(func=_sweep)
 
 
@@ -332,6 +310,20 @@ def _add_results(commands) -> None:
     results.set_defaults(func=_results)
 
 
+def _add_reproduce(commands) -> None:
+    reproduce = commands.add_parser("reproduce", help="published claims beside attnlab's measurement, each with its "
+                                    "verdict (docs/reproductions.md)")
+    reproduce.add_argument("--claim", help="claims, comma-separated (default: every one; `make list` names them)")
+    reproduce.add_argument("--workers", type=int, help="worker processes here (default: as the benchmark's)")
+    reproduce.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL shared by machines")
+    reproduce.add_argument("--estimate", action="store_true", help="train nothing: time every claim's runs")
+    reproduce.add_argument("--device", choices=["cpu", "cuda"], default=None)
+    reproduce.add_argument("--out", default="reports", help="the folder of the page (default: reports)")
+    runs_dir(reproduce)
+    reproduce.add_argument("--quiet", **QUIET)
+    reproduce.set_defaults(func=_reproduce)
+
+
 def _add_speed_train(commands) -> None:
     speed_train = commands.add_parser("speed-train", aliases=["bench-train"],
                                       help="training throughput against a minimal PyTorch loop")
@@ -375,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_benchmark, _add_list, _add_speed,
                 _add_report, _add_saturation, _add_calibration, _add_results, _add_speed_train, _add_gpu_check,
-                _add_data_check):
+                _add_data_check, _add_reproduce):
         add(commands)
     return parser
 

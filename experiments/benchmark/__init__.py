@@ -17,7 +17,7 @@ The protocol (docs/benchmark.md):
 3. Confirmation: the chosen learning rate trains again with `--seeds` fresh seeds (the seeds after the
    tuning seed); the test accuracy is reported as mean and 95% interval over those seeds.
 4. Capacity: once confirmation has settled, the chosen learning rate trains again at other model widths
-   (`--capacity-widths`, default 0.5 and 2 times the profile's) and at other values of the task's capacity
+   (`--capacity-widths`, default 0.5 times the cell's) and at other values of the task's capacity
    option (`--capacity-scales`, default 2 times: MQAR's key-value pairs, ...), with the first
    `--capacity-seeds` confirmation seeds (default 1); the page draws accuracy against width and against count.
 5. Accounting: parameters, steps, tokens and wall time of every run; failures and divergences with

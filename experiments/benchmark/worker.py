@@ -56,7 +56,7 @@ class JobInterrupted(Exception):
 # The fields of a job's run `Summary` that the storage keeps, under the Summary's own names.
 RESULT_FIELDS = ("status", "error", "run_id", "variant_name", "val_accuracy", "test_accuracy", "chance_accuracy",
                  "parameters", "steps", "wall_seconds", "device", "device_name", "accuracy_by_distance",
-                 "accuracy_by_length", "target_step", "target_seconds", "git_commit")
+                 "accuracy_by_length", "accuracy_by_split", "target_step", "target_seconds", "git_commit")
 
 
 def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[str, Any]]) -> dict[str, Any]:

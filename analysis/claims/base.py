@@ -1,0 +1,195 @@
+"""What a claim is: a published number or ordering, the setting it was measured in, attnlab's own setting at CPU
+scale with each difference stated, the runs that measure it, and the rule, written before the runs, that reads a
+verdict from their intervals (`make reproduce`, docs/reproductions.md).
+
+A claim is one file in `analysis/claims/`: a `Claim` subclass with `@register_claim("name")`. Its `runs` are
+benchmarks on the benchmark's machinery (`Runs`: cells of variants x tasks, tuned on the validation set and
+confirmed with fresh seeds, `experiments.benchmark`), so workers, resuming and `STORAGE` are the benchmark's. A
+claim that needs no training (a property of the formula at initialisation) has no runs and measures in
+`verdict` itself. `verdict(results)` returns one of three outcomes:
+
+- "reproduced": the measured intervals say what the paper says, by the claim's rule;
+- "not reproduced": they say otherwise, by the same rule; a result, not a bug: the page says what differs;
+- "inconclusive": the rule cannot decide (an interval too wide, a run missing, a cell at chance).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from scipy import stats
+
+from analysis.benchmark_stages import chance_of, seed_scores
+from analysis.verdicts import paired_test
+from experiments.benchmark import Ledger
+from experiments.benchmark.ledger import COMPLETED
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Runs:
+    """One benchmark a claim trains, named claim-<claim>-<part>: every variant on every task at the quick profile,
+    with `sets` for every cell (`--set`), `seeds` confirmation seeds, and capacity points where a claim reads
+    accuracy against width or count (none by default)."""
+
+    part: str
+    variants: tuple[str, ...]
+    tasks: tuple[str, ...]
+    sets: tuple[str, ...] = ()
+    seeds: int = 3
+    capacity_widths: tuple[float, ...] = ()
+    capacity_scales: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # REPRODUCED, NOT_REPRODUCED or INCONCLUSIVE
+    ours: str  # what attnlab measured, as the page shows it: means and intervals over seeds
+    why: str  # the rule as it applied to these figures, one or two sentences
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over seeds and the half-width of its 95% interval (Student's t; NaN below two seeds)."""
+
+    values: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values) if self.values else math.nan
+
+    @property
+    def half(self) -> float:
+        if len(self.values) < 2:
+            return math.nan
+        error = statistics.stdev(self.values) / math.sqrt(len(self.values))
+        return float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(self.values) - 1)) * error
+
+    @property
+    def low(self) -> float:
+        return self.mean - self.half
+
+    @property
+    def high(self) -> float:
+        return self.mean + self.half
+
+    def __str__(self) -> str:
+        if not self.values:
+            return "not measured"
+        if len(self.values) < 2:
+            return f"{self.mean:.3f} (n=1)"
+        return f"{self.mean:.3f} ± {self.half:.3f} (n={len(self.values)})"
+
+
+class Results:
+    """The settled jobs of a claim's runs, by part: per-seed figures of a cell's confirmation runs (a seed whose run
+    diverged or failed scored at chance, as on the benchmark's leaderboard) and of its capacity points."""
+
+    def __init__(self, ledgers: dict[str, Ledger]) -> None:
+        self.ledgers = ledgers
+
+    def _cell(self, part: str, variant: str, task: str):
+        ledger = self.ledgers.get(part)
+        return next((state for state in ledger.cells if (state.cell.variant, state.cell.task) == (variant, task)),
+                    None) if ledger is not None else None
+
+    def test(self, part: str, variant: str, task: str) -> dict[int, float]:
+        """Test accuracy by confirmation seed."""
+        state = self._cell(part, variant, task)
+        return seed_scores(state.confirmation, chance_of(state)) if state is not None else {}
+
+    def figure(self, part: str, variant: str, task: str, read: Callable[[dict[str, Any]], float | None]) -> dict[
+            int, float]:
+        """Any figure of a confirmation run's result (an accuracy at a length, on a split) by seed: `read` takes
+        the result and gives the figure; a seed whose run did not complete scores the task's chance."""
+        state = self._cell(part, variant, task)
+        if state is None:
+            return {}
+        chance = chance_of(state)
+        return {job.job.seed: (read(job.result) if job.state == COMPLETED else chance)
+                for job in state.confirmation if job is not None and job.result is not None}
+
+    def capacity(self, part: str, variant: str, task: str, axis: str, value: int) -> dict[int, float]:
+        """Test accuracy by capacity seed at one capacity point (`axis` "width" or the task's count option)."""
+        state = self._cell(part, variant, task)
+        if state is None:
+            return {}
+        jobs = [job for job in state.capacity if job is not None and (job.job.axis, job.job.value) == (axis, value)]
+        return seed_scores(jobs, chance_of(state))
+
+    def chance(self, part: str, variant: str, task: str) -> float:
+        state = self._cell(part, variant, task)
+        return chance_of(state) if state is not None else math.nan
+
+    def test_size(self, part: str, task: str) -> float:
+        """The examples of the task's test set in that part's runs: the binomial term of a paired test."""
+        ledger = self.ledgers.get(part)
+        cell = next((cell for cell in ledger.benchmark.cells if cell.task == task), None) if ledger else None
+        if cell is None:
+            return math.nan
+        jobs = [job for state in ledger.cells if state.cell is cell for job in state.called]
+        return float(ledger.benchmark.config(jobs[0]).task_options.test_size) if jobs else math.nan
+
+
+def estimate(by_seed: dict[int, float]) -> Estimate:
+    return Estimate(tuple(by_seed[seed] for seed in sorted(by_seed)))
+
+
+def paired(a: dict[int, float], b: dict[int, float], test_size: float) -> tuple[float, float, float] | None:
+    """a - b over the seeds both scored: (mean difference, low, high) of its 95% interval by the benchmark's paired
+    test (`analysis.verdicts.paired_test`, the test set's binomial error included; math.inf leaves it out); None
+    below two shared seeds."""
+    seeds = sorted(set(a) & set(b))
+    if len(seeds) < 2:
+        return None
+    comparison = paired_test([a[seed] for seed in seeds], [b[seed] for seed in seeds], test_size)
+    return comparison.difference, comparison.low, comparison.high
+
+
+def sign(difference: tuple[float, float, float] | None) -> int | None:
+    """+1 where a paired difference's interval lies above 0, -1 below, 0 where it holds 0; None unmeasured."""
+    if difference is None:
+        return None
+    _, low, high = difference
+    return 1 if low > 0 else -1 if high < 0 else 0
+
+
+def decided(checks: dict[str, bool | None]) -> str:
+    """The outcome of a rule made of checks, each True (holds), False (fails) or None (cannot be decided):
+    not reproduced where one fails, inconclusive where none fails but one cannot be decided, else reproduced."""
+    if any(check is False for check in checks.values()):
+        return NOT_REPRODUCED
+    return INCONCLUSIVE if any(check is None for check in checks.values()) else REPRODUCED
+
+
+def checks_text(checks: dict[str, bool | None]) -> str:
+    return "; ".join(f"{what}: {'yes' if ok else 'no' if ok is False else 'undecided'}" for what, ok in checks.items())
+
+
+def shown(difference: tuple[float, float, float] | None) -> str:
+    if difference is None:
+        return "not measured"
+    mean, low, high = difference
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+class Claim:
+    """A published claim and the rule that decides whether attnlab's measurement reproduces it."""
+
+    name: ClassVar[str]  # set by @register_claim
+    source: ClassVar[str]  # authors, year, title; table or figure
+    claimed: ClassVar[str]  # their number or ordering, as published
+    read: ClassVar[str]  # where the number was read: "Table 1", or a plot and how precisely
+    their_setting: ClassVar[str]  # the setting the paper measured in
+    our_setting: ClassVar[str]  # attnlab's, at CPU scale, each difference stated
+    rule: ClassVar[str]  # the verdict rule in words, fixed before the run
+    runs: ClassVar[tuple[Runs, ...]] = ()
+
+    def verdict(self, results: Results) -> Verdict:
+        raise NotImplementedError

@@ -1,0 +1,148 @@
+"""`make reproduce` (`attnlab reproduce`): each published claim (`analysis.claims`) beside attnlab's own measurement.
+
+Every claim's runs are benchmarks (`analysis.claims.Runs` -> `experiments.benchmark.build`), named
+claim-<claim>-<part>, at the quick profile, under the benchmark's protocol: three learning rates tuned on the
+validation set, fresh confirmation seeds, stopping at validation accuracy 0.99, the test set read once per run. So
+`WORKERS`, resuming (the same command continues) and `STORAGE` (every machine on one storage) are the benchmark's.
+The grid is not extended and cells keep their own sizes, as the papers compare them (a claim that needs parity says
+so in its setting). `--estimate` times every part first and trains nothing, as the benchmark's estimate does.
+
+When every part of a claim has settled, its storage is kept as the claim's record
+(docs/records/claims/benchmark-claim-...journal), and the verdicts are read from the records: the page
+(reports/reproductions/) and docs/reproductions.md, which `make results` rebuilds from the records without training.
+A claim none of whose parts has a record yet is listed as not run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import claims as registry
+from analysis.claims import INCONCLUSIVE, Claim, Results, Runs, Verdict
+from analysis.render import Section, Table, Text, markdown_table
+from analysis.report import write_page
+from common.files import atomic_write_text
+from experiments import benchmark
+from experiments.benchmark import Benchmark, Ledger, estimate, record
+from experiments.benchmark.definition import build
+from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION, DEFAULT_LR_MULTIPLES, DEFAULT_TARGET_ACCURACY
+from experiments.sweep.pool import worker_count
+
+RECORDS = record.RECORDS / "claims"
+DOC = Path("docs/reproductions.md")
+COLUMNS = ["claim", "source", "their setting", "ours", "their number", "our measurement", "verdict", "why"]
+
+
+def benchmark_of(claim: Claim, runs: Runs, *, device: str, storage: str | None, runs_dir: Path) -> Benchmark:
+    """The benchmark that trains one part of a claim (the module docstring says how it is set)."""
+    return build(
+        name=f"claim-{claim.name}-{runs.part}", variant_names=runs.variants, task_names=runs.tasks, profile="quick",
+        seed=0, seeds=runs.seeds, lr_multiples=tuple(float(value) for value in DEFAULT_LR_MULTIPLES.split(",")),
+        capacity_widths=runs.capacity_widths, capacity_scales=runs.capacity_scales, capacity_seeds=1, device=device,
+        kernel="auto", sets=runs.sets, storage_url=storage, runs_dir=runs_dir, heartbeat_seconds=60, extend_grid=0,
+        size_to_dense=False, target_accuracy=float(DEFAULT_TARGET_ACCURACY), interim_test=False,
+        interim_validation=int(DEFAULT_INTERIM_VALIDATION))
+
+
+def chosen(names: str | None) -> list[Claim]:
+    """The claims `names` lists (comma-separated; none: every claim), each checked: an unknown one is a
+    one-sentence error naming the closest."""
+    listed = [name for name in (names or "").split(",") if name] or registry.list_claims()
+    return [registry.claim_named(name) for name in listed]
+
+
+def estimate_all(parts: list[Benchmark], workers: int, quiet: bool) -> str:
+    """What every part left to run costs here, as `attnlab benchmark --estimate` measures a benchmark, summed."""
+    lines, total = [], 0.0
+    for part in parts:
+        seconds = float(estimate.estimate(part, workers=workers, quiet=quiet)["seconds"].sum())
+        total += seconds
+        lines.append(f"{part.name}: {estimate.duration(seconds)} of runs")
+    return "\n".join([*lines, f"total: {estimate.duration(total)} of runs; with {workers} workers, about "
+                      f"{estimate.duration(total / workers)} of wall time (steps at the profile's, an upper bound "
+                      "where runs stop at the target)"])
+
+
+def run(names: str | None, *, workers: int | None, device: str, storage: str | None, runs_dir: Path, out: Path,
+        quiet: bool, estimate_only: bool = False, records: Path = RECORDS, doc: Path = DOC) -> int:
+    """`attnlab reproduce`: train every part of the chosen claims that has not settled, keep each settled claim's
+    parts as records, then write the page and docs/reproductions.md. 0 when every chosen claim has a verdict from
+    settled runs, 130 after a signal, 1 otherwise."""
+    claims = chosen(names)
+    parts = {(claim.name, runs.part): benchmark_of(claim, runs, device=device, storage=storage, runs_dir=runs_dir)
+             for claim in claims for runs in claim.runs}
+    count = worker_count(workers, device, per_core=True)
+    if estimate_only:
+        print(estimate_all(list(parts.values()), count, quiet))
+        return 0
+    exit_code = 0
+    for part in parts.values():
+        code, ledger = benchmark.run(part, workers=count, quiet=quiet)
+        if code == 130:
+            return 130
+        exit_code = max(exit_code, code)
+        if ledger.complete and storage is None:
+            record.keep(part.name, runs_dir, records)
+    print(f"wrote {write(out, records, doc)} and {doc}")
+    return exit_code
+
+
+def kept(claim: Claim, records: Path = RECORDS) -> dict[str, Ledger]:
+    """The records of a claim's parts that exist, by part."""
+    paths = {runs.part: record.path_of(f"claim-{claim.name}-{runs.part}", records) for runs in claim.runs}
+    return {part: record.load(path) for part, path in paths.items() if path.exists()}
+
+
+def verdict_of(claim: Claim, records: Path = RECORDS) -> Verdict:
+    """The claim's verdict from its records; a claim with runs and no record of one of them is not run yet."""
+    ledgers = kept(claim, records)
+    missing = [runs.part for runs in claim.runs if runs.part not in ledgers]
+    if missing:
+        return Verdict(INCONCLUSIVE, "not run yet", f"no record of its runs {', '.join(missing)}: `make reproduce "
+                                                    f"CLAIM={claim.name}` trains them")
+    return claim.verdict(Results(ledgers))
+
+
+def table(claims: list[Claim], records: Path = RECORDS) -> pd.DataFrame:
+    rows = []
+    for claim in claims:
+        verdict = verdict_of(claim, records)
+        rows.append({"claim": claim.name, "source": claim.source, "their setting": claim.their_setting,
+                     "ours": claim.our_setting, "their number": f"{claim.claimed} ({claim.read})",
+                     "our measurement": verdict.ours, "verdict": verdict.outcome, "why": verdict.why})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def rules(claims: list[Claim]) -> pd.DataFrame:
+    return pd.DataFrame([{"claim": claim.name, "rule": claim.rule,
+                          "runs": "; ".join(f"{runs.part}: {', '.join(runs.variants)} on {', '.join(runs.tasks)}"
+                                            + (f" with {', '.join(runs.sets)}" if runs.sets else "")
+                                            for runs in claim.runs) or "none (no training)"} for claim in claims])
+
+
+INTRO = ("Each published claim beside attnlab's own measurement at CPU scale, with the rule that decides its verdict, "
+         "written before the runs. A claim's runs are benchmarks under the benchmark's protocol (docs/benchmark.md), "
+         "kept as records under docs/records/claims/; means are over confirmation seeds with the half-width of their "
+         "95% interval. \"not reproduced\" is a result: the settings differ as each row says.")
+
+
+def document(frame: pd.DataFrame, rule_table: pd.DataFrame) -> str:
+    """docs/reproductions.md: the table, then each claim's rule and runs."""
+    lines = ["# Reproductions", "", "Generated by `make reproduce` and `make results` (`analysis.reproduce`) from the "
+             "records under [records/claims/](records/claims/); do not edit it by hand.", "", INTRO, "",
+             *markdown_table(frame), "", "## Rules and runs", "", *markdown_table(rule_table)]
+    return "\n".join(lines) + "\n"
+
+
+def write(out: Path, records: Path = RECORDS, doc: Path = DOC) -> Path:
+    """The page (`out`/reproductions/) and `doc`, from the records of every claim."""
+    claims = chosen(None)  # every claim, whichever ran: the page is the whole set
+    frame, rule_table = table(claims, records), rules(claims)
+    counts = frame["verdict"].value_counts()
+    summary = ", ".join(f"{int(counts[outcome])} {outcome}" for outcome in counts.index)
+    atomic_write_text(doc, document(frame, rule_table))
+    sections = [Section("claims", "Claims", [Text(INTRO), Table("claims", "Every claim and its verdict", frame)]),
+                Section("rules", "Rules and runs", [Table("rules", "Each claim's verdict rule and runs", rule_table)])]
+    return write_page(out, "reproductions", "attnlab reproductions", [f"{len(frame)} claims: {summary}."], sections)

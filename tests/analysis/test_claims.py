@@ -1,0 +1,178 @@
+"""Published claims (`analysis.claims`, `make reproduce`): each claim states what it must, its verdict rule reads
+"reproduced", "not reproduced" and "inconclusive" from intervals as written, a claim runs as benchmarks whose
+records give its verdict, and docs/reproductions.md is what the committed records give."""
+
+from pathlib import Path
+
+import pytest
+
+from analysis import claims, reproduce
+from analysis.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Results, Runs, Verdict
+from analysis.claims.base import Estimate, decided
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ("task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4", "task.test_size=32",
+        "model.dim=16", "model.depth=1", "model.heads=2", "train.steps=10", "train.eval_every=5",
+        "train.batch_size=8", "train.checkpoint_every=10", "train.log_every=5")
+
+
+class Fake(Results):
+    """Results from figures given by hand: {(part, variant, task): {seed: value}}, the same for every figure."""
+
+    def __init__(self, figures, capacity=None, chance=0.1, size=2432.0):
+        super().__init__({})
+        self.figures, self.points, self.chance_value, self.size = figures, capacity or {}, chance, size
+
+    def test(self, part, variant, task):
+        return self.figures.get((part, variant, task), {})
+
+    def figure(self, part, variant, task, read):
+        return self.test(part, variant, task)
+
+    def capacity(self, part, variant, task, axis, value):
+        return self.points.get((part, variant, task, axis, value), {})
+
+    def chance(self, part, variant, task):
+        return self.chance_value
+
+    def test_size(self, part, task):
+        return self.size
+
+
+def seeds(*values):
+    return dict(enumerate(values, start=1))
+
+
+def test_every_claim_states_its_source_setting_number_rule_and_runs_and_names_resolve():
+    assert len(claims.list_claims()) >= 8
+    for name in claims.list_claims():
+        claim = claims.claim_named(name)
+        assert all(getattr(claim, field) for field in ("source", "claimed", "read", "their_setting", "our_setting",
+                                                       "rule")), name
+    with pytest.raises(ValueError, match="Unknown claim 'zoology_mqr'.*did you mean 'zoology_mqar'"):
+        claims.claim_named("zoology_mqr")
+
+
+def test_a_claim_without_a_rule_or_a_stated_field_is_refused_when_it_registers():
+    class NoRule(Claim):
+        source = claimed = read = their_setting = our_setting = rule = "stated"
+
+    with pytest.raises(ValueError, match="'norule' has no verdict rule"):
+        claims.register_claim("norule")(NoRule)
+
+    class Unstated(NoRule):
+        read = ""
+
+        def verdict(self, results):
+            return Verdict(REPRODUCED, "", "")
+
+    with pytest.raises(ValueError, match="'unstated' does not state read"):
+        claims.register_claim("unstated")(Unstated)
+
+
+def test_a_rule_made_of_checks_fails_on_any_failure_and_waits_on_any_undecided_one():
+    assert decided({"a": True, "b": True}) == REPRODUCED
+    assert decided({"a": True, "b": None}) == INCONCLUSIVE
+    assert decided({"a": None, "b": False}) == NOT_REPRODUCED
+    interval = Estimate((0.90, 0.92, 0.94))
+    assert interval.mean == pytest.approx(0.92) and interval.half == pytest.approx(4.303 * 0.02 / 3 ** 0.5, rel=1e-3)
+
+
+def test_mamba_selective_copy_reads_each_outcome_from_paired_intervals():
+    claim, task = claims.claim_named("mamba_selective_copy"), "selective_copy"
+
+    def verdict(mamba, conv, lstm):
+        return claim.verdict(Fake({(task, "mamba", task): seeds(*mamba), (task, "conv", task): seeds(*conv),
+                                   (task, "lstm", task): seeds(*lstm)})).outcome
+
+    assert verdict((0.97, 0.96, 0.98), (0.40, 0.42, 0.38), (0.60, 0.58, 0.61)) == REPRODUCED
+    assert verdict((0.40, 0.41, 0.39), (0.97, 0.96, 0.98), (0.30, 0.31, 0.29)) == NOT_REPRODUCED
+    assert verdict((0.50, 0.90, 0.20), (0.50, 0.40, 0.60), (0.30, 0.31, 0.29)) == INCONCLUSIVE  # seeds disagree
+    assert verdict((0.97, 0.96, 0.98), (), (0.30, 0.31, 0.29)) == INCONCLUSIVE  # conv not measured
+
+
+def test_zoology_reads_attention_at_every_size_and_conv_falling_with_pairs_and_recovering_with_width():
+    claim, part, task = claims.claim_named("zoology_mqar"), "mqar", "mqar"
+
+    def verdict(dense_half, conv_pairs, conv_half):
+        figures = {(part, "dense", task): seeds(1.0, 0.99, 1.0), (part, "conv", task): seeds(0.8, 0.82, 0.78)}
+        points = {(part, "dense", task, "width", 32): {1: dense_half}, (part, "dense", task, "num_pairs", 16): {1: 0.99},
+                  (part, "conv", task, "width", 32): {1: conv_half}, (part, "conv", task, "num_pairs", 16): {1: conv_pairs}}
+        return claim.verdict(Fake(figures, points)).outcome
+
+    assert verdict(0.98, conv_pairs=0.5, conv_half=0.6) == REPRODUCED
+    assert verdict(0.60, conv_pairs=0.5, conv_half=0.6) == NOT_REPRODUCED  # attention fails at half width
+    assert verdict(0.98, conv_pairs=0.79, conv_half=0.6) == NOT_REPRODUCED  # conv holds its pairs
+    assert claim.verdict(Fake({})).outcome == INCONCLUSIVE
+
+
+def test_listops_reads_no_ordering_where_dense_is_not_clearly_above_chance():
+    claim, task = claims.claim_named("lra_listops_order"), "listops"
+    above = {(task, name, task): seeds(0.45, 0.47, 0.46) for name in ("dense", "sparse:pattern=bigbird",
+                                                                     "sparse:pattern=longformer")}
+    learned = {**above, (task, "local", task): seeds(0.20, 0.21, 0.19)}
+    assert claim.verdict(Fake(learned, chance=0.13)).outcome == REPRODUCED
+    near_chance = {key: seeds(0.20, 0.21, 0.19) for key in learned}
+    verdict = claim.verdict(Fake(near_chance, chance=0.13))
+    assert verdict.outcome == INCONCLUSIVE and "dense clearly above chance: undecided" in verdict.why
+    reversed_order = {**above, (task, "local", task): seeds(0.60, 0.61, 0.62)}
+    assert claim.verdict(Fake(reversed_order, chance=0.13)).outcome == NOT_REPRODUCED
+
+
+def test_the_scaling_claim_measures_the_variance_of_q_dot_k_and_fails_when_it_is_not_d(monkeypatch):
+    claim = claims.claim_named("vaswani_scaling")
+    verdict = claim.verdict(Results({}))
+    assert verdict.outcome == REPRODUCED and "d_k 1024: var(q.k) 10" in verdict.ours
+    from analysis.claims import vaswani_scaling
+
+    real = vaswani_scaling.init_table
+
+    def doubled(*args, **kwargs):  # a formula whose dot products had twice the variance
+        table = real(*args, **kwargs)
+        return table.assign(qk_variance=2 * table["qk_variance"])
+
+    monkeypatch.setattr(vaswani_scaling, "init_table", doubled)
+    assert claim.verdict(Results({})).outcome == NOT_REPRODUCED
+
+
+def test_a_claim_runs_as_benchmarks_keeps_their_records_and_reads_its_verdict_from_them(tmp_path, monkeypatch):
+    class Tiny(Claim):
+        """A tiny claim: dense learns a tiny passkey above chance."""
+
+        source = claimed = read = their_setting = our_setting = "a test"
+        rule = "reproduced when dense's mean lies above chance"
+        runs = (Runs("tiny", ("dense",), ("passkey",), sets=TINY, seeds=2),)
+
+        def verdict(self, results):
+            ours = claims.base.estimate(results.test("tiny", "dense", "passkey"))
+            return Verdict(REPRODUCED if ours.mean > results.chance("tiny", "dense", "passkey") else NOT_REPRODUCED,
+                           str(ours), self.rule)
+
+    monkeypatch.setitem(claims.CLAIMS.classes, "tinyclaim", Tiny)
+    Tiny.name = "tinyclaim"
+    records, doc = tmp_path / "records", tmp_path / "reproductions.md"
+    assert reproduce.run("tinyclaim", workers=1, device="cpu", storage=None, runs_dir=tmp_path / "runs",
+                         out=tmp_path / "reports", quiet=True, records=records, doc=doc) == 0
+    assert [path.name for path in records.iterdir()] == ["benchmark-claim-tinyclaim-tiny.journal"]
+    row = reproduce.table([Tiny()], records).iloc[0]
+    assert row["verdict"] in (REPRODUCED, NOT_REPRODUCED) and "(n=2)" in row["our measurement"]
+    assert "tinyclaim" in doc.read_text() and (tmp_path / "reports" / "reproductions" / "index.html").is_file()
+    # Without its record a claim is not run yet, and says how to run it.
+    other = reproduce.table([Tiny()], tmp_path / "none").iloc[0]
+    assert other["verdict"] == INCONCLUSIVE and "make reproduce CLAIM=tinyclaim" in other["why"]
+
+
+def test_an_unknown_claim_on_the_command_line_is_one_sentence(tmp_path, capsys):
+    from experiments.cli import main
+
+    assert main(["reproduce", "--claim", "zoology_mqr", "--runs-dir", str(tmp_path), "--out", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "Unknown claim 'zoology_mqr'" in line and "did you mean 'zoology_mqar'" in line
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_committed_reproductions_page_is_what_the_committed_records_give(tmp_path):
+    reproduce.write(tmp_path, reproduce.RECORDS if reproduce.RECORDS.is_absolute() else ROOT / reproduce.RECORDS,
+                    tmp_path / "reproductions.md")
+    assert (ROOT / "docs" / "reproductions.md").read_text(encoding="utf-8") == \
+        (tmp_path / "reproductions.md").read_text(encoding="utf-8"), "docs/reproductions.md is stale: make results"
