@@ -65,7 +65,7 @@ def test_sample_prints_readable_lines_and_json(tmp_path):
 
 def test_list_names_variants_tasks_and_profiles():
     output = attnlab("list", check=True).stdout
-    for word in ("dense", "local", "sparse", "passkey", "mqar", "quick", "standard", "long"):
+    for word in ("dense", "local", "sparse", "passkey", "mqar", "quick", "standard", "long", "Claims", "zoology_mqar"):
         assert word in output
 
 
