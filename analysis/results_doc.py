@@ -247,8 +247,10 @@ def _by_length(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 
 def _estimate_check(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    ratio = pd.to_numeric(frame["measured (s)"]) / pd.to_numeric(frame["estimated (s)"])
-    return frame.assign(**{"measured / estimated": ratio.map(lambda value: f"{value:.2f}")}), [
+    measured = pd.to_numeric(frame["measured (s)"])
+    ratios = {f"measured / {column.removesuffix(' (s)')}": measured / pd.to_numeric(frame[column])
+              for column in ("estimated (s)", "at the steps each run took (s)") if column in frame}
+    return frame.assign(**{name: ratio.map(lambda value: f"{value:.2f}") for name, ratio in ratios.items()}), [
         "Seconds of runs the estimate predicted against what the same benchmark then took on the same machine; "
         "a cell's measured seconds are the mean of its runs."]
 

@@ -63,6 +63,8 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else one "
                        "per CPU core, each with one thread)")
     bench.add_argument("--heartbeat-seconds", type=int, default=60, help="a job silent twice as long is retried")
+    bench.add_argument("--estimate-check", action="store_true", help="train nothing: compare a benchmark whose every "
+                       "job has settled with the estimate made before it ran (estimate-check.csv, a record)")
     bench.add_argument("--estimate", action="store_true", help="train nothing: time a few steps and one evaluation "
                        "of every size the benchmark trains at, and print how long what remains of it will take "
                        "with --workers (the table: RUNS_DIR/benchmark/NAME/estimate.csv)")

@@ -48,7 +48,7 @@ def _sweep(args: argparse.Namespace) -> int:
 def _benchmark(args: argparse.Namespace) -> int:
     from analysis import benchmark as page
     from experiments import benchmark
-    from experiments.benchmark import estimate
+    from experiments.benchmark import check, estimate
 
     plan = benchmark.prepare(
         variant_names=args.variant, task_names=args.task, profile=args.profile, seed=args.seed,
@@ -56,6 +56,9 @@ def _benchmark(args: argparse.Namespace) -> int:
         runs_dir=Path(args.runs_dir), **benchmark_options.values(args))
     if args.estimate:
         return estimate.run(plan, workers=args.workers, quiet=args.quiet)
+    if args.estimate_check:
+        return check.run(plan, workers=args.workers)
+    check.keep_estimate(plan)
     exit_code, state = benchmark.run(plan, workers=args.workers, quiet=args.quiet)
     index, board = page.write(state, Path(args.out))
     print(board.to_string(index=False), f"wrote {index}", sep="\n")

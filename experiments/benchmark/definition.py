@@ -21,6 +21,7 @@ from experiments.benchmark import capacity, parity
 from experiments.benchmark.capacity import Point
 from experiments.benchmark.parity import Size
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
+from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
 from variants import presets
@@ -370,7 +371,7 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
             lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
             kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
             heartbeat_seconds: int, extend_grid: str = "0", size_to_dense: bool = True,
-            target_accuracy: str = "none", interim_validation: str = "all") -> Benchmark:
+            target_accuracy: str = "none", interim_validation: str = DEFAULT_INTERIM_VALIDATION) -> Benchmark:
     """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error."""
     return build(name=name or profile, variant_names=presets.expand(variant_names, presets.CORE),
                  task_names=_names(task_names, "task", tasks.DEFAULT_SUITE), profile=profile, seed=seed, seeds=seeds,

@@ -96,8 +96,10 @@ def test_zoology_reads_attention_at_every_size_and_conv_falling_with_pairs_and_r
 
     def verdict(dense_half, conv_pairs, conv_half):
         figures = {(part, "dense", task): seeds(1.0, 0.99, 1.0), (part, "conv", task): seeds(0.8, 0.82, 0.78)}
-        points = {(part, "dense", task, "width", 32): {1: dense_half}, (part, "dense", task, "num_pairs", 16): {1: 0.99},
-                  (part, "conv", task, "width", 32): {1: conv_half}, (part, "conv", task, "num_pairs", 16): {1: conv_pairs}}
+        points = {(part, "dense", task, "width", 32): {1: dense_half},
+                  (part, "dense", task, "num_pairs", 16): {1: 0.99},
+                  (part, "conv", task, "width", 32): {1: conv_half},
+                  (part, "conv", task, "num_pairs", 16): {1: conv_pairs}}
         return claim.verdict(Fake(figures, points)).outcome
 
     assert verdict(0.98, conv_pairs=0.5, conv_half=0.6) == REPRODUCED

@@ -10,7 +10,7 @@ import pytest
 from analysis import results_doc
 from common.options import OptionError
 from experiments import benchmark
-from experiments.benchmark import estimate, record
+from experiments.benchmark import check, estimate, record
 from experiments.benchmark.ledger import Ledger
 from experiments.benchmark.progress import JobBar
 from experiments.cli import main
@@ -92,6 +92,7 @@ def test_only_a_settled_benchmark_is_kept_and_a_file_that_is_no_record_is_refuse
 def test_attnlab_results_keeps_a_benchmark_and_names_what_it_wrote(kept, tmp_path, monkeypatch, capsys):
     folder, _ = kept
     monkeypatch.setattr(results_doc, "write", lambda: Path("docs/results.md"))
+    monkeypatch.setattr(results_doc.reproduce, "write", lambda out: out / "reproductions" / "index.html")
     monkeypatch.setattr(record, "RECORDS", tmp_path / "records")
     monkeypatch.setattr(record, "records", lambda folder=None: [])  # no page to rebuild here
     assert main(["results", "--keep", "tiny", "--runs-dir", str(folder / "runs"), "--out", str(tmp_path)]) == 0
@@ -114,3 +115,48 @@ def test_the_job_bar_counts_settled_running_and_left_and_the_hours_the_estimate_
     bar.update(Ledger(plan, [trial for state in done.states.values() for trial in state.trials]))
     assert bar.bar.n == 10 and bar.bar.postfix == "running=0, left=0, estimate left=0.0 h of runs"
     bar.close()
+
+
+def sizes_before(steps=0.5, interim=2.0, last=3.0):
+    """An estimate made before the tiny benchmark ran: its two sizes, with the timings given."""
+    return pd.DataFrame({"variant": ["dense", "relative:kind=alibi"], "task": ["passkey"] * 2, "size": ["own"] * 2,
+                         "step seconds": [steps] * 2, "eval seconds": [interim] * 2, "last eval seconds": [last] * 2,
+                         "seconds": [100.0, 120.0]})
+
+
+def test_the_estimate_check_sets_the_estimate_made_before_the_run_against_what_each_job_took(kept):
+    _, path = kept
+    ledger = record.load(path)
+    frame = check.compare(ledger.benchmark, ledger, sizes_before(), workers=2).set_index("what")
+    every = frame.loc["every job"]
+    results = [job.result for state in ledger.cells for job in state.jobs]
+    # Each run stopped at step 10, its only evaluation (so its last): 10 x 0.5 s + 3 s, at the estimate's timings.
+    assert every["runs measured"] == 10 and every["at the steps each run took (s)"] == 10 * (10 * 0.5 + 3.0)
+    assert every["estimated (s)"] == 220 and every["measured (s)"] == round(sum(r["wall_seconds"] for r in results))
+    assert frame.loc["variant dense", "runs measured"] == 5 and frame.loc["variant dense", "estimated (s)"] == 100
+    wall = frame.loc["wall time with 2 workers"]
+    assert wall["estimated (s)"] == 110 and wall["measured (s)"] > 0
+    assert set(frame["source"]) == {f"written by the command from {check.BEFORE} and the benchmark's storage"}
+
+
+def test_the_estimate_check_needs_the_estimate_kept_before_the_run_and_keeps_only_that_one(kept, tmp_path, capsys):
+    folder, _ = kept
+    words = [*WORDS, "--runs-dir", str(folder / "runs"), "--estimate-check"]
+    assert main(["benchmark", *words]) == 2
+    assert "has no estimate from before it ran" in capsys.readouterr().err
+    ran = folder / "runs" / "benchmark" / "tiny"
+    sizes_before().to_csv(ran / "estimate.csv", index=False)
+    fresh = again(tmp_path, "0.01")  # a benchmark that has not started: its estimate is kept
+    fresh.folder.mkdir(parents=True)
+    sizes_before().to_csv(fresh.folder / "estimate.csv", index=False)
+    check.keep_estimate(fresh)
+    assert (fresh.folder / check.BEFORE).read_text() == (fresh.folder / "estimate.csv").read_text()
+    plan = benchmark.prepare(variant_names="dense,relative:kind=alibi", task_names="passkey", profile="quick",
+                             seed=0, seeds=2, lr_multiples="0.3,1,3", capacity_widths="none", capacity_scales="none",
+                             capacity_seeds=1, device="cpu", kernel="auto", sets=TINY, name="tiny", storage=None,
+                             runs_dir=folder / "runs", heartbeat_seconds=1, extend_grid="0", target_accuracy="0.01")
+    check.keep_estimate(plan)  # it has run: an estimate made now is not the one from before
+    assert not (ran / check.BEFORE).exists()
+    sizes_before().to_csv(ran / check.BEFORE, index=False)
+    assert main(["benchmark", *words]) == 0
+    assert "every job" in capsys.readouterr().out and (ran / "estimate-check.csv").is_file()
