@@ -160,3 +160,13 @@ def test_the_estimate_check_needs_the_estimate_kept_before_the_run_and_keeps_onl
     sizes_before().to_csv(ran / check.BEFORE, index=False)
     assert main(["benchmark", *words]) == 0
     assert "every job" in capsys.readouterr().out and (ran / "estimate-check.csv").is_file()
+
+
+def test_the_readme_block_shows_the_record_s_leaderboard_and_a_sentence_per_task_not_the_verdict_tables(kept,
+                                                                                                      monkeypatch):
+    _, path = kept
+    monkeypatch.setattr(results_doc, "HEADLINE_RECORD", "tiny")
+    block = results_doc.headline(path.parent.parent)  # records under <folder>/records, as docs/records
+    assert "| variant | passkey" in block and "passkey: " in block and "has the highest mean" in block
+    assert "Verdicts on passkey" not in block and "- command: `attnlab benchmark" in block
+    assert "Verdicts on passkey" in "\n".join(results_doc.journal_section(path))  # the results page keeps them
