@@ -26,7 +26,7 @@ from scipy import stats
 from analysis.benchmark_stages import chance_of, seed_scores
 from analysis.verdicts import paired_test
 from experiments.benchmark import Ledger
-from experiments.benchmark.ledger import COMPLETED
+from experiments.benchmark.ledger import COMPLETED, SETTLED
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 CONFIDENCE = 0.95
@@ -107,13 +107,16 @@ class Results:
     def figure(self, part: str, variant: str, task: str, read: Callable[[dict[str, Any]], float | None]) -> dict[
             int, float]:
         """Any figure of a confirmation run's result (an accuracy at a length, on a split) by seed: `read` takes
-        the result and gives the figure; a seed whose run did not complete scores the task's chance."""
+        the result and gives the figure (None where the run did not measure it: left out); a seed whose run did
+        not complete scores the task's chance."""
         state = self._cell(part, variant, task)
         if state is None:
             return {}
-        chance = chance_of(state)
-        return {job.job.seed: (read(job.result) if job.state == COMPLETED else chance)
-                for job in state.confirmation if job is not None and job.result is not None}
+        chance, figures = chance_of(state), {}
+        for job in state.confirmation:
+            if job is not None and job.state in SETTLED:
+                figures[job.job.seed] = read(job.result or {}) if job.state == COMPLETED else chance
+        return {seed: value for seed, value in figures.items() if value is not None}  # None: not measured
 
     def capacity(self, part: str, variant: str, task: str, axis: str, value: int) -> dict[int, float]:
         """Test accuracy by capacity seed at one capacity point (`axis` "width" or the task's count option)."""

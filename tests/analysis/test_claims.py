@@ -156,6 +156,10 @@ def test_a_claim_runs_as_benchmarks_keeps_their_records_and_reads_its_verdict_fr
     assert reproduce.run("tinyclaim", workers=1, device="cpu", storage=None, runs_dir=tmp_path / "runs",
                          out=tmp_path / "reports", quiet=True, records=records, doc=doc) == 0
     assert [path.name for path in records.iterdir()] == ["benchmark-claim-tinyclaim-tiny.journal"]
+    results = Results(reproduce.kept(Tiny(), records))
+    assert set(results.test("tiny", "dense", "passkey")) == {1, 2}  # the confirmation seeds
+    assert results.figure("tiny", "dense", "passkey", lambda result: result["steps"]) == {1: 10, 2: 10}
+    assert results.figure("tiny", "dense", "passkey", lambda result: None) == {}  # not measured: left out
     row = reproduce.table([Tiny()], records).iloc[0]
     assert row["verdict"] in (REPRODUCED, NOT_REPRODUCED) and "(n=2)" in row["our measurement"]
     assert "tinyclaim" in doc.read_text() and (tmp_path / "reports" / "reproductions" / "index.html").is_file()
