@@ -182,3 +182,16 @@ def test_the_committed_reproductions_page_is_what_the_committed_records_give(tmp
                     tmp_path / "reproductions.md")
     assert (ROOT / "docs" / "reproductions.md").read_text(encoding="utf-8") == \
         (tmp_path / "reproductions.md").read_text(encoding="utf-8"), "docs/reproductions.md is stale: make results"
+
+
+def test_the_estimate_of_the_claims_times_every_part_and_trains_nothing(tmp_path, monkeypatch, capsys):
+    from experiments.benchmark import estimate
+
+    monkeypatch.setattr(estimate, "time_run", lambda config: estimate.Timing(0.1, 1.0, 2.0))
+    assert reproduce.run("mamba_selective_copy,flipflop_lstm", workers=2, device="cpu", storage=None,
+                         runs_dir=tmp_path, out=tmp_path, quiet=True, estimate_only=True) == 0
+    printed = capsys.readouterr().out
+    assert "claim-mamba_selective_copy-selective_copy: " in printed and "claim-flipflop_lstm-flipflop: " in printed
+    # 3 cells x 6 jobs and 2 cells x 6 jobs, each 1,000 steps x 0.1 s + 9 interim evaluations x 1 s + the last 2 s.
+    assert f"total: {estimate.duration(30 * (100 + 9 + 2))} of runs; with 2 workers" in printed
+    assert not any(tmp_path.iterdir())  # nothing trained, no storage created
