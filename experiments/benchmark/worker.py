@@ -64,7 +64,8 @@ def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[s
     `RESULT_FIELDS` of its summary, the tokens it trained on, its validation accuracy at each evaluation (`curve`:
     step, wall seconds, accuracy; interim evaluations read part of the set, `experiments.evaluation`) and the target
     it stopped at (train.target_accuracy, or None)."""
-    curve = [[line["step"], line["wall_seconds"], line["val_accuracy"]] for line in metrics if line["kind"] == "eval"]
+    curve = [[line["step"], line["wall_seconds"], line.get("val_accuracy", line.get("test_accuracy"))]
+             for line in metrics if line["kind"] == "eval"]  # a line from before validation sets: the test set's
     return {**{name: getattr(summary, name) for name in RESULT_FIELDS},
             "tokens": (summary.steps or 0) * config.train.batch_size * config.task_options.seq_len, "curve": curve,
             "target_accuracy": config.train.target_accuracy}

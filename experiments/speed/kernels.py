@@ -43,7 +43,7 @@ from tqdm import tqdm
 import variants
 from common.files import atomic_write_text
 from experiments.speed import fits
-from experiments.speed.memory import peak_memory_bytes
+from experiments.speed.memory import peak_memory_bytes, settled_allocator
 from experiments.speed.plan import GROWTH, Attend, Contender, TimedCase, axis, plan
 from experiments.timing import seconds
 from variants import layouts
@@ -244,14 +244,16 @@ def measure_case(case: TimedCase, entries: list[tuple[Contender, list[str]]], *,
             done(f"{contender.variant}/{contender.kernel}")
             continue
         call = functools.partial(_step, attend, q, k, v, grad, case.causal)
-        warmup = seconds(call, device)
+        with settled_allocator():
+            warmup = seconds(call, device)
         peak = peak_memory_bytes(call, device)
         active.append((contender, tags, row, call, peak, [] if warmup < budget else [warmup]))
         done(f"{contender.variant}/{contender.kernel}")
-    for _ in range(repeats):
-        for *_, call, _, timings in active:
-            if len(timings) < repeats:
-                timings.append(seconds(call, device))
+    with settled_allocator():
+        for _ in range(repeats):
+            for *_, call, _, timings in active:
+                if len(timings) < repeats:
+                    timings.append(seconds(call, device))
     for contender, tags, row, _, peak, timings in active:
         median = statistics.median(timings)
         for sweep in tags:

@@ -4,14 +4,15 @@
 CPU peak memory is the process's resident high-water mark (Linux `VmHWM`), reset just before the call
 through /proc/self/clear_refs, minus the resident size at that moment. While a call is measured, glibc's
 allocator is told to hand every allocation above 64 KiB straight back to the system, so memory freed by an
-earlier call is not silently reused and missed. Afterwards its thresholds are set to where glibc's own
-dynamic ones settle in a process that frees large blocks (32 MiB to map, twice that to trim), so that the
-timings of `attnlab speed`, taken in the same process, see the allocator of a training process rather than
-one that faults in every large tensor's pages anew (which made the additive kernel look 2x slower).
+earlier call is not silently reused and missed. `attnlab speed` times its calls within `settled_allocator()`,
+glibc's thresholds where its own dynamic ones settle in a process that frees large blocks (32 MiB to map, twice
+that to trim), so that a timing sees the allocator of a training process rather than one that faults in every
+large tensor's pages anew (which made the additive kernel look 2x slower).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import gc
@@ -34,7 +35,10 @@ def _libc():
         libc = ctypes.CDLL(name) if name else None
     except OSError:
         return None
-    return libc if libc is not None and hasattr(libc, "mallopt") else None
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)  # a fixed threshold also stops glibc from raising it
+        return libc
+    return None
 
 
 _LIBC = _libc()
@@ -66,12 +70,21 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> float:
     if _LIBC is not None:
         _LIBC.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)  # a fixed threshold also stops glibc from raising it
         _LIBC.malloc_trim(0)
+    _CLEAR_REFS.write_text("5")  # resets VmHWM to the current resident size
+    before = _status_kib("VmRSS")
+    fn()
+    return float((_status_kib("VmHWM") - before) * 1024)
+
+
+@contextlib.contextmanager
+def settled_allocator():
+    """Within: glibc's thresholds where its own dynamic ones settle in a training process (the speed command's
+    timings); after: back to the measuring threshold of 64 KiB."""
+    if _LIBC is not None:
+        _LIBC.mallopt(_M_MMAP_THRESHOLD, _SETTLED_MMAP)
+        _LIBC.mallopt(_M_TRIM_THRESHOLD, 2 * _SETTLED_MMAP)
     try:
-        _CLEAR_REFS.write_text("5")  # resets VmHWM to the current resident size
-        before = _status_kib("VmRSS")
-        fn()
-        return float((_status_kib("VmHWM") - before) * 1024)
+        yield
     finally:
         if _LIBC is not None:
-            _LIBC.mallopt(_M_MMAP_THRESHOLD, _SETTLED_MMAP)
-            _LIBC.mallopt(_M_TRIM_THRESHOLD, 2 * _SETTLED_MMAP)
+            _LIBC.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)

@@ -306,7 +306,7 @@ def test_a_tiny_benchmark_trains_its_capacity_points_and_its_page_has_the_capaci
     words = [word for assignment in TINY_MQAR for word in ("--set", assignment)]
     assert main(["benchmark", "--variant", "dense", "--task", "mqar", "--seeds", "2", *words, "--name", "tiny",
                  "--extend-grid", "0", "--runs-dir", str(tmp_path), "--out", str(out), "--heartbeat-seconds", "1",
-                 "--quiet"]) == 0
+                 "--workers", "1", "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "capacity: the confirmed configuration at model widths x0.5; each task's capacity option x2, seed 1" \
         in printed
@@ -383,6 +383,7 @@ def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_t
         command = ["benchmark", "--variant", "dense,linformer", "--task", "passkey", "--seeds", "2", *TINY,
                    "--target-accuracy", "none",  # every run long enough to be killed in
                    "--set", "train.steps=60", "--extend-grid", "0", "--storage", url, "--name", "shared",
+                   "--workers", "1",
                    "--runs-dir", str(tmp_path), "--out", str(tmp_path / "reports"), "--heartbeat-seconds", "1",
                    "--quiet"]
         first, second = attnlab(*command), attnlab(*command)
