@@ -24,6 +24,7 @@ import torch
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_MEASURING_MMAP = 64 * 1024  # every allocation above it goes straight back to the system when freed
 _SETTLED_MMAP = 32 * 1024 * 1024  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: where the dynamic one stops
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -36,7 +37,7 @@ def _libc():
     except OSError:
         return None
     if libc is not None and hasattr(libc, "mallopt"):
-        libc.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)  # a fixed threshold also stops glibc from raising it
+        libc.mallopt(_M_MMAP_THRESHOLD, _MEASURING_MMAP)  # a fixed threshold also stops glibc from raising it
         return libc
     return None
 
@@ -68,7 +69,7 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> float:
     if not cpu_peak_supported():
         return math.nan
     if _LIBC is not None:
-        _LIBC.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)  # a fixed threshold also stops glibc from raising it
+        _LIBC.mallopt(_M_MMAP_THRESHOLD, _MEASURING_MMAP)  # a fixed threshold also stops glibc from raising it
         _LIBC.malloc_trim(0)
     _CLEAR_REFS.write_text("5")  # resets VmHWM to the current resident size
     before = _status_kib("VmRSS")
@@ -79,7 +80,8 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device) -> float:
 @contextlib.contextmanager
 def settled_allocator():
     """Within: glibc's thresholds where its own dynamic ones settle in a training process (the speed command's
-    timings); after: back to the measuring threshold of 64 KiB."""
+    timings); after: the mmap threshold back to the measuring one, 64 KiB (`peak_memory_bytes` trims the heap
+    itself before it reads)."""
     if _LIBC is not None:
         _LIBC.mallopt(_M_MMAP_THRESHOLD, _SETTLED_MMAP)
         _LIBC.mallopt(_M_TRIM_THRESHOLD, 2 * _SETTLED_MMAP)
@@ -87,4 +89,4 @@ def settled_allocator():
         yield
     finally:
         if _LIBC is not None:
-            _LIBC.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)
+            _LIBC.mallopt(_M_MMAP_THRESHOLD, _MEASURING_MMAP)
