@@ -1,11 +1,15 @@
 """`make reproduce` (`attnlab reproduce`): each published claim (`analysis.claims`) beside attnlab's own measurement.
 
 Every claim's runs are benchmarks (`analysis.claims.Runs` -> `experiments.benchmark.build`), named
-claim-<claim>-<part>, at the quick profile, under the benchmark's protocol: three learning rates tuned on the
-validation set, fresh confirmation seeds, stopping at validation accuracy 0.99, the test set read once per run. So
-`WORKERS`, resuming (the same command continues) and `STORAGE` (every machine on one storage) are the benchmark's.
-The grid is not extended and cells keep their own sizes, as the papers compare them (a claim that needs parity says
-so in its setting). `--estimate` times every part first and trains nothing, as the benchmark's estimate does.
+claim-<claim>-<part>, at the quick profile, under the benchmark's machinery: stopping at validation accuracy 0.99,
+the test set read once per run, `WORKERS`, resuming (the same command continues) and `STORAGE` (every machine on one
+storage). Every cell trains at one learning rate, the task profile's, with 3 seeds (`analysis.claims.base` says
+why those are read as one cell's seeds); `--lr-multiples 0.3,1,3` tunes the benchmark's grid on the validation set
+first, at twice the cost. The grid is not extended and cells keep their own sizes, as the papers compare them (a
+claim that needs parity says so in its setting). A part on a task that declares itself not discriminative at the
+quick profile (`Task.not_discriminative`) is not trained: its claim is inconclusive there, for the task's reason.
+`--estimate` times every part first and trains nothing, as the benchmark's estimate does, and writes each part's
+table of sizes (estimate.csv) beside its journal.
 
 When every part of a claim has settled, its storage is kept as the claim's record
 (docs/records/claims/benchmark-claim-...journal), and the verdicts are read from the records: the page
@@ -15,6 +19,7 @@ A claim none of whose parts has a record yet is listed as not run.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -24,22 +29,25 @@ from analysis.claims import INCONCLUSIVE, Claim, Results, Runs, Verdict
 from analysis.render import Section, Table, Text, markdown_table
 from analysis.report import write_page
 from common.files import atomic_write_text
-from experiments import benchmark
+from experiments import benchmark, tasks
 from experiments.benchmark import Benchmark, Ledger, estimate, record
-from experiments.benchmark.definition import build
-from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION, DEFAULT_LR_MULTIPLES, DEFAULT_TARGET_ACCURACY
+from experiments.benchmark.definition import build, parse_multiples
+from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
 from experiments.sweep.pool import worker_count
 
 RECORDS = record.RECORDS / "claims"
 DOC = Path("docs/reproductions.md")
+LR_MULTIPLES = "1"  # one learning rate per cell, the task profile's: the module docstring
+PROFILE = "quick"
 COLUMNS = ["claim", "source", "their setting", "ours", "their number", "our measurement", "verdict", "why"]
 
 
-def benchmark_of(claim: Claim, runs: Runs, *, device: str, storage: str | None, runs_dir: Path) -> Benchmark:
+def benchmark_of(claim: Claim, runs: Runs, *, device: str, storage: str | None, runs_dir: Path,
+                 lr_multiples: str = LR_MULTIPLES) -> Benchmark:
     """The benchmark that trains one part of a claim (the module docstring says how it is set)."""
     return build(
-        name=f"claim-{claim.name}-{runs.part}", variant_names=runs.variants, task_names=runs.tasks, profile="quick",
-        seed=0, seeds=runs.seeds, lr_multiples=tuple(float(value) for value in DEFAULT_LR_MULTIPLES.split(",")),
+        name=f"claim-{claim.name}-{runs.part}", variant_names=runs.variants, task_names=runs.tasks, profile=PROFILE,
+        seed=0, seeds=runs.seeds, lr_multiples=parse_multiples(lr_multiples),
         capacity_widths=runs.capacity_widths, capacity_scales=runs.capacity_scales, capacity_seeds=1, device=device,
         kernel="auto", sets=runs.sets, storage_url=storage, runs_dir=runs_dir, heartbeat_seconds=60, extend_grid=0,
         size_to_dense=False, target_accuracy=float(DEFAULT_TARGET_ACCURACY), interim_test=False,
@@ -53,11 +61,21 @@ def chosen(names: str | None) -> list[Claim]:
     return [registry.claim_named(name) for name in listed]
 
 
+def untrained(runs: Runs) -> str | None:
+    """Why a part is not trained: a task of it not discriminative at the claims' profile (its reason); else None."""
+    return next((f"task {task} is not discriminative at the {PROFILE} profile: "
+                 f"{tasks.task_class(task).not_discriminative[PROFILE]}" for task in runs.tasks
+                 if PROFILE in tasks.task_class(task).not_discriminative), None)
+
+
 def estimate_all(parts: list[Benchmark], workers: int, quiet: bool) -> str:
-    """What every part left to run costs here, as `attnlab benchmark --estimate` measures a benchmark, summed."""
+    """What every part left to run costs here, as `attnlab benchmark --estimate` measures a benchmark, summed; each
+    part's table of sizes is written to its estimate.csv, as the benchmark's estimate writes it."""
     lines, total = [], 0.0
     for part in parts:
-        seconds = float(estimate.estimate(part, workers=workers, quiet=quiet)["seconds"].sum())
+        sizes = estimate.estimate(part, workers=workers, quiet=quiet)
+        estimate.write(part, sizes, workers)
+        seconds = float(sizes["seconds"].sum())
         total += seconds
         lines.append(f"{part.name}: {estimate.duration(seconds)} of runs")
     return "\n".join([*lines, f"total: {estimate.duration(total)} of runs; with {workers} workers, about "
@@ -66,13 +84,16 @@ def estimate_all(parts: list[Benchmark], workers: int, quiet: bool) -> str:
 
 
 def run(names: str | None, *, workers: int | None, device: str, storage: str | None, runs_dir: Path, out: Path,
-        quiet: bool, estimate_only: bool = False, records: Path = RECORDS, doc: Path = DOC) -> int:
-    """`attnlab reproduce`: train every part of the chosen claims that has not settled, keep each settled claim's
-    parts as records, then write the page and docs/reproductions.md. 0 when every chosen claim has a verdict from
-    settled runs, 130 after a signal, 1 otherwise."""
+        quiet: bool, estimate_only: bool = False, records: Path = RECORDS, doc: Path = DOC,
+        lr_multiples: str | None = None) -> int:
+    """`attnlab reproduce`: train every part of the chosen claims that has not settled (a part on a task not
+    discriminative at the profile: none, `untrained`), keep each settled claim's parts as records, then write the page
+    and docs/reproductions.md. 0 when every chosen claim has a verdict from settled runs, 130 after a signal, 1
+    otherwise."""
     claims = chosen(names)
-    parts = {(claim.name, runs.part): benchmark_of(claim, runs, device=device, storage=storage, runs_dir=runs_dir)
-             for claim in claims for runs in claim.runs}
+    parts = {(claim.name, runs.part): benchmark_of(claim, runs, device=device, storage=storage, runs_dir=runs_dir,
+                                                   lr_multiples=lr_multiples or LR_MULTIPLES)
+             for claim in claims for runs in claim.runs if untrained(runs) is None}
     count = worker_count(workers, device, per_core=True)
     if estimate_only:
         print(estimate_all(list(parts.values()), count, quiet))
@@ -97,6 +118,9 @@ def kept(claim: Claim, records: Path = RECORDS) -> dict[str, Ledger]:
 
 def verdict_of(claim: Claim, records: Path = RECORDS) -> Verdict:
     """The claim's verdict from its records; a claim with runs and no record of one of them is not run yet."""
+    reasons = list(dict.fromkeys(filter(None, map(untrained, claim.runs))))
+    if reasons:
+        return Verdict(INCONCLUSIVE, "not trained", "; ".join(reasons))
     ledgers = kept(claim, records)
     missing = [runs.part for runs in claim.runs if runs.part not in ledgers]
     if missing:
@@ -123,9 +147,11 @@ def rules(claims: list[Claim]) -> pd.DataFrame:
 
 
 INTRO = ("Each published claim beside attnlab's own measurement at CPU scale, with the rule that decides its verdict, "
-         "written before the runs. A claim's runs are benchmarks under the benchmark's protocol (docs/benchmark.md), "
-         "kept as records under docs/records/claims/; means are over confirmation seeds with the half-width of their "
-         "95% interval. \"not reproduced\" is a result: the settings differ as each row says.")
+         "written before the runs. A claim's runs are benchmarks (docs/benchmark.md) kept as records under "
+         "docs/records/claims/, each with its command; by default every cell trains at one learning rate, the task "
+         "profile's (the papers tuned theirs), so tuning selects nothing and means are over its seed and the "
+         "confirmation seeds, 3 in all, with the half-width of their 95% interval (with a grid, over the confirmation "
+         "seeds only). \"not reproduced\" is a result: the settings differ as each row says.")
 
 
 def document(frame: pd.DataFrame, rule_table: pd.DataFrame) -> str:
@@ -146,3 +172,17 @@ def write(out: Path, records: Path = RECORDS, doc: Path = DOC) -> Path:
     sections = [Section("claims", "Claims", [Text(INTRO), Table("claims", "Every claim and its verdict", frame)]),
                 Section("rules", "Rules and runs", [Table("rules", "Each claim's verdict rule and runs", rule_table)])]
     return write_page(out, "reproductions", "attnlab reproductions", [f"{len(frame)} claims: {summary}."], sections)
+
+
+def readme_lines(records: Path = RECORDS) -> list[str]:
+    """README.md's lines of the claims (inside its generated block): each claim's source and verdict, from the
+    records; the settings, the figures and the rules are in docs/reproductions.md."""
+    claims = chosen(None)
+    frame = table(claims, records)
+    untried = frame["our measurement"].isin(["not run yet", "not trained"])
+    frame["verdict"] = frame["verdict"].where(~untried, frame["verdict"] + " (" + frame["our measurement"] + ")")
+    frame = frame[["claim", "source", "verdict"]]
+    frame["source"] = [re.sub(r', "[^"]*"', "", claim.source) for claim in claims]  # without the paper's title
+    return ["Published claims at CPU scale, each read by its rule written before the runs (`make reproduce`; the "
+            "settings, the figures and the rules: [docs/reproductions.md](docs/reproductions.md)):", "",
+            *markdown_table(frame)]

@@ -22,161 +22,27 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-import variants
 from analysis import benchmark as benchmark_page
 from analysis import reproduce
-from analysis.benchmark import REFERENCE, UNMATCHED, boards, leaderboard, leaderboard_blocks
-from analysis.calibration import read_record, setting, stale, stale_lines
+from analysis.benchmark import REFERENCE, UNMATCHED, VERDICTS, boards, leaderboard, leaderboard_blocks
+from analysis.calibration import read_record
+from analysis.calibration_doc import calibration_sections, is_bidirectional
 from analysis.render import Table, Text, markdown_table, md_escape
 from common.files import atomic_write_text
-from experiments import revisions, tasks
+from experiments import revisions
 from experiments.benchmark import record
 from experiments.benchmark.ledger import Ledger
 from experiments.benchmark.parity import TOLERANCE
-from experiments.calibration import DEFAULT_VARIANTS
 from experiments.speed.fits import fit
 
 PROVENANCE = ("commit", "device", "command", "source")  # the columns that say where a record's rows come from
 START, END = "<!-- results:start -->", "<!-- results:end -->"  # README.md's generated block
 HEADLINE = "benchmark-mqar-flipflop"  # the record whose leaderboard README.md shows between the markers
+README_BOARD = ("Test accuracy: mean ± the half-width of its 95% interval over the confirmation seeds (n), beside the "
+                "test set's own Wilson interval. Verdicts: each row against the task's best by a paired test over the "
+                "shared seeds that adds the test set's sampling error, Holm-corrected per task; the definitions, the "
+                "verdict tables with each difference's interval and p, and the parameters: docs/results.md.")
 HEADLINE_RECORD = "quick"  # shown there in its place once it exists: `make benchmark`'s leaderboard of record
-ONE_RUN = ("One run per cell (seed 0) at the profile's default learning rate: the spread over seeds and learning "
-           "rates is not measured, so no difference between two cells is a finding here; `make benchmark` (tuned "
-           "learning rate, several seeds, 95% intervals) is what tells variants apart. A cell marked (stale) trained "
-           "on an earlier revision of its task or variant (`experiments/revisions.py`): it no longer measures today's "
-           "code until its command trains it again.")
-
-
-# -- the calibration record ------------------------------------------------------------------------------
-
-
-def _bidirectional(name: str) -> bool:
-    """Whether a registered attention variant has no causal form (a baseline, or a name no longer registered: no)."""
-    return name in variants.list_variants() and not variants.variant_class(name).supports_causal
-
-
-def _family(name: str) -> str:
-    """Which table a variant's softmax rows go to, from the registry and the kernels it runs on (a name no longer
-    registered: the other variants)."""
-    if variants.is_baseline(name):
-        return "baselines"
-    if name in DEFAULT_VARIANTS:
-        return "default"
-    if name not in variants.list_variants():
-        return "other"
-    kernels = variants.create(name, num_heads=1, head_dim=8, max_len=16).kernels
-    return "kernelised" if {"linear", "lowrank"} & set(kernels) else "other"
-
-
-def annotated(record: pd.DataFrame) -> pd.DataFrame:
-    """The record with what each row's command says: `name` (registered variant), `profile`, `normaliser`
-    (set on the command line, else empty) and `family`."""
-    frame = record.copy()
-    frame["name"] = [setting(command, "VARIANT") for command in frame["command"]]
-    frame["profile"] = [setting(command, "PROFILE", "quick") for command in frame["command"]]
-    frame["normaliser"] = [setting(command, "variant.normaliser") for command in frame["command"]]
-    families = {name: _family(name) for name in sorted(set(frame["name"]))}
-    frame["family"] = frame["name"].map(families)
-    frame["stale"] = stale(record)
-    return frame
-
-
-def groups(record: pd.DataFrame) -> list[tuple[str, pd.DataFrame, bool]]:
-    """(title, rows, with the reference's rows beside them) per table, per profile: every row of the record is in
-    at least one; rows of another normaliser are shown with the softmax rows of the same variants and tasks."""
-    frame, found = annotated(record), []
-    for profile, rows in frame.groupby("profile", sort=True):
-        other = rows[rows["normaliser"] != ""]
-        softmax = rows[rows["normaliser"] == ""]
-        compared = softmax[softmax["name"].isin(set(other["name"])) & softmax["task"].isin(set(other["task"]))]
-        rest = softmax.drop(index=compared.index)  # softmax rows not shown beside another normaliser's
-        for family, title, beside in (
-                ("default", "the calibration's default variants", False),
-                ("kernelised", "the kernelised and low-rank families", True),
-                ("other", "the other attention variants", True),
-                ("baselines", "the baselines: is attention needed at all?", True)):
-            chosen = rest[rest["family"] == family] if family != "default" else softmax[softmax["family"] == family]
-            if len(chosen):
-                found.append((f"{title} ({profile} profile)", chosen, beside))
-        if len(other):
-            found.append((f"other normalisers beside the softmax ({profile} profile)",
-                          pd.concat([compared, other]), False))
-    return found
-
-
-def _task_order(names) -> list[str]:
-    return [task for task in tasks.DEFAULT_SUITE if task in set(names)] + sorted(set(names) - set(tasks.DEFAULT_SUITE))
-
-
-def _cell(row: pd.Series | None, name: str, task: str) -> str:
-    """A row's test accuracy with its extra splits and lengths; why a cell the record lacks is empty."""
-    if row is None:
-        needs_causal = task in tasks.list_tasks() and tasks.task_class(task).needs_causal
-        return "skipped: needs causality" if needs_causal and _bidirectional(name) else "–"
-    extras = row["splits and lengths"]
-    return (row["test accuracy"] + (f" ({extras})" if extras not in ("", "–") else "")
-            + (" (stale)" if row["stale"] else ""))
-
-
-def accuracy_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Task x variant (as it describes itself) test accuracy, chance beside it; the reference variant first, then
-    by registered name, normaliser and described name."""
-    ordered = rows.assign(later=rows["name"] != REFERENCE).sort_values(["later", "name", "normaliser", "variant"])
-    columns = list(dict.fromkeys(zip(ordered["variant"], ordered["name"], strict=True)))
-    by_key = {(row["task"], row["variant"]): row for _, row in rows.iterrows()}
-    table = []
-    for task in _task_order(rows["task"]):
-        chances = sorted(set(rows.loc[rows["task"] == task, "chance"]))
-        line = {"task": task, "chance": " / ".join(chances)}
-        line.update({variant: _cell(by_key.get((task, variant)), name, task) for variant, name in columns})
-        table.append(line)
-    return pd.DataFrame(table)
-
-
-def provenance_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per variant: the commits its rows trained at, the devices, and the command that trains a row again (with
-    `TASK=<task>` where the rows' commands differ in their task alone)."""
-    table = []
-    for variant, own in rows.groupby("variant", sort=False):
-        commands = sorted({command.replace(f"TASK={task} ", "TASK=<task> ")
-                           for command, task in zip(own["command"], own["task"], strict=True)})
-        table.append({"variant": variant, "seeds": ", ".join(sorted(set(own["seed"]))),
-                      "trained at commit": ", ".join(sorted(set(own["commit"]))),
-                      "device": "; ".join(sorted(set(own["device"]))), "command": " / ".join(commands)})
-    return pd.DataFrame(table)
-
-
-def _causality_note(rows: pd.DataFrame) -> list[str]:
-    bidirectional = sorted(name for name in set(rows["name"]) if _bidirectional(name))
-    if not bidirectional:
-        return []
-    return [f"{', '.join(f'`{name}`' for name in bidirectional)} have no causal form and train bidirectional "
-            "(`model.causal=false`); every other column is causal, so their cells are not comparable with the rest.",
-            ""]
-
-
-def calibration_sections(record: pd.DataFrame) -> list[str]:
-    """One section per table of the calibration record: what it measures, the table, where its rows come from."""
-    reference = annotated(record)
-    reference = reference[(reference["name"] == REFERENCE) & (reference["normaliser"] == "")]
-    lines = ["## Calibration: each task's profile, one run per cell", "",
-             "Test accuracy on each task's test set (which nothing selects on), chance beside it; in brackets the "
-             "extra splits and evaluation lengths. Every row, with its validation accuracy, steps, wall time and "
-             "throughput, is in [calibration.md](calibration.md); the record is "
-             "[calibration.csv](calibration.csv), written by `make calibration`.", "", ONE_RUN, "",
-             *(line for task in _task_order(record["task"]) if task in tasks.list_tasks()
-               for caveat in tasks.caveats(task) for line in (caveat, ""))]
-    for title, rows, beside in groups(record):
-        shown = rows
-        if beside:
-            extra = reference[(reference["profile"] == rows["profile"].iloc[0]) & reference["task"].isin(rows["task"])]
-            shown = pd.concat([extra, rows])
-        lines += [f"### {title[0].upper()}{title[1:]}", "", *markdown_table(accuracy_table(shown)), "",
-                  *_causality_note(shown), *stale_lines(shown), "Where the rows come from:", "",
-                  *markdown_table(provenance_table(shown)), ""]
-    return lines
-
-
 # -- the records under docs/records/ ----------------------------------------------------------------------
 
 
@@ -215,7 +81,7 @@ def _board(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     verdicts (`analysis.verdicts`) cannot be drawn from it."""
     numbers = ["chance", "test mean", "interval half-width", "seeds completed"]
     frame = frame.assign(**{column: pd.to_numeric(frame[column]) for column in numbers})
-    cells = frame.assign(status="completed", causal=[not _bidirectional(name) for name in frame["variant"]],
+    cells = frame.assign(status="completed", causal=[not is_bidirectional(name) for name in frame["variant"]],
                          **{"seeds scored": frame["seeds completed"], "seeds failed": 0, UNMATCHED: _unmatched(frame)})
     # leaderboard reads the variants and tasks, in order, from the ledger's benchmark definition: the record's
     layout = SimpleNamespace(variants=tuple(dict.fromkeys(frame["variant"])), tasks=tuple(dict.fromkeys(frame["task"])))
@@ -251,8 +117,9 @@ def _estimate_check(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     ratios = {f"measured / {column.removesuffix(' (s)')}": measured / pd.to_numeric(frame[column])
               for column in ("estimated (s)", "at the steps each run took (s)") if column in frame}
     return frame.assign(**{name: ratio.map(lambda value: f"{value:.2f}") for name, ratio in ratios.items()}), [
-        "Seconds of runs the estimate predicted against what the same benchmark then took on the same machine; "
-        "a cell's measured seconds are the mean of its runs."]
+        "Seconds of runs the estimate predicted against what the same benchmark then took on the same machine: a "
+        "row named 'one run' is the mean of its runs, every other row their sum; the wall time is the seconds while "
+        "at least one job ran."]
 
 
 def _as_recorded(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -266,6 +133,8 @@ RECORDS = {
     "benchmark-estimate-default": ("Benchmark: what every variant and baseline (the default before the core set) "
                                    "costs, estimated before it runs", _as_recorded),
     "benchmark-estimate-check": ("Benchmark: how close the estimate came", _estimate_check),
+    "benchmark-quick-estimate-check": ("Benchmark of record quick: how close the estimate made before it came, per "
+                                       "variant, stage and in all", _estimate_check),
     "speed-kernelised": ("Speed: the kernelised and low-rank families against length", _by_length),
     "speed-complexity": ("Speed: the tutorials' complexity table, measured", _as_recorded),
 }
@@ -296,22 +165,30 @@ def record_section(path: Path) -> list[str]:
     return [*lines, ""]
 
 
-def board_lines(ledger: Ledger, verdict_tables: bool = True) -> list[str]:
+def board_lines(ledger: Ledger, readme: bool = False) -> list[str]:
     """A benchmark's leaderboard and paired verdicts as its page shows them (`analysis.benchmark`), in Markdown;
-    without `verdict_tables`, each task's verdicts as its sentence only (the README's block)."""
+    for the README, the leaderboard without its parameter columns and each task's verdict as its sentence, the
+    definitions and the verdict tables being on the results page."""
     cells, shown, board = boards(ledger)
-    lines: list[str] = []
-    for block in leaderboard_blocks(ledger, cells, shown, board):
-        if not verdict_tables and isinstance(block, Table) and block.name.startswith("verdicts"):
-            continue
-        lines += ([md_escape(block.text)] if isinstance(block, Text) else
-                  [f"**{md_escape(block.caption)}**", "", *markdown_table(block.frame)]) + [""]
-    return lines
+    blocks = leaderboard_blocks(ledger, cells, shown, board)
+    if not readme:
+        return [line for block in blocks for line in (
+            [md_escape(block.text)] if isinstance(block, Text) else
+            [f"**{md_escape(block.caption)}**", "", *markdown_table(block.frame)]) + [""]]
+    lines, verdicts = [README_BOARD, ""], False
+    for block in blocks:
+        if isinstance(block, Table) and block.name.startswith("leaderboard"):
+            frame = block.frame.drop(columns=[column for column in block.frame if column.startswith("parameters")])
+            lines += [*markdown_table(frame.loc[:, (frame != "").any()]), ""]  # no column left empty
+        verdicts = verdicts or (isinstance(block, Text) and block.text == VERDICTS)
+        if verdicts and isinstance(block, Text) and block.text != VERDICTS:
+            lines.append(f"- {md_escape(block.text)}")
+    return [*lines, ""]
 
 
-def journal_section(path: Path, verdict_tables: bool = True) -> list[str]:
+def journal_section(path: Path, readme: bool = False) -> list[str]:
     """A leaderboard of record (`experiments.benchmark.record`): its board and verdicts (`board_lines`), the command,
-    the commits and devices its jobs ran at, and its wall time."""
+    the commits and devices its jobs ran at, its runs' seconds and its wall time."""
     ledger = record.load(path)
     results = [job.result for state in ledger.cells for job in state.jobs if job.result]
     seconds = sum(result.get("wall_seconds") or 0 for result in results)
@@ -319,12 +196,12 @@ def journal_section(path: Path, verdict_tables: bool = True) -> list[str]:
     return [f"### Benchmark of record: {md_escape(name)}", "",
             f"Record: [records/{path.name}](records/{path.name}), the benchmark's own storage; `make results` "
             f"rebuilds its page (reports/benchmark-{md_escape(name)}/) from it without training.", "",
-            *board_lines(ledger, verdict_tables), f"- command: `{ledger.benchmark.command()}`",
+            *board_lines(ledger, readme), f"- command: `{ledger.benchmark.command()}`",
             "- commits: " + ", ".join(sorted({md_escape(str(r.get("git_commit"))) for r in results})),
             "- devices: " + ", ".join(sorted({md_escape(str(r.get("device_name") or r.get("device")))
                                                for r in results})),
-            f"- runs: {len(results)}, {seconds / 3600:.2f} hours of runs (every stage; the benchmark's wall time "
-            "with two workers is about half)", ""]
+            f"- runs: {len(results)}, {seconds / 3600:.2f} hours of runs (every stage); wall time "
+            f"{ledger.busy_seconds() / 3600:.2f} hours (while at least one of its jobs ran)", ""]
 
 
 # -- the page and the README's headline ------------------------------------------------------------------
@@ -357,7 +234,7 @@ def headline(records: Path) -> str:
     lines = [START, "<!-- generated by `make results` from docs/records/; edit the record, not this block -->"]
     of_record = record.path_of(HEADLINE_RECORD, records / "records")
     if of_record.exists():
-        lines += ["", *journal_section(of_record, verdict_tables=False)[4:-1]]
+        lines += ["", *journal_section(of_record, readme=True)[4:-1]]
     elif path.exists():
         frame = read(path)
         shown, notes = _board(frame[[column for column in frame.columns if column not in PROVENANCE]])
@@ -366,7 +243,8 @@ def headline(records: Path) -> str:
                   f"`{first['command']}`: {md_escape(first['profile'])} profile; device: {md_escape(first['device'])}; "
                   f"commit: {md_escape(first['commit'])}; source: {md_escape(first['source'])}.",
                   *(text for note in notes for text in ("", md_escape(note)))]
-    lines += ["", "Every measured result, with its provenance: [docs/results.md](docs/results.md).", END]
+    lines += ["", *reproduce.readme_lines(records / "records" / "claims"), "",
+              "Every measured result, with its provenance: [docs/results.md](docs/results.md).", END]
     return "\n".join(lines)
 
 

@@ -157,7 +157,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     return reproduce.run(args.claim, workers=args.workers, device=launch.checked_device(args.device),
                          storage=args.storage, runs_dir=Path(args.runs_dir), out=Path(args.out), quiet=args.quiet,
-                         estimate_only=args.estimate)
+                         estimate_only=args.estimate, lr_multiples=args.lr_multiples)
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
@@ -320,6 +320,8 @@ def _add_reproduce(commands) -> None:
     reproduce.add_argument("--workers", type=int, help="worker processes here (default: as the benchmark's)")
     reproduce.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL shared by machines")
     reproduce.add_argument("--estimate", action="store_true", help="train nothing: time every claim's runs")
+    reproduce.add_argument("--lr-multiples", help="multiples of each task's learning rate: one, every cell at it "
+                           "with 3 seeds; 0.3,1,3, tuned on the validation set first, as the benchmark (default: 1)")
     reproduce.add_argument("--device", choices=["cpu", "cuda"], default=None)
     reproduce.add_argument("--out", default="reports", help="the folder of the page (default: reports)")
     runs_dir(reproduce)

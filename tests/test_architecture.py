@@ -131,7 +131,7 @@ def test_no_two_test_files_share_a_name():
 # and the results page lists the kernels a variant runs on. Everything that serves a run builds it through
 # `experiments.build`, whose model blocks (`experiments.model`) call `variants.create`.
 BARE_MODULE_BUILDERS = {"experiments.model", "experiments.speed.kernels", "experiments.gpu_check",
-                        "experiments.saturation.tables", "analysis.results_doc"}
+                        "experiments.saturation.tables", "analysis.calibration_doc"}
 
 
 def calls_of(path: Path) -> set[str]:

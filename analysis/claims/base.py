@@ -3,8 +3,12 @@ scale with each difference stated, the runs that measure it, and the rule, writt
 verdict from their intervals (`make reproduce`, docs/reproductions.md).
 
 A claim is one file in `analysis/claims/`: a `Claim` subclass with `@register_claim("name")`. Its `runs` are
-benchmarks on the benchmark's machinery (`Runs`: cells of variants x tasks, tuned on the validation set and
-confirmed with fresh seeds, `experiments.benchmark`), so workers, resuming and `STORAGE` are the benchmark's. A
+benchmarks on the benchmark's machinery (`Runs`: cells of variants x tasks, `experiments.benchmark`), so workers,
+resuming and `STORAGE` are the benchmark's. By default a claim trains every cell at one learning rate, the task
+profile's (`make reproduce` without `--lr-multiples`): tuning then selects nothing, so its run (seed 0) is a seed
+like the confirmation's and a cell's figures are read over both (`Results`), 3 seeds for the cost of 3 runs. With a
+grid (`--lr-multiples 0.3,1,3`), tuning chooses on the validation set and only the fresh confirmation seeds are read,
+as on the leaderboard. A
 claim that needs no training (a property of the formula at initialisation) has no runs and measures in
 `verdict` itself. `verdict(results)` returns one of three outcomes:
 
@@ -35,14 +39,14 @@ CONFIDENCE = 0.95
 @dataclass(frozen=True)
 class Runs:
     """One benchmark a claim trains, named claim-<claim>-<part>: every variant on every task at the quick profile,
-    with `sets` for every cell (`--set`), `seeds` confirmation seeds, and capacity points where a claim reads
-    accuracy against width or count (none by default)."""
+    with `sets` for every cell (`--set`), `seeds` confirmation seeds (with the tuning seed, 3 seeds read at one
+    learning rate), and capacity points where a claim reads accuracy against width or count (none by default)."""
 
     part: str
     variants: tuple[str, ...]
     tasks: tuple[str, ...]
     sets: tuple[str, ...] = ()
-    seeds: int = 3
+    seeds: int = 2
     capacity_widths: tuple[float, ...] = ()
     capacity_scales: tuple[float, ...] = ()
 
@@ -87,9 +91,16 @@ class Estimate:
         return f"{self.mean:.3f} ± {self.half:.3f} (n={len(self.values)})"
 
 
+def read_runs(state) -> list:
+    """The runs of a cell whose figures a claim reads: its confirmation runs, and its tuning run where tuning had one
+    learning rate to try (it selected nothing, so that run is one more seed at the same learning rate)."""
+    tuning = [job for job in state.tuning if job is not None]
+    return [*(tuning if len(state.tuning) == 1 else []), *state.confirmation]
+
+
 class Results:
-    """The settled jobs of a claim's runs, by part: per-seed figures of a cell's confirmation runs (a seed whose run
-    diverged or failed scored at chance, as on the benchmark's leaderboard) and of its capacity points."""
+    """The settled jobs of a claim's runs, by part: per-seed figures of a cell's runs (`read_runs`; a seed whose
+    run diverged or failed scored at chance, as on the benchmark's leaderboard) and of its capacity points."""
 
     def __init__(self, ledgers: dict[str, Ledger]) -> None:
         self.ledgers = ledgers
@@ -100,20 +111,20 @@ class Results:
                     None) if ledger is not None else None
 
     def test(self, part: str, variant: str, task: str) -> dict[int, float]:
-        """Test accuracy by confirmation seed."""
+        """Test accuracy by seed (`read_runs`)."""
         state = self._cell(part, variant, task)
-        return seed_scores(state.confirmation, chance_of(state)) if state is not None else {}
+        return seed_scores(read_runs(state), chance_of(state)) if state is not None else {}
 
     def figure(self, part: str, variant: str, task: str, read: Callable[[dict[str, Any]], float | None]) -> dict[
             int, float]:
-        """Any figure of a confirmation run's result (an accuracy at a length, on a split) by seed: `read` takes
+        """Any figure of a run's result (`read_runs`: an accuracy at a length, on a split) by seed: `read` takes
         the result and gives the figure (None where the run did not measure it: left out); a seed whose run did
         not complete scores the task's chance."""
         state = self._cell(part, variant, task)
         if state is None:
             return {}
         chance, figures = chance_of(state), {}
-        for job in state.confirmation:
+        for job in read_runs(state):
             if job is not None and job.state in SETTLED:
                 figures[job.job.seed] = read(job.result or {}) if job.state == COMPLETED else chance
         return {seed: value for seed, value in figures.items() if value is not None}  # None: not measured

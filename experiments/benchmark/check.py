@@ -3,19 +3,21 @@ against the estimate that stood when it started.
 
 `attnlab benchmark` copies the benchmark's estimate.csv (`--estimate`, made before it ran) to
 estimate-before-run.csv when it starts a benchmark whose storage holds no job yet, so the check reads the estimate
-that was made, not one made later. For every job of the storage it then compares three things, per variant and in
-all, each as seconds of runs:
+that was made, not one made later. For every job of the storage it then compares three things, each as seconds of
+runs:
 
 - estimated: what the estimate predicted for the jobs of that variant (its steps: the profile's, or those it
   predicted from earlier runs);
 - at the steps each run took: the estimate's own timings (a step, an interim evaluation, the last one, measured
   per size before the run) at the steps each job's run really took (where it stopped at the target, or the
   profile's), which separates the timing from the prediction of steps;
-- measured: the wall seconds each job's run recorded.
+- measured: the wall seconds each job's run recorded;
 
-and the benchmark's wall time: the estimate's runs over its workers, against the time from the first job's start
-to the last one's end in the storage. The rows are written as a record (estimate-check.csv, with the commit, the
-device and the command) for docs/records/ (`analysis.results_doc` draws them with their ratio).
+per variant, per stage (the learning rates tuned beyond the grid's edge count as tuning) and in all; and the
+benchmark's wall time: the estimate's runs over its workers, against the seconds during which at least one job
+ran (`Ledger.busy_seconds`: a pause between a stop and its resume is left out). The rows are written as a record
+(estimate-check.csv, with the commit, the device and the command) for docs/records/ (`analysis.results_doc` draws
+them with their ratio).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def keep_estimate(benchmark: Benchmark) -> None:
 
 def job_rows(benchmark: Benchmark, ledger: Ledger, sizes: pd.DataFrame) -> pd.DataFrame:
     """One row per settled job: its variant, its seconds at the steps it took by the estimate's timings of its
-    size, the seconds its run recorded, and its trial's start and end."""
+    size, and the seconds its run recorded."""
     timings = {(row["variant"], row["task"], row["size"]): Timing(row["step seconds"], row["eval seconds"],
                                                                    row["last eval seconds"])
                for _, row in sizes.iterrows()}
@@ -57,10 +59,9 @@ def job_rows(benchmark: Benchmark, ledger: Ledger, sizes: pd.DataFrame) -> pd.Da
         timing = timings.get(size_of(benchmark, state.job))
         steps = state.result.get("steps") or 0
         at_steps = timing.job_seconds(benchmark.config(state.job).train, steps) if timing and steps else math.nan
-        trial = state.trials[-1]
-        rows.append({"variant": state.job.variant, "at steps": at_steps, "measured": state.result.get("wall_seconds"),
-                     "start": trial.datetime_start, "end": trial.datetime_complete})
-    return pd.DataFrame(rows, columns=["variant", "at steps", "measured", "start", "end"])
+        rows.append({"variant": state.job.variant, "stage": state.job.stage, "at steps": at_steps,
+                     "measured": state.result.get("wall_seconds")})
+    return pd.DataFrame(rows, columns=["variant", "stage", "at steps", "measured"])
 
 
 def compare(benchmark: Benchmark, ledger: Ledger, sizes: pd.DataFrame, workers: int) -> pd.DataFrame:
@@ -70,12 +71,16 @@ def compare(benchmark: Benchmark, ledger: Ledger, sizes: pd.DataFrame, workers: 
     rows = [{"what": f"variant {variant}", "estimated (s)": estimated.get(variant, math.nan),
              "at the steps each run took (s)": group["at steps"].sum(), "measured (s)": group["measured"].sum(),
              "runs measured": len(group)} for variant, group in jobs.groupby("variant", sort=False)]
+    rows += [{"what": f"stage {stage}", "estimated (s)": sizes[f"{stage} seconds"].sum()
+              if f"{stage} seconds" in sizes else math.nan,
+              "at the steps each run took (s)": group["at steps"].sum(), "measured (s)": group["measured"].sum(),
+              "runs measured": len(group)} for stage, group in jobs.groupby("stage", sort=False)]
     rows.append({"what": "every job", "estimated (s)": sizes["seconds"].sum(),
                  "at the steps each run took (s)": jobs["at steps"].sum(), "measured (s)": jobs["measured"].sum(),
                  "runs measured": len(jobs)})
-    elapsed = (jobs["end"].max() - jobs["start"].min()).total_seconds() if len(jobs) else math.nan
     rows.append({"what": f"wall time with {workers} workers", "estimated (s)": sizes["seconds"].sum() / workers,
-                 "at the steps each run took (s)": jobs["at steps"].sum() / workers, "measured (s)": elapsed,
+                 "at the steps each run took (s)": jobs["at steps"].sum() / workers,
+                 "measured (s)": ledger.busy_seconds(),
                  "runs measured": len(jobs)})
     frame = pd.DataFrame(rows)
     numbers = ["estimated (s)", "at the steps each run took (s)", "measured (s)"]

@@ -27,6 +27,8 @@ from experiments.sweep.storage import field_of, shown
 from variants import presets
 
 MIN_LEARNING_RATES = 3  # the grid MAD's protocol sweeps has 3 values or more
+GRID_ACCEPTED = (f"accepted: at least {MIN_LEARNING_RATES} distinct numbers > 0, comma-separated, e.g. 0.3,1,3 (tuned "
+                 "on the validation set), or one (every cell at that multiple of its task's learning rate, untuned)")
 STUDY_PREFIX = "benchmark-"  # the study of benchmark NAME is benchmark-NAME
 EXTEND_ACCEPTED = "accepted: an integer >= 0, the most learning rates tuned beyond an edge of the grid (0: none)"
 
@@ -246,8 +248,7 @@ def parse_multiples(text: str) -> tuple[float, ...]:
     try:
         return tuple(float(item) for item in text.split(","))
     except ValueError:
-        raise OptionError(f"Benchmark lr-multiples got {text!r}; accepted: comma-separated numbers > 0, at least "
-                          f"{MIN_LEARNING_RATES}, e.g. 0.3,1,3.") from None
+        raise OptionError(f"Benchmark lr-multiples got {text!r}; {GRID_ACCEPTED}.") from None
 
 
 def parse_extensions(text: str) -> int:
@@ -311,10 +312,13 @@ def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capac
     if seed < 0 or seed + seeds >= tasks.MAX_TRAIN_SEED:
         raise OptionError(f"Benchmark seed {seed} with {seeds} seeds passes the largest seed; accepted: seed + seeds "
                           f"below {tasks.MAX_TRAIN_SEED}.")
-    if len(lr_multiples) < MIN_LEARNING_RATES or len(set(lr_multiples)) < len(lr_multiples) \
+    if len(lr_multiples) in range(2, MIN_LEARNING_RATES) or len(set(lr_multiples)) < len(lr_multiples) \
             or min(lr_multiples) <= 0:
-        raise OptionError(f"Benchmark lr-multiples got {','.join(map(str, lr_multiples))}; accepted: at least "
-                          f"{MIN_LEARNING_RATES} distinct numbers > 0, e.g. 0.3,1,3.")
+        raise OptionError(f"Benchmark lr-multiples got {','.join(map(str, lr_multiples))}; {GRID_ACCEPTED}.")
+    if len(lr_multiples) == 1 and extend_grid:
+        raise OptionError(f"Benchmark extend-grid got {extend_grid} with the one learning rate "
+                          f"{lr_multiples[0]:g}; accepted: 0 (one learning rate has no grid to extend), or a grid of "
+                          f"at least {MIN_LEARNING_RATES}.")
     if heartbeat_seconds < 1:
         raise OptionError(f"Benchmark heartbeat seconds got {heartbeat_seconds}; accepted: an integer >= 1.")
 

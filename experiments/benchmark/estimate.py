@@ -243,12 +243,18 @@ def run(benchmark: Benchmark, *, workers: int | None, quiet: bool) -> int:
     folder of this machine (RUNS_DIR/benchmark/NAME/, beside its journal; the page's folder is the page's)."""
     workers = worker_count(workers, benchmark.device, per_core=True)
     sizes = estimate(benchmark, workers=workers, quiet=quiet)
-    path = benchmark.folder / "estimate.csv"
-    atomic_write_text(path, sizes.to_csv(index=False))
-    kept = benchmark.folder / "estimate-record.csv"
-    atomic_write_text(kept, record_rows(sizes, benchmark, workers).to_csv(index=False))
+    path, kept = write(benchmark, sizes, workers)
     print(summary(sizes, benchmark, workers), f"wrote {path} and {kept}", sep="\n")
     return 0
+
+
+def write(benchmark: Benchmark, sizes: pd.DataFrame, workers: int) -> tuple[Path, Path]:
+    """Every size's row to estimate.csv and the record's rows (`record_rows`) to estimate-record.csv, in the
+    benchmark's folder of this machine; the two paths."""
+    path, kept = benchmark.folder / "estimate.csv", benchmark.folder / "estimate-record.csv"
+    atomic_write_text(path, sizes.to_csv(index=False))
+    atomic_write_text(kept, record_rows(sizes, benchmark, workers).to_csv(index=False))
+    return path, kept
 
 
 def record_rows(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> pd.DataFrame:

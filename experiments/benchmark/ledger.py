@@ -213,3 +213,19 @@ class Ledger:
         """Jobs by stage and state, e.g. {("tune", "completed"): 12, ...}."""
         return Counter((job.job.stage, job.state) for state in self.cells for job in state.jobs)
 
+
+    def busy_seconds(self) -> float:
+        """The benchmark's wall time: the seconds during which at least one of its settled jobs ran (the union of
+        their last trials' start to end), so that a pause between a stop and its resume is left out."""
+        return busy_seconds([(job.trials[-1].datetime_start, job.trials[-1].datetime_complete)
+                             for state in self.cells for job in state.jobs if job.state in SETTLED])
+
+
+def busy_seconds(spans: list[tuple[datetime.datetime | None, datetime.datetime | None]]) -> float:
+    """The length in seconds of the union of the (start, end) spans; a span missing either end counts nothing."""
+    total, reach = 0.0, None
+    for start, end in sorted((start, end) for start, end in spans if start and end):
+        if reach is None or end > reach:
+            total += (end - max(start, reach or start)).total_seconds()
+            reach = end
+    return total

@@ -157,11 +157,17 @@ def test_a_claim_runs_as_benchmarks_keeps_their_records_and_reads_its_verdict_fr
                          out=tmp_path / "reports", quiet=True, records=records, doc=doc) == 0
     assert [path.name for path in records.iterdir()] == ["benchmark-claim-tinyclaim-tiny.journal"]
     results = Results(reproduce.kept(Tiny(), records))
-    assert set(results.test("tiny", "dense", "passkey")) == {1, 2}  # the confirmation seeds
-    assert results.figure("tiny", "dense", "passkey", lambda result: result["steps"]) == {1: 10, 2: 10}
+    # One learning rate: tuning selected nothing, so its seed 0 is read beside the confirmation seeds.
+    assert set(results.test("tiny", "dense", "passkey")) == {0, 1, 2}
+    assert results.figure("tiny", "dense", "passkey", lambda result: result["steps"]) == {0: 10, 1: 10, 2: 10}
     assert results.figure("tiny", "dense", "passkey", lambda result: None) == {}  # not measured: left out
     row = reproduce.table([Tiny()], records).iloc[0]
-    assert row["verdict"] in (REPRODUCED, NOT_REPRODUCED) and "(n=2)" in row["our measurement"]
+    assert row["verdict"] in (REPRODUCED, NOT_REPRODUCED) and "(n=3)" in row["our measurement"]
+    # With a grid, tuning chose on the validation set: only the fresh confirmation seeds are read.
+    grid = tmp_path / "grid"
+    assert reproduce.run("tinyclaim", workers=1, device="cpu", storage=None, runs_dir=grid / "runs",
+                         out=grid / "reports", quiet=True, records=grid, doc=doc, lr_multiples="0.3,1,3") == 0
+    assert set(Results(reproduce.kept(Tiny(), grid)).test("tiny", "dense", "passkey")) == {1, 2}
     assert "tinyclaim" in doc.read_text() and (tmp_path / "reports" / "reproductions" / "index.html").is_file()
     # Without its record a claim is not run yet, and says how to run it.
     other = reproduce.table([Tiny()], tmp_path / "none").iloc[0]
@@ -192,6 +198,21 @@ def test_the_estimate_of_the_claims_times_every_part_and_trains_nothing(tmp_path
                          runs_dir=tmp_path, out=tmp_path, quiet=True, estimate_only=True) == 0
     printed = capsys.readouterr().out
     assert "claim-mamba_selective_copy-selective_copy: " in printed and "claim-flipflop_lstm-flipflop: " in printed
-    # 3 cells x 6 jobs and 2 cells x 6 jobs, each 1,000 steps x 0.1 s + 9 interim evaluations x 1 s + the last 2 s.
-    assert f"total: {estimate.duration(30 * (100 + 9 + 2))} of runs; with 2 workers" in printed
-    assert not any(tmp_path.iterdir())  # nothing trained, no storage created
+    # 3 cells x 3 jobs and 2 cells x 3 jobs (one learning rate, 3 seeds), each 1,000 steps x 0.1 s + 9 interim
+    # evaluations x 1 s + the last 2 s.
+    assert f"total: {estimate.duration(15 * (100 + 9 + 2))} of runs; with 2 workers" in printed
+    written = sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*") if path.is_file())
+    assert written == [f"benchmark/claim-{part}/{name}" for part in ("flipflop_lstm-flipflop",
+                                                                    "mamba_selective_copy-selective_copy")
+                       for name in ("estimate-record.csv", "estimate.csv")]  # nothing trained, no storage
+
+
+def test_a_part_on_a_task_not_discriminative_at_the_profile_is_not_trained_and_its_claim_says_why(tmp_path):
+    claim = claims.claim_named("lra_listops_order")
+    assert reproduce.run("lra_listops_order", workers=1, device="cpu", storage=None, runs_dir=tmp_path / "runs",
+                         out=tmp_path / "reports", quiet=True, records=tmp_path / "records",
+                         doc=tmp_path / "reproductions.md") == 0
+    assert not (tmp_path / "runs").exists()  # nothing trained
+    row = reproduce.table([claim], tmp_path / "records").iloc[0]
+    assert row["verdict"] == INCONCLUSIVE and row["our measurement"] == "not trained"
+    assert "task listops is not discriminative at the quick profile: " in row["why"]

@@ -2,6 +2,7 @@
 results document and the README's block are rebuilt without training, and from which the estimate predicts the
 steps of runs that stop at the target."""
 
+import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,7 @@ from analysis import results_doc
 from common.options import OptionError
 from experiments import benchmark
 from experiments.benchmark import check, estimate, record
-from experiments.benchmark.ledger import Ledger
+from experiments.benchmark.ledger import Ledger, busy_seconds
 from experiments.benchmark.progress import JobBar
 from experiments.cli import main
 
@@ -167,6 +168,18 @@ def test_the_readme_block_shows_the_record_s_leaderboard_and_a_sentence_per_task
     _, path = kept
     monkeypatch.setattr(results_doc, "HEADLINE_RECORD", "tiny")
     block = results_doc.headline(path.parent.parent)  # records under <folder>/records, as docs/records
-    assert "| variant | passkey" in block and "passkey: " in block and "has the highest mean" in block
+    assert "| variant | passkey" in block and "\n- passkey: " in block and "has the highest mean" in block
     assert "Verdicts on passkey" not in block and "- command: `attnlab benchmark" in block
+    assert "parameters" not in block.split("| variant |")[1].splitlines()[0]  # the page keeps the parameters
+    assert "hours (while at least one of its jobs ran)" in block
     assert "Verdicts on passkey" in "\n".join(results_doc.journal_section(path))  # the results page keeps them
+
+
+def test_the_wall_time_is_the_union_of_the_jobs_spans_so_a_pause_between_stop_and_resume_is_left_out():
+    at = datetime.datetime(2026, 1, 1)
+    def span(start, end):
+        return at + datetime.timedelta(seconds=start), at + datetime.timedelta(seconds=end)
+    # two workers overlap over 0..15, a job inside another counts nothing more, then an hour's pause, then 10 s
+    spans = [span(0, 10), span(5, 15), span(6, 7), span(3600, 3610), (at, None)]
+    assert busy_seconds(spans) == 25.0
+    assert busy_seconds([]) == 0.0
