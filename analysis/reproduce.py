@@ -175,13 +175,13 @@ def write(out: Path, records: Path = RECORDS, doc: Path = DOC) -> Path:
 
 
 def readme_lines(records: Path = RECORDS) -> list[str]:
-    """README.md's lines of the claims (inside its generated block): each claim's source and verdict, from the
+    """README.md's lines of the claims (inside its generated block): each claim's source, verdict and why, from the
     records; the settings, the figures and the rules are in docs/reproductions.md."""
     claims = chosen(None)
     frame = table(claims, records)
     untried = frame["our measurement"].isin(["not run yet", "not trained"])
     frame["verdict"] = frame["verdict"].where(~untried, frame["verdict"] + " (" + frame["our measurement"] + ")")
-    frame = frame[["claim", "source", "verdict"]]
+    frame = frame[["claim", "source", "verdict", "why"]]
     frame["source"] = [re.sub(r', "[^"]*"', "", claim.source) for claim in claims]  # without the paper's title
     return ["Published claims at CPU scale, each read by its rule written before the runs (`make reproduce`; the "
             "settings, the figures and the rules: [docs/reproductions.md](docs/reproductions.md)):", "",

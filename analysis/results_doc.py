@@ -130,11 +130,12 @@ def _as_recorded(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 RECORDS = {
     "benchmark-mqar-flipflop": ("Benchmark: four variants on MQAR and flip-flop", _board),
     "benchmark-estimate-core": ("Benchmark: what `make benchmark`, the core set, costs before it runs", _as_recorded),
-    "benchmark-estimate-default": ("Benchmark: what every variant and baseline (the default before the core set) "
-                                   "costs, estimated before it runs", _as_recorded),
+    "benchmark-estimate-all": ("Benchmark: what `VARIANT=all`, every variant and baseline, costs, estimated before "
+                               "it runs (every job at its profile's steps: no record of it predicts its stops)",
+                               _as_recorded),
     "benchmark-estimate-check": ("Benchmark: how close the estimate came", _estimate_check),
-    "benchmark-quick-estimate-check": ("Benchmark of record quick: how close the estimate made before it came, per "
-                                       "variant, stage and in all", _estimate_check),
+    "benchmark-quick-estimate-check": ("Benchmark of record quick: how close the estimate made before the run came, "
+                                       "per variant, per stage and in all", _estimate_check),
     "speed-kernelised": ("Speed: the kernelised and low-rank families against length", _by_length),
     "speed-complexity": ("Speed: the tutorials' complexity table, measured", _as_recorded),
 }

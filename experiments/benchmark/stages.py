@@ -135,10 +135,18 @@ class Tuning(Stage):
         return [Job(self.name, state.cell.variant, state.cell.task, rate, benchmark.seed)]
 
     def header(self, benchmark: Any) -> list[str]:
+        if len(benchmark.lr_multiples) == 1:
+            return [f"tuning: one learning rate, {benchmark.lr_multiples[0]!r} x each task's, seed {benchmark.seed}: "
+                    "nothing to choose"]
         return [f"tuning: learning rates {_listed(benchmark.lr_multiples, repr)} x each task's, seed "
                 f"{benchmark.seed}, chosen on the validation set; {_extension(benchmark)}"]
 
     def protocol(self, benchmark: Any) -> str:
+        if len(benchmark.lr_multiples) == 1:
+            return (f"Tuning: one learning rate, {benchmark.lr_multiples[0]!r} times the task profile's, for every "
+                    f"variant, with seed {benchmark.seed}: nothing is chosen, so the confirmation runs train at it "
+                    "too; a run at a learning rate tuned for another model may fall short of what the variant can "
+                    "do.")
         return (f"Tuning: each cell trains once per learning rate of the grid, the multiples "
                 f"{_listed(benchmark.lr_multiples, repr)} of the task profile's learning rate (the same for "
                 f"every variant), with seed {benchmark.seed}; the learning rate of highest validation accuracy is "

@@ -183,3 +183,14 @@ def test_the_wall_time_is_the_union_of_the_jobs_spans_so_a_pause_between_stop_an
     spans = [span(0, 10), span(5, 15), span(6, 7), span(3600, 3610), (at, None)]
     assert busy_seconds(spans) == 25.0
     assert busy_seconds([]) == 0.0
+
+
+def test_one_learning_rate_is_stated_as_untuned_where_the_benchmark_states_its_tuning(tmp_path):
+    from experiments.benchmark.stages import STAGES
+
+    plan = benchmark.prepare(variant_names="dense", task_names="passkey", profile="quick", seed=0, seeds=2,
+                             lr_multiples="1", capacity_widths="none", capacity_scales="none", capacity_seeds=1,
+                             device="cpu", kernel="auto", sets=TINY, name="one", storage=None, runs_dir=tmp_path,
+                             heartbeat_seconds=1, extend_grid="0", target_accuracy="0.01")
+    assert STAGES["tune"].header(plan) == ["tuning: one learning rate, 1.0 x each task's, seed 0: nothing to choose"]
+    assert "nothing is chosen" in STAGES["tune"].protocol(plan)
