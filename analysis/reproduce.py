@@ -43,7 +43,7 @@ COLUMNS = ["claim", "source", "their setting", "ours", "their number", "our meas
 
 
 def benchmark_of(claim: Claim, runs: Runs, *, device: str, storage: str | None, runs_dir: Path,
-                 lr_multiples: str = LR_MULTIPLES) -> Benchmark:
+                 lr_multiples: str) -> Benchmark:
     """The benchmark that trains one part of a claim (the module docstring says how it is set)."""
     return build(
         name=f"claim-{claim.name}-{runs.part}", variant_names=runs.variants, task_names=runs.tasks, profile=PROFILE,

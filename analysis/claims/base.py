@@ -93,9 +93,9 @@ class Estimate:
 
 def read_runs(state) -> list:
     """The runs of a cell whose figures a claim reads: its confirmation runs, and its tuning run where tuning had one
-    learning rate to try (it selected nothing, so that run is one more seed at the same learning rate)."""
-    tuning = [job for job in state.tuning if job is not None]
-    return [*(tuning if len(state.tuning) == 1 else []), *state.confirmation]
+    learning rate to try (it selected nothing, so that run is one more seed at the same learning rate); None where
+    a job is not queued yet, as in the cell's own lists."""
+    return [*(state.tuning if len(state.tuning) == 1 else []), *state.confirmation]
 
 
 class Results:

@@ -67,21 +67,20 @@ def job_rows(benchmark: Benchmark, ledger: Ledger, sizes: pd.DataFrame) -> pd.Da
 def compare(benchmark: Benchmark, ledger: Ledger, sizes: pd.DataFrame, workers: int) -> pd.DataFrame:
     """The record's rows (the module docstring): what, estimated, at the steps each run took, measured, runs."""
     jobs = job_rows(benchmark, ledger, sizes)
-    estimated = sizes.groupby("variant", sort=False)["seconds"].sum()
-    rows = [{"what": f"variant {variant}", "estimated (s)": estimated.get(variant, math.nan),
-             "at the steps each run took (s)": group["at steps"].sum(), "measured (s)": group["measured"].sum(),
-             "runs measured": len(group)} for variant, group in jobs.groupby("variant", sort=False)]
-    rows += [{"what": f"stage {stage}", "estimated (s)": sizes[f"{stage} seconds"].sum()
-              if f"{stage} seconds" in sizes else math.nan,
-              "at the steps each run took (s)": group["at steps"].sum(), "measured (s)": group["measured"].sum(),
-              "runs measured": len(group)} for stage, group in jobs.groupby("stage", sort=False)]
-    rows.append({"what": "every job", "estimated (s)": sizes["seconds"].sum(),
-                 "at the steps each run took (s)": jobs["at steps"].sum(), "measured (s)": jobs["measured"].sum(),
-                 "runs measured": len(jobs)})
+
+    def row(what: str, estimated: float, group: pd.DataFrame) -> dict:
+        return {"what": what, "estimated (s)": estimated, "at the steps each run took (s)": group["at steps"].sum(),
+                "measured (s)": group["measured"].sum(), "runs measured": len(group)}
+
+    by_variant = sizes.groupby("variant", sort=False)["seconds"].sum()
+    rows = [row(f"variant {variant}", by_variant.get(variant, math.nan), group)
+            for variant, group in jobs.groupby("variant", sort=False)]
+    rows += [row(f"stage {stage}", sizes[f"{stage} seconds"].sum() if f"{stage} seconds" in sizes else math.nan,
+                 group) for stage, group in jobs.groupby("stage", sort=False)]
+    rows.append(row("every job", sizes["seconds"].sum(), jobs))
     rows.append({"what": f"wall time with {workers} workers", "estimated (s)": sizes["seconds"].sum() / workers,
                  "at the steps each run took (s)": jobs["at steps"].sum() / workers,
-                 "measured (s)": ledger.busy_seconds(),
-                 "runs measured": len(jobs)})
+                 "measured (s)": ledger.busy_seconds(), "runs measured": len(jobs)})
     frame = pd.DataFrame(rows)
     numbers = ["estimated (s)", "at the steps each run took (s)", "measured (s)"]
     frame[numbers] = frame[numbers].round(0)
