@@ -274,8 +274,11 @@ def stopping_text(benchmark: Benchmark) -> str:
     return (f"Stopping: every run of every stage stops at the first evaluation whose validation accuracy reaches "
             f"{benchmark.target_accuracy:g} (as Zoology stops at 0.99), and records that step and its wall time; the "
             "test and validation accuracy are the ones measured there, on the whole sets. Tuning scores such a run at "
-            "the target and prefers, among learning rates that reach it, the fewest steps; the speed of learning "
-            f"reads the steps to the target. {reads}")
+            "the target and prefers, among learning rates that reach it, the fewest steps; so once one of a cell's "
+            "tuning runs has stopped at the target with its whole validation set there, its siblings still short of "
+            "the target at that step can no longer be chosen, and each stops at its next evaluation (outdone; its "
+            "figures are those of that evaluation). The speed of learning reads the steps to the target. "
+            f"{reads}")
 
 
 def sizes(ledger: Ledger) -> pd.DataFrame:

@@ -91,7 +91,7 @@ def _edge(state: CellState) -> str:
 def tuning_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
     """Each cell's validation accuracy at each multiple it tuned (the grid's, then those beyond its edges,
     `--extend-grid`), the learning rate chosen and the edge it lies at, if any; the cells whose grid was extended,
-    and those whose choice still lies at an edge of what they tuned."""
+    those whose choice still lies at an edge of what they tuned, and the runs stopped as outdone."""
     benchmark = ledger.benchmark
     multiples = [*benchmark.lr_multiples, *benchmark.extension_multiples()]
     rows, extended, edges = [], [], []
@@ -118,6 +118,14 @@ def tuning_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Blo
     if extended:
         blocks.append(Text(f"The grid was extended beyond an edge where the best lay in {len(extended)} of "
                            f"{len(rows)} cells: {'; '.join(extended)}."))
+    outdone = [job for state in ledger.cells for job in state.tuning
+               if job is not None and job.state == COMPLETED and "outdone" in job.result]
+    if outdone:
+        runs = "; ".join(f"{job.job.variant} on {job.job.task} at lr {job.job.lr:g} (step {job.result['steps']}; lr "
+                         f"{job.result['outdone']['lr']:g} was at the target by step {job.result['outdone']['step']})"
+                         for job in outdone)
+        blocks.append(Text(f"{len(outdone)} tuning runs stopped as outdone, their accuracy read where they stopped: "
+                           f"{runs}."))
     if edges:
         more = (f"--extend-grid {benchmark.extend_grid} tuned up to {benchmark.extend_grid} multiples beyond an edge; "
                 "a larger value or --lr-multiples widens it" if benchmark.extend_grid else

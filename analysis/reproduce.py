@@ -4,7 +4,7 @@ Every claim's runs are benchmarks (`analysis.claims.Runs` -> `experiments.benchm
 claim-<claim>-<part>, at the quick profile, under the benchmark's machinery: stopping at validation accuracy 0.99,
 the test set read once per run, `WORKERS`, resuming (the same command continues) and `STORAGE` (every machine on one
 storage). Every cell trains at one learning rate, the task profile's, with 3 seeds (`analysis.claims.base` says
-why those are read as one cell's seeds); `--lr-multiples 0.3,1,3` tunes the benchmark's grid on the validation set
+why those are read as one cell's seeds); `--lr-multiples 1,3,9` tunes the benchmark's grid on the validation set
 first, at twice the cost. The grid is not extended and cells keep their own sizes, as the papers compare them (a
 claim that needs parity says so in its setting). A part on a task that declares itself not discriminative at the
 quick profile (`Task.not_discriminative`) is not trained: its claim is inconclusive there, for the task's reason.

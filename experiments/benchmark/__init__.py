@@ -11,9 +11,11 @@ The protocol (docs/benchmark.md):
    variant on a task that needs causality) is listed as skipped with the reason, never dropped. Each cell's
    model is sized to within 10% of dense's parameters on its task, both ways (`parity`), or listed unranked.
 2. Tuning, one budget for every variant: each cell trains once per learning rate of a shared grid (the
-   multiples `--lr-multiples`, default 0.3, 1 and 3, of the task profile's learning rate), with the tuning
+   multiples `--lr-multiples`, default 1, 3 and 9, of the task profile's learning rate), with the tuning
    seed, and the learning rate of highest validation accuracy is chosen; the test set plays no part. Where it
    lies at an edge of the grid, the next multiple beyond it is tuned too, up to `--extend-grid` (default 2).
+   Under a target, a tuning run still short of it where a sibling has reached it stops there: it can no
+   longer be chosen (`ledger.outdone`).
 3. Confirmation: the chosen learning rate trains again with `--seeds` fresh seeds (the seeds after the
    tuning seed); the test accuracy is reported as mean and 95% interval over those seeds.
 4. Capacity: once confirmation has settled, the chosen learning rate trains again at other model widths

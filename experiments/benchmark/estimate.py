@@ -14,7 +14,12 @@ task, size and stage that stopped under the same target: the benchmark's record 
 journal`, `experiments.benchmark.record`) where it was run with the same profile and target, and the jobs of this
 benchmark's storage that have settled; the mean of their steps. A size with no earlier run of its stage takes the
 mean of its other stages', and one with none at all its profile's steps: an upper bound. The summary says how many
-jobs were predicted each way.
+jobs were predicted each way. A tuning run of the record is counted at the steps it would take under today's rule
+that stops a run once a sibling has reached the target sooner (`record.outdone_steps`). Tuning beyond the grid's
+edges (`--extend-grid`) is called for only where tuning ends at an edge, so the record says how often: the record
+replayed under this benchmark's grid counts the jobs beyond it where its runs put a cell's best at an edge; a cell
+whose grid holds a learning rate the record never ran cannot be replayed, and the summary says how many such cells
+count nothing beyond the grid.
 
 What it leaves out, so that a benchmark takes somewhat longer than this: starting a worker, writing
 checkpoints, and the time a worker waits at a stage boundary (a cell's confirmation waits for the last of its
@@ -41,6 +46,7 @@ from experiments.benchmark import record
 from experiments.benchmark.command import open_study
 from experiments.benchmark.definition import Benchmark, Job
 from experiments.benchmark.ledger import SETTLED, Ledger
+from experiments.benchmark.stages import TUNE
 from experiments.build import build
 from experiments.records import RunRecord
 from experiments.sweep.pool import cpu_threads, worker_count
@@ -87,22 +93,40 @@ def evaluations(train: configs.TrainConfig, steps: float | None = None) -> int:
     return math.ceil((train.steps if steps is None else steps) / train.eval_every) + int(train.attention_stats)
 
 
-def earlier_runs(benchmark: Benchmark, own: Ledger | None) -> dict[tuple[str, str, str, str], list[int]]:
-    """Steps of earlier completed jobs per (variant, task, size, stage) under the benchmark's target: its record,
-    when run with the same profile and target, and its own storage's settled jobs. None without a target."""
+def kept_record(benchmark: Benchmark) -> Ledger | None:
+    """The benchmark's record (`docs/records/benchmark-NAME.journal`, `experiments.benchmark.record`), where it was
+    run with the same profile and target, replayed under this benchmark's protocol: its cells' jobs as this
+    benchmark calls for them (its grid, and beyond the grid's edges where the record's runs put the best there),
+    each holding the record's run where the record has one (the same learning rate and seed); None where there is
+    no such record."""
+    path = record.path_of(benchmark.name)
+    if benchmark.target_accuracy is None or not path.exists():
+        return None
+    kept = record.load(path, device=benchmark.device)
+    if (kept.benchmark.profile, kept.benchmark.target_accuracy) != (benchmark.profile, benchmark.target_accuracy):
+        return None
+    return Ledger(benchmark, [trial for state in kept.states.values() for trial in state.trials])
+
+
+def earlier_runs(benchmark: Benchmark, own: Ledger | None, kept: Ledger | None) -> dict[tuple[str, str, str, str],
+                                                                                      list[int]]:
+    """Steps of earlier completed jobs per (variant, task, size, stage) under the benchmark's target: the record
+    replayed (`kept`) and its own storage's settled jobs. None without a target."""
     if benchmark.target_accuracy is None:
         return {}
     found: dict[tuple[str, str, str, str], list[int]] = {}
-    ledgers = [own] if own is not None else []
-    path = record.path_of(benchmark.name)
-    if path.exists():
-        kept = record.load(path, device=benchmark.device)
-        if (kept.benchmark.profile, kept.benchmark.target_accuracy) == (benchmark.profile, benchmark.target_accuracy):
-            ledgers.append(kept)
-    for ledger in ledgers:
+    for ledger in (ledger for ledger in (own, kept) if ledger is not None):
         for key, steps in record.earlier_steps(ledger).items():
             found.setdefault(key, []).extend(steps)
     return found
+
+
+def predicted_extensions(benchmark: Benchmark, kept: Ledger | None) -> Counter:
+    """Tuning jobs beyond the grid's edges per cell's own size, as the record replayed calls for them: which cells
+    extend is known only once tuning has run, and the record's runs say where its best lies on this grid."""
+    grid = len(benchmark.lr_multiples)
+    return Counter({((state.cell.variant, state.cell.task, "own"), TUNE): len(state.learning_rates) - grid
+                    for state in kept.cells if len(state.learning_rates) > grid}) if kept is not None else Counter()
 
 
 def predicted_steps(found: dict, size: tuple[str, str, str], stage: str, steps: int) -> tuple[float, str]:
@@ -147,10 +171,14 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
     at that size, the measured seconds of a step and of an evaluation, a job's seconds and the size's total."""
     planned = benchmark.planned_jobs()
     stages = [stage.name for stage in benchmark.stages]
+    own, kept = stored(benchmark), kept_record(benchmark)
     remaining = Counter((size_of(benchmark, job), job.stage) for job in planned)
-    own = stored(benchmark)
+    beyond = {key: count for key, count in predicted_extensions(benchmark, kept).items() if key in remaining}
+    unknown = {(state.cell.variant, state.cell.task, "own") for state in kept.cells
+               if state.cell.skipped is None and not state.tuned} if kept is not None else set()
+    remaining.update(beyond)
     remaining.subtract(settled_jobs(benchmark, own))
-    found = earlier_runs(benchmark, own)
+    found = earlier_runs(benchmark, own, kept)
     by_size: dict[tuple, dict[str, int]] = {}
     for (size, stage), count in remaining.items():
         if count > 0:
@@ -172,7 +200,8 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
             variant, task, label = size
             rows.append({"variant": variant, "task": task, "size": label,
                          **{f"{stage} jobs": counts[stage] for stage in stages},
-                         "steps": config.train.steps,
+                         "tune jobs beyond the grid": beyond.get((size, TUNE), 0),
+                         "beyond the grid unknown": size in unknown, "steps": config.train.steps,
                          **{f"{stage} steps": predictions[stage][0] for stage in stages},
                          "predicted from": "; ".join(f"{stage}: {how}" for stage, (_, how) in predictions.items()
                                                      if counts[stage]),
@@ -184,7 +213,8 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
                          "seconds": sum(seconds_of[stage] * counts[stage] for stage in stages), "error": error})
     finally:
         torch.set_num_threads(threads)
-    return pd.DataFrame(rows, columns=["variant", "task", "size", *(f"{stage} jobs" for stage in stages), "steps",
+    return pd.DataFrame(rows, columns=["variant", "task", "size", *(f"{stage} jobs" for stage in stages),
+                                       "tune jobs beyond the grid", "beyond the grid unknown", "steps",
                                        *(f"{stage} steps" for stage in stages), "predicted from", "step seconds",
                                        "eval seconds", "last eval seconds", "job seconds",
                                        *(f"{stage} seconds" for stage in stages), "seconds", "error"])
@@ -229,12 +259,21 @@ def summary(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> str:
             f"steps: runs stop at validation accuracy {benchmark.target_accuracy:g}; predicted for "
             + ", ".join(f"{count} jobs from {how}" for how, count in by_way.items())
             + " (earlier runs: this benchmark's settled jobs and its record, experiments.benchmark.record)"]),
+        *([f"tuning beyond the grid's edges: {int(sizes['tune jobs beyond the grid'].sum())} jobs (counted in tune), "
+           "where the record's runs put a cell's best at an edge of this grid; "
+           f"{int(sizes['beyond the grid unknown'].sum())} cells' grids hold learning rates the record never ran, so "
+           "whether they extend is not known and nothing is counted for it"] if kept_shown(sizes) else []),
         "hours by variant: " + ", ".join(f"{name} {value}" for name, value in per["variant"].items()),
         "hours by task: " + ", ".join(f"{name} {value}" for name, value in per["task"].items()),
         *(f"not counted: {row['variant']} on {row['task']} ({row['size']}) could not be set up, so its "
           f"{count} job(s) would fail: {row['error']}"
           for (_, row), count in zip(failed.iterrows(), jobs, strict=True)),
     ])
+
+
+def kept_shown(sizes: pd.DataFrame) -> bool:
+    """Whether the record predicted any tuning beyond the grid or left any cell's unknown (the summary says so)."""
+    return bool(sizes["tune jobs beyond the grid"].sum() or sizes["beyond the grid unknown"].sum())
 
 
 def run(benchmark: Benchmark, *, workers: int | None, quiet: bool) -> int:

@@ -112,11 +112,39 @@ def owns_its_job(trial: FrozenTrial, trials: list[FrozenTrial]) -> bool:
 
 
 def _tuning_score(result: dict[str, Any]) -> tuple[float, int]:
-    """(validation accuracy, minus the steps to the target): a run stopped at its target scores the target."""
-    step = result.get("target_step")
-    if step is None:
+    """(validation accuracy, minus the steps to the target) under a target: the accuracy counts up to the target
+    (what a run reached past it was not measured further), and a run that never reached it counts all its steps;
+    so among runs at the target the fewest steps to it win, and a run that reached it in full by step s beats every
+    run not at it by s, whatever that run reaches later (`outdone`). Without a target, the accuracy alone."""
+    target = result.get("target_accuracy")
+    if target is None:
         return result["val_accuracy"], 0
-    return min(result["val_accuracy"], result["target_accuracy"]), -step
+    return min(result["val_accuracy"], target), -(result.get("target_step") or result["steps"])
+
+
+def at_target(result: dict[str, Any]) -> int | None:
+    """The step where a run stopped at the target with its whole validation set there (what scores the most
+    `_tuning_score` gives, at that step); None where it did not."""
+    step = result.get("target_step")
+    return step if step is not None and result["val_accuracy"] >= result["target_accuracy"] else None
+
+
+def outdone(job: Job, trials: list[FrozenTrial], step: int) -> tuple[float, int] | None:
+    """(learning rate, step) of the tuning run of `job`'s cell at another learning rate that stopped at the target
+    soonest, at or before `step`, with its whole validation set at the target; None when none has. A tuning run of
+    the cell that is not at the target by `step` can then no longer be chosen (`_tuning_score`), whatever it would
+    reach later: the worker stops it there. Runs of other stages compete with nothing: None."""
+    if job.stage != TUNE:
+        return None
+    reached = []
+    for trial in trials:
+        other, result = Job.from_attr(trial.user_attrs.get("job")), trial.user_attrs.get(RESULT) or {}
+        if trial.state != TrialState.COMPLETE or other is None or other.stage != TUNE or other.lr == job.lr \
+                or (other.variant, other.task) != (job.variant, job.task):
+            continue
+        if (reached_at := at_target(result)) is not None and reached_at <= step:
+            reached.append((reached_at, other.lr))
+    return (min(reached)[1], min(reached)[0]) if reached else None
 
 
 @dataclass
@@ -161,8 +189,8 @@ class CellState:
     def best_lr(self) -> float | None:
         """The learning rate of highest validation accuracy, once every tuning job, extensions included, has
         settled; None before, or when none completed. A run that stopped at the benchmark's target scores the
-        target (what it reached past it was not measured further), and among those the fewest steps to it win;
-        then the first of the grid among equals, the grid before its extensions."""
+        target (what it reached past it was not measured further), and among those the fewest steps to it win
+        (`_tuning_score`); then the first of the grid among equals, the grid before its extensions."""
         if not self.tuned:
             return None
         completed = [(*_tuning_score(job.result), -index, job.job.lr) for index, job in enumerate(self.tuning)

@@ -21,7 +21,8 @@ from optuna.storages.journal import JournalFileBackend
 
 from common.options import OptionError
 from experiments.benchmark.definition import STUDY_PREFIX, Benchmark
-from experiments.benchmark.ledger import COMPLETED, Ledger
+from experiments.benchmark.ledger import COMPLETED, Ledger, at_target
+from experiments.benchmark.stages import TUNE
 from experiments.sweep.storage import stored_definition
 
 RECORDS = Path("docs/records")
@@ -79,13 +80,31 @@ def keep(name: str, runs_dir: Path, records_folder: Path | None = None) -> Path:
     return target
 
 
+def outdone_steps(result: dict, soonest: int | None) -> int:
+    """The steps a tuning run takes under today's rule that a run not at the target by the step where a sibling
+    reached it stops there (`experiments.benchmark.ledger.outdone`): a record made before the rule holds such runs
+    at their full length, and replaying the rule on their learning curves predicts the length they take now. A run
+    that reached the target itself by then, or one that stopped already, keeps its steps."""
+    steps, reached = int(result["steps"]), result.get("target_step")
+    if soonest is None or (reached is not None and reached <= soonest):
+        return steps
+    return min([steps, *(step for step, _, _ in result.get("curve") or [] if step >= soonest)])
+
+
 def earlier_steps(ledger: Ledger) -> dict[tuple[str, str, str, str], list[int]]:
     """Per (variant, task, size, stage): the steps each completed job of that size and stage took (fewer than its
-    profile's where it stopped at the target)."""
+    profile's where it stopped at the target), a tuning job's as `outdone_steps` replays them."""
     found: dict[tuple[str, str, str, str], list[int]] = {}
-    for state in ledger.states.values():
-        if state.state == COMPLETED and state.result and state.result.get("steps"):
-            job = state.job
+    for cell in ledger.cells:
+        results = {id(state): state.result for state in cell.jobs
+                   if state.state == COMPLETED and state.result and state.result.get("steps")}
+        soonest = min((step for state in cell.tuning if state is not None and id(state) in results
+                       and (step := at_target(results[id(state)])) is not None), default=None)
+        for state in cell.jobs:
+            if id(state) not in results:
+                continue
+            job, result = state.job, results[id(state)]
             size = ledger.benchmark.stage(job.stage).size(job)
-            found.setdefault((job.variant, job.task, size, job.stage), []).append(int(state.result["steps"]))
+            steps = outdone_steps(result, soonest) if job.stage == TUNE else int(result["steps"])
+            found.setdefault((job.variant, job.task, size, job.stage), []).append(steps)
     return found

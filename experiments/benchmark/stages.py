@@ -112,7 +112,8 @@ def _listed(values: Any, shown: Any = str) -> str:
 class Tuning(Stage):
     """Each cell once per learning rate of the grid, with the tuning seed; where the best lies at an edge of the
     grid, the next multiple beyond that edge, while the best stays at the edge, up to `extend_grid` of them; the
-    learning rate whose run reaches the highest validation accuracy is chosen (`CellState.best_lr`)."""
+    learning rate whose run reaches the highest validation accuracy is chosen (`CellState.best_lr`). Under a target,
+    a run that can no longer be chosen because a sibling reached the target sooner stops there (`ledger.outdone`)."""
 
     name, title, page = TUNE, "Tuning", "tuning"
 

@@ -35,6 +35,7 @@ from experiments.benchmark.ledger import (
     RESULT,
     SETTLED,
     Ledger,
+    outdone,
     owns_its_job,
 )
 from experiments.benchmark.progress import JobBar
@@ -108,15 +109,28 @@ class Objective:
         record = inherited_record(self.benchmark.folder, trial, config)
         trial.set_user_attr("run_id", record.run_id)
         tags = {"benchmark": self.benchmark.name, "stage": job.stage, "job": job.key}
+        beaten: list[tuple[float, int]] = []  # the sibling that outdid the run, once one has
+
+        def should_prune(step: int, accuracy: float) -> bool:
+            """A tuning run that has not reached the target by a step where a sibling had can no longer be chosen."""
+            if self.benchmark.target_accuracy is None:
+                return False
+            beaten.extend(filter(None, [outdone(job, trial.study.get_trials(deepcopy=False), step)]))
+            return bool(beaten)
+
         try:
-            summary = train(config, record, quiet=self.quiet, should_stop=self.should_stop, tags=tags)
+            summary = train(config, record, quiet=self.quiet, should_stop=self.should_stop,
+                            should_prune=should_prune, tags=tags)
         except Exception as error:  # the benchmark lists the error with the job and goes on
             summary = failed_summary(record, error)
         if summary.status == "interrupted":
             raise JobInterrupted(f"trial {trial.number} interrupted")
         result = job_result(summary, config, record.read_metrics())
+        if summary.status == "pruned":  # its figures as of the evaluation where it stopped; the trial completes
+            (lr, step), *_ = beaten
+            result["outdone"] = {"lr": lr, "step": step}
         trial.set_user_attr(RESULT, result)
-        if summary.status != "completed":
+        if summary.status not in ("completed", "pruned"):
             self._end(trial, DIVERGED if summary.status == "diverged" else FAILED, str(summary.error))
         return result["val_accuracy"]
 
@@ -133,7 +147,11 @@ def announce(benchmark: Benchmark, prefix: str) -> Callable[[optuna.Study, Froze
     def callback(study: optuna.Study, trial: FrozenTrial) -> None:
         job = Job.from_attr(trial.user_attrs.get("job"))
         result = trial.user_attrs.get(RESULT) or {}
-        if trial.state == TrialState.COMPLETE:
+        if trial.state == TrialState.COMPLETE and "outdone" in result:
+            outcome = (f"stopped at step {result['steps']}, validation accuracy {result['val_accuracy']:.3f}: lr "
+                       f"{result['outdone']['lr']:g} reached the target by step {result['outdone']['step']}; run "
+                       f"{result['run_id']}")
+        elif trial.state == TrialState.COMPLETE:
             outcome = (f"validation accuracy {result['val_accuracy']:.3f}, test accuracy "
                        f"{result['test_accuracy']:.3f}; run {result['run_id']}")
         elif trial.user_attrs.get(OUTCOME) in (DIVERGED, FAILED):

@@ -21,7 +21,7 @@ from poison import poison_forward
 from postgres import postgres_server
 
 from experiments import benchmark, benchmark_options
-from experiments.benchmark import Job, estimate, worker
+from experiments.benchmark import Job, estimate, record, worker
 from experiments.benchmark.definition import upgraded
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
 from experiments.cli import main
@@ -70,7 +70,7 @@ def test_cells_are_every_variant_on_every_task_and_one_that_cannot_run_is_kept_a
 
 
 def add(study, job, state, *, val=None, test=None, parameters=1000, outcome=None, target=None, target_step=None,
-        **system_attrs):
+        curve=(), **system_attrs):
     """A trial holding `job`, in `state`, with the figures a worker writes when it completes (stopped at `target`
     at `target_step` where given), or the outcome it writes when its run diverges or fails."""
     user_attrs = {"job": job.to_attr(), **({OUTCOME: outcome} if outcome else {})}
@@ -79,7 +79,8 @@ def add(study, job, state, *, val=None, test=None, parameters=1000, outcome=None
                               "parameters": parameters, "steps": target_step or 20, "tokens": 3840,
                               "wall_seconds": 1.0, "run_id": f"run-{job.key}", "error": None,
                               "target_accuracy": target, "target_step": target_step,
-                              "target_seconds": None if target_step is None else target_step / 20}
+                              "target_seconds": None if target_step is None else target_step / 20,
+                              "curve": [[step, step / 20, val] for step in curve]}
     study.add_trial(create_trial(state=state, value=val if state == TrialState.COMPLETE else None,
                                  user_attrs=user_attrs, system_attrs=system_attrs))
 
@@ -115,6 +116,76 @@ def test_tuning_scores_a_run_stopped_at_the_target_as_the_target_and_prefers_the
     add(study, middle, TrialState.COMPLETE, val=0.991, test=0.99, target=0.99, target_step=10)  # there soonest
     add(study, high, TrialState.COMPLETE, val=0.98, test=0.99, target=0.99)  # never reached it
     assert Ledger(bench, study.get_trials()).cells[0].best_lr == middle.lr
+    # A run never stopped at the target whose last, whole read is past it still loses to one at it by step 10: what
+    # makes stopping an outdone sibling exact.
+    study = optuna.create_study()
+    add(study, low, TrialState.COMPLETE, val=0.995, test=0.99, target=0.99)
+    add(study, middle, TrialState.COMPLETE, val=0.991, test=0.99, target=0.99, target_step=10)
+    add(study, high, TrialState.COMPLETE, val=0.5, test=0.5, target=0.99)
+    assert Ledger(bench, study.get_trials()).cells[0].best_lr == middle.lr
+
+
+def test_a_tuning_run_is_outdone_once_a_sibling_is_at_the_target_with_its_whole_validation_set(tmp_path):
+    bench = plan(tmp_path, task="passkey,flipflop", variants="dense", target_accuracy="0.99")
+    study = optuna.create_study()
+    low, middle, high, other_task, *_ = Ledger(bench, []).missing()
+    add(study, middle, TrialState.COMPLETE, val=0.995, test=0.99, target=0.99, target_step=10)
+    assert worker.outdone(low, study.get_trials(), 10) == (middle.lr, 10)
+    assert worker.outdone(high, study.get_trials(), 20) == (middle.lr, 10)
+    assert worker.outdone(low, study.get_trials(), 9) is None  # it may still get there first
+    assert worker.outdone(middle, study.get_trials(), 20) is None  # not by itself
+    assert worker.outdone(other_task, study.get_trials(), 20) is None  # another cell
+    assert worker.outdone(dataclasses.replace(low, stage="confirm", seed=1), study.get_trials(), 20) is None
+    # Stopped at the target on its interim read, below it on the whole set: it may still lose, so nothing stops.
+    study = optuna.create_study()
+    add(study, middle, TrialState.COMPLETE, val=0.985, test=0.99, target=0.99, target_step=10)
+    assert worker.outdone(low, study.get_trials(), 20) is None
+
+
+def test_the_estimate_counts_a_record_s_tuning_runs_as_the_rule_stops_them_and_its_extensions(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", capacity_widths="none", capacity_scales="none",
+                 target_accuracy="0.99", extend_grid="1")
+    study = optuna.create_study()
+    low, middle, high = Ledger(bench, []).missing()
+    add(study, low, TrialState.COMPLETE, val=0.5, target=0.99, curve=(10, 20))  # ran its 20 steps before the rule
+    add(study, middle, TrialState.COMPLETE, val=0.98, target=0.99, target_step=10, curve=(10,))  # whole set below
+    add(study, high, TrialState.COMPLETE, val=0.995, target=0.99, target_step=10, curve=(10,))  # the top edge: extend
+    (beyond,) = Ledger(bench, study.get_trials()).missing()
+    add(study, beyond, TrialState.COMPLETE, val=0.6, target=0.99, curve=(10, 20))
+    kept = Ledger(bench, study.get_trials())
+    assert sorted(record.earlier_steps(kept)[("dense", "passkey", "own", "tune")]) == [10, 10, 10, 10]
+    assert estimate.predicted_extensions(bench, kept) == Counter({(("dense", "passkey", "own"), "tune"): 1})
+    # The record replayed on a grid centred higher (x1, x3, x9): its runs at those rates, the best in the middle.
+    higher = dataclasses.replace(bench, lr_multiples=(1.0, 3.0, 9.0))
+    replayed = Ledger(higher, study.get_trials())
+    assert record.earlier_steps(replayed)[("dense", "passkey", "own", "tune")] == [10, 10, 10]
+    assert estimate.predicted_extensions(higher, replayed) == Counter()
+
+
+def test_an_outdone_tuning_run_stops_at_its_next_evaluation_and_the_estimate_replays_the_rule(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", seeds=1, capacity_widths="none",
+                 capacity_scales="none", target_accuracy="0.999")
+    study = benchmark.open_study(bench)
+    low, middle, high = Ledger(bench, []).missing()
+    add(study, high, TrialState.COMPLETE, val=1.0, test=1.0, target=0.999, target_step=10)
+    assert benchmark.work(bench, study, quiet=True) == 0
+    ledger = Ledger(bench, study.get_trials())
+    results = {state.job.lr: state.result for state in ledger.cells[0].tuning}
+    for lr in (low.lr, middle.lr):  # ten steps of a tiny model do not reach 0.999
+        assert results[lr]["outdone"] == {"lr": high.lr, "step": 10}
+        assert results[lr]["steps"] == 10 and results[lr]["status"] == "pruned"
+    assert ledger.cells[0].best_lr == high.lr and ledger.complete
+    (confirmation,) = ledger.cells[0].confirmation
+    assert "outdone" not in confirmation.result  # only tuning runs compete
+    from analysis import benchmark as page
+    index, _ = page.write(ledger, tmp_path / "page")
+    assert "2 tuning runs stopped as outdone" in index.read_text() and f"lr {high.lr:g} was at the target by step 10" \
+        in index.read_text()
+    # A run recorded before the rule is counted at the length the rule gives it now.
+    curve = [[10, 1.0, 0.5], [20, 2.0, 0.6], [30, 3.0, 0.7]]
+    assert record.outdone_steps({"steps": 30, "curve": curve}, 15) == 20
+    assert record.outdone_steps({"steps": 30, "curve": curve, "target_step": 10}, 15) == 30
+    assert record.outdone_steps({"steps": 30, "curve": curve}, None) == 30
 
 
 def test_the_target_reaches_every_job_and_is_part_of_the_benchmark(tmp_path):

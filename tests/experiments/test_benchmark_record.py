@@ -10,7 +10,7 @@ import pytest
 
 from analysis import results_doc
 from common.options import OptionError
-from experiments import benchmark
+from experiments import benchmark, benchmark_options
 from experiments.benchmark import check, estimate, record
 from experiments.benchmark.ledger import Ledger, busy_seconds
 from experiments.benchmark.progress import JobBar
@@ -64,7 +64,8 @@ def benchmark_page_of(path, out):
 def again(folder, target):
     """The kept benchmark under another name and folder, with the target `target`."""
     return benchmark.prepare(variant_names="dense,relative:kind=alibi", task_names="passkey", profile="quick",
-                             seed=0, seeds=2, lr_multiples="0.3,1,3", capacity_widths="none", capacity_scales="none",
+                             seed=0, seeds=2, lr_multiples=benchmark_options.DEFAULT_LR_MULTIPLES,
+                             capacity_widths="none", capacity_scales="none",
                              capacity_seeds=1, device="cpu", kernel="auto", sets=TINY, name="again", storage=None,
                              runs_dir=folder / "elsewhere", heartbeat_seconds=1, target_accuracy=target)
 
@@ -153,7 +154,8 @@ def test_the_estimate_check_needs_the_estimate_kept_before_the_run_and_keeps_onl
     check.keep_estimate(fresh)
     assert (fresh.folder / check.BEFORE).read_text() == (fresh.folder / "estimate.csv").read_text()
     plan = benchmark.prepare(variant_names="dense,relative:kind=alibi", task_names="passkey", profile="quick",
-                             seed=0, seeds=2, lr_multiples="0.3,1,3", capacity_widths="none", capacity_scales="none",
+                             seed=0, seeds=2, lr_multiples=benchmark_options.DEFAULT_LR_MULTIPLES,
+                             capacity_widths="none", capacity_scales="none",
                              capacity_seeds=1, device="cpu", kernel="auto", sets=TINY, name="tiny", storage=None,
                              runs_dir=folder / "runs", heartbeat_seconds=1, extend_grid="0", target_accuracy="0.01")
     check.keep_estimate(plan)  # it has run: an estimate made now is not the one from before
