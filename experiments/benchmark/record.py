@@ -96,14 +96,12 @@ def earlier_steps(ledger: Ledger) -> dict[tuple[str, str, str, str], list[int]]:
     profile's where it stopped at the target), a tuning job's as `outdone_steps` replays them."""
     found: dict[tuple[str, str, str, str], list[int]] = {}
     for cell in ledger.cells:
-        results = {id(state): state.result for state in cell.jobs
-                   if state.state == COMPLETED and state.result and state.result.get("steps")}
-        soonest = min((step for state in cell.tuning if state is not None and id(state) in results
-                       and (step := at_target(results[id(state)])) is not None), default=None)
-        for state in cell.jobs:
-            if id(state) not in results:
-                continue
-            job, result = state.job, results[id(state)]
+        completed = [state for state in cell.jobs
+                     if state.state == COMPLETED and state.result and state.result.get("steps")]
+        soonest = min((step for state in completed
+                       if state.job.stage == TUNE and (step := at_target(state.result)) is not None), default=None)
+        for state in completed:
+            job, result = state.job, state.result
             size = ledger.benchmark.stage(job.stage).size(job)
             steps = outdone_steps(result, soonest) if job.stage == TUNE else int(result["steps"])
             found.setdefault((job.variant, job.task, size, job.stage), []).append(steps)

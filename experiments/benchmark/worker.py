@@ -109,14 +109,15 @@ class Objective:
         record = inherited_record(self.benchmark.folder, trial, config)
         trial.set_user_attr("run_id", record.run_id)
         tags = {"benchmark": self.benchmark.name, "stage": job.stage, "job": job.key}
-        beaten: list[tuple[float, int]] = []  # the sibling that outdid the run, once one has
+        beaten: dict[str, tuple[float, int]] = {}  # "by": the sibling that outdid the run, once one has
 
         def should_prune(step: int, accuracy: float) -> bool:
             """A tuning run that has not reached the target by a step where a sibling had can no longer be chosen."""
-            if self.benchmark.target_accuracy is None:
-                return False
-            beaten.extend(filter(None, [outdone(job, trial.study.get_trials(deepcopy=False), step)]))
-            return bool(beaten)
+            by = self.benchmark.target_accuracy is not None and outdone(job, trial.study.get_trials(deepcopy=False),
+                                                                        step)
+            if by:
+                beaten["by"] = by
+            return bool(by)
 
         try:
             summary = train(config, record, quiet=self.quiet, should_stop=self.should_stop,
@@ -127,7 +128,7 @@ class Objective:
             raise JobInterrupted(f"trial {trial.number} interrupted")
         result = job_result(summary, config, record.read_metrics())
         if summary.status == "pruned":  # its figures as of the evaluation where it stopped; the trial completes
-            (lr, step), *_ = beaten
+            lr, step = beaten["by"]
             result["outdone"] = {"lr": lr, "step": step}
         trial.set_user_attr(RESULT, result)
         if summary.status not in ("completed", "pruned"):
