@@ -15,11 +15,16 @@ journal`, `experiments.benchmark.record`) where it was run with the same profile
 benchmark's storage that have settled; the mean of their steps. A size with no earlier run of its stage takes the
 mean of its other stages', and one with none at all its profile's steps: an upper bound. The summary says how many
 jobs were predicted each way. A tuning run of the record is counted at the steps it would take under today's rule
-that stops a run once a sibling has reached the target sooner (`record.outdone_steps`). Tuning beyond the grid's
+that stops a run once a sibling queued before it (`Ledger.queued`) has reached the target sooner
+(`record.earlier_steps`). Tuning beyond the grid's
 edges (`--extend-grid`) is called for only where tuning ends at an edge, so the record says how often: the record
 replayed under this benchmark's grid counts the jobs beyond it where its runs put a cell's best at an edge; a cell
-whose grid holds a learning rate the record never ran cannot be replayed, and the summary says how many such cells
-count nothing beyond the grid.
+whose grid holds a learning rate the record never ran cannot be replayed: it counts halfway between none and the
+most the grid may extend by, and the summary says how many such cells there are.
+
+Workers share the machine: on the CPU two workers' steps each take longer than one worker's alone (its cores,
+caches and memory bandwidth are shared), so with several workers the sizes are timed by as many processes at once,
+each with a worker's threads (`measured`).
 
 What it leaves out, so that a benchmark takes somewhat longer than this: starting a worker, writing
 checkpoints, and the time a worker waits at a stage boundary (a cell's confirmation waits for the last of its
@@ -29,9 +34,11 @@ tuning runs). A run that diverges ends early and takes less.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import tempfile
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +94,46 @@ def time_run(config: configs.RunConfig) -> Timing:
     return Timing(step, interim, last)
 
 
+def timed(config: configs.RunConfig) -> tuple[Timing, str | None]:
+    """`time_run`, or NaN timings and the error where the size cannot be set up (its jobs will fail alike: the
+    benchmark lists them, so does the estimate)."""
+    try:
+        return time_run(config), None
+    except Exception as failure:
+        return Timing(math.nan, math.nan), f"{type(failure).__name__}: {failure}"
+
+
+def _threads(count: int) -> None:  # a timing process's threads, as a worker's
+    torch.set_num_threads(count)
+
+
+def measured(runs: list[configs.RunConfig], *, workers: int, device: str, desc: str,
+             quiet: bool) -> list[tuple[Timing, str | None]]:
+    """Each config's timing, in order. Several workers on the CPU share its cores and memory, so a step takes
+    longer beside another worker than alone: there the sizes are timed by `workers` processes at once, each with
+    a worker's threads, as the benchmark's workers will run them. One worker, or an accelerator, times them here
+    one after another."""
+    threads = threads_per_worker(workers, device)
+    with tqdm(total=len(runs), desc=desc, unit="size", disable=quiet, dynamic_ncols=True) as bar:
+        if device != "cpu" or workers == 1 or len(runs) < 2:
+            before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                found = []
+                for config in runs:
+                    found.append(timed(config))
+                    bar.update()
+                return found
+            finally:
+                torch.set_num_threads(before)
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_threads, initargs=(threads,)) as pool:
+            futures = [pool.submit(timed, config) for config in runs]
+            for _ in as_completed(futures):
+                bar.update()
+            return [future.result() for future in futures]
+
+
 def evaluations(train: configs.TrainConfig, steps: float | None = None) -> int:
     """How many times a run of `train` evaluates in `steps` steps (default: its profile's): every eval_every
     steps, after the last, and before the first when it records attention statistics (`experiments.train`)."""
@@ -127,6 +174,12 @@ def predicted_extensions(benchmark: Benchmark, kept: Ledger | None) -> Counter:
     grid = len(benchmark.lr_multiples)
     return Counter({((state.cell.variant, state.cell.task, "own"), TUNE): len(state.learning_rates) - grid
                     for state in kept.cells if len(state.learning_rates) > grid}) if kept is not None else Counter()
+
+
+def unknown_extension(benchmark: Benchmark) -> int:
+    """The tuning jobs beyond the grid counted for a cell the record cannot replay (its grid holds a learning rate
+    the record never ran): halfway between none and the most `--extend-grid` allows, rounded up."""
+    return math.ceil(benchmark.extend_grid / 2)
 
 
 def predicted_steps(found: dict, size: tuple[str, str, str], stage: str, steps: int) -> tuple[float, str]:
@@ -176,6 +229,8 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
     beyond = {key: count for key, count in predicted_extensions(benchmark, kept).items() if key in remaining}
     unknown = {(state.cell.variant, state.cell.task, "own") for state in kept.cells
                if state.cell.skipped is None and not state.tuned} if kept is not None else set()
+    beyond.update({(size, TUNE): max(beyond.get((size, TUNE), 0), unknown_extension(benchmark))
+                   for size in unknown if (size, TUNE) in remaining})
     remaining.update(beyond)
     remaining.subtract(settled_jobs(benchmark, own))
     found = earlier_runs(benchmark, own, kept)
@@ -184,35 +239,28 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
         if count > 0:
             by_size.setdefault(size, dict.fromkeys(stages, 0))[stage] = count
     examples = {size_of(benchmark, job): job for job in planned}  # a job of each size, whose config it trains
+    config_of = {size: benchmark.config(examples[size]) for size in by_size}
+    timed = measured(list(config_of.values()), workers=workers, device=benchmark.device,
+                     desc=f"timing {benchmark.name}", quiet=quiet)
     rows = []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(threads_per_worker(workers, benchmark.device))
-    try:
-        for size, counts in tqdm(by_size.items(), desc=f"timing {benchmark.name}", unit="size", disable=quiet,
-                                 dynamic_ncols=True):
-            config = benchmark.config(examples[size])
-            try:
-                timing, error = time_run(config), None
-            except Exception as failure:  # its jobs will fail alike: the benchmark lists them, so does this
-                timing, error = Timing(math.nan, math.nan), f"{type(failure).__name__}: {failure}"
-            predictions = {stage: predicted_steps(found, size, stage, config.train.steps) for stage in stages}
-            seconds_of = {stage: timing.job_seconds(config.train, steps) for stage, (steps, _) in predictions.items()}
-            variant, task, label = size
-            rows.append({"variant": variant, "task": task, "size": label,
-                         **{f"{stage} jobs": counts[stage] for stage in stages},
-                         "tune jobs beyond the grid": beyond.get((size, TUNE), 0),
-                         "beyond the grid unknown": size in unknown, "steps": config.train.steps,
-                         **{f"{stage} steps": predictions[stage][0] for stage in stages},
-                         "predicted from": "; ".join(f"{stage}: {how}" for stage, (_, how) in predictions.items()
-                                                     if counts[stage]),
-                         "step seconds": timing.step_seconds, "eval seconds": timing.eval_seconds,
-                         "last eval seconds": timing.last_seconds,
-                         "job seconds": sum(seconds_of[stage] * counts[stage] for stage in stages)
-                         / max(1, sum(counts.values())),
-                         **{f"{stage} seconds": seconds_of[stage] * counts[stage] for stage in stages},
-                         "seconds": sum(seconds_of[stage] * counts[stage] for stage in stages), "error": error})
-    finally:
-        torch.set_num_threads(threads)
+    for (size, counts), (timing, error) in zip(by_size.items(), timed, strict=True):
+        config = config_of[size]
+        predictions = {stage: predicted_steps(found, size, stage, config.train.steps) for stage in stages}
+        seconds_of = {stage: timing.job_seconds(config.train, steps) for stage, (steps, _) in predictions.items()}
+        variant, task, label = size
+        rows.append({"variant": variant, "task": task, "size": label,
+                     **{f"{stage} jobs": counts[stage] for stage in stages},
+                     "tune jobs beyond the grid": beyond.get((size, TUNE), 0),
+                     "beyond the grid unknown": size in unknown, "steps": config.train.steps,
+                     **{f"{stage} steps": predictions[stage][0] for stage in stages},
+                     "predicted from": "; ".join(f"{stage}: {how}" for stage, (_, how) in predictions.items()
+                                                 if counts[stage]),
+                     "step seconds": timing.step_seconds, "eval seconds": timing.eval_seconds,
+                     "last eval seconds": timing.last_seconds,
+                     "job seconds": sum(seconds_of[stage] * counts[stage] for stage in stages)
+                     / max(1, sum(counts.values())),
+                     **{f"{stage} seconds": seconds_of[stage] * counts[stage] for stage in stages},
+                     "seconds": sum(seconds_of[stage] * counts[stage] for stage in stages), "error": error})
     return pd.DataFrame(rows, columns=["variant", "task", "size", *(f"{stage} jobs" for stage in stages),
                                        "tune jobs beyond the grid", "beyond the grid unknown", "steps",
                                        *(f"{stage} steps" for stage in stages), "predicted from", "step seconds",
@@ -262,7 +310,8 @@ def summary(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> str:
         *([f"tuning beyond the grid's edges: {int(sizes['tune jobs beyond the grid'].sum())} jobs (counted in tune), "
            "where the record's runs put a cell's best at an edge of this grid; "
            f"{int(sizes['beyond the grid unknown'].sum())} cells' grids hold learning rates the record never ran, so "
-           "whether they extend is not known and nothing is counted for it"] if kept_shown(sizes) else []),
+           "whether they extend is not known: each counts halfway between none and the most --extend-grid "
+           "allows"] if kept_shown(sizes) else []),
         "hours by variant: " + ", ".join(f"{name} {value}" for name, value in per["variant"].items()),
         "hours by task: " + ", ".join(f"{name} {value}" for name, value in per["task"].items()),
         *(f"not counted: {row['variant']} on {row['task']} ({row['size']}) could not be set up, so its "

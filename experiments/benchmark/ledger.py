@@ -232,6 +232,21 @@ class Ledger:
         """The jobs the protocol calls for now that no trial holds."""
         return [job for state in self.cells for job in state.called if job.key not in self.states]
 
+    def wave(self, job: Job) -> int:
+        """Where `job` is queued (`queued`): a learning rate of tuning's grid by its rank from the grid's highest
+        (0), every other job after the grid's (the grid's size)."""
+        grid = sorted(self.benchmark.learning_rates(self.benchmark.cell(job.variant, job.task)), reverse=True)
+        return grid.index(job.lr) if job.stage == TUNE and job.lr in grid else len(grid)
+
+    def queued(self, jobs: list[Job]) -> list[Job]:
+        """`jobs` in the order workers take them: tuning's grid in waves, every cell's highest learning rate, then
+        every cell's next, and so on, then the rest in the order the cells call for them. By the time a cell's
+        lower learning rates run its higher ones have settled, so a run the rule stops (`outdone`: a sibling at
+        the target sooner) stops at its first evaluation past the sibling's step, not only once the sibling
+        running beside it ends. The highest first: where a higher learning rate converges it reaches the target in
+        fewer steps. The choice does not depend on the order (`CellState.best_lr` breaks ties by grid position)."""
+        return sorted(jobs, key=self.wave)  # stable: within a wave, the cells' order
+
     @property
     def complete(self) -> bool:
         """Whether every job the protocol calls for is queued and has settled."""

@@ -93,16 +93,19 @@ def outdone_steps(result: dict, soonest: int | None) -> int:
 
 def earlier_steps(ledger: Ledger) -> dict[tuple[str, str, str, str], list[int]]:
     """Per (variant, task, size, stage): the steps each completed job of that size and stage took (fewer than its
-    profile's where it stopped at the target), a tuning job's as `outdone_steps` replays them."""
+    profile's where it stopped at the target), a tuning job's as `outdone_steps` replays them: stopped by the
+    siblings queued before it (`Ledger.queued`), which have settled by the time it runs."""
     found: dict[tuple[str, str, str, str], list[int]] = {}
     for cell in ledger.cells:
         completed = [state for state in cell.jobs
                      if state.state == COMPLETED and state.result and state.result.get("steps")]
-        soonest = min((step for state in completed
-                       if state.job.stage == TUNE and (step := at_target(state.result)) is not None), default=None)
+        order = {job.key: index for index, job in enumerate(ledger.queued([state.job for state in completed]))}
         for state in completed:
             job, result = state.job, state.result
             size = ledger.benchmark.stage(job.stage).size(job)
+            soonest = min((step for other in completed if other.job.stage == TUNE
+                           and order[other.job.key] < order[job.key]
+                           and (step := at_target(other.result)) is not None), default=None)
             steps = outdone_steps(result, soonest) if job.stage == TUNE else int(result["steps"])
             found.setdefault((job.variant, job.task, size, job.stage), []).append(steps)
     return found

@@ -182,7 +182,7 @@ def work(benchmark: Benchmark, study: optuna.Study, *, worker: int | None = None
             if ledger.complete:
                 bar.close()
                 return 0
-            for job in ledger.missing():
+            for job in ledger.queued(ledger.missing()):
                 study.enqueue_trial({}, user_attrs={"job": job.to_attr()})
             if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
                 time.sleep(poll)  # the last jobs are in flight: wait, and take over any whose worker dies

@@ -142,6 +142,17 @@ def test_a_tuning_run_is_outdone_once_a_sibling_is_at_the_target_with_its_whole_
     assert worker.outdone(low, study.get_trials(), 20) is None
 
 
+def test_tuning_is_queued_in_waves_every_cell_s_highest_learning_rate_first(tmp_path):
+    bench = plan(tmp_path, task="passkey,flipflop", variants="dense", target_accuracy="0.99")
+    ledger = Ledger(bench, [])
+    queued = ledger.queued(ledger.missing())
+    assert [(job.task, job.lr) for job in queued] == [
+        (task, lr) for rank in range(3) for task in ("passkey", "flipflop")
+        for lr in [sorted(bench.learning_rates(bench.cell("dense", task)), reverse=True)[rank]]]
+    confirm = dataclasses.replace(queued[0], stage="confirm", seed=1)
+    assert ledger.queued([confirm, *queued])[-1] == confirm  # every other job after tuning's grid
+
+
 def test_the_estimate_counts_a_record_s_tuning_runs_as_the_rule_stops_them_and_its_extensions(tmp_path):
     bench = plan(tmp_path, task="passkey", variants="dense", capacity_widths="none", capacity_scales="none",
                  target_accuracy="0.99", extend_grid="1")
@@ -158,7 +169,8 @@ def test_the_estimate_counts_a_record_s_tuning_runs_as_the_rule_stops_them_and_i
     # The record replayed on a grid centred higher (x1, x3, x9): its runs at those rates, the best in the middle.
     higher = dataclasses.replace(bench, lr_multiples=(1.0, 3.0, 9.0))
     replayed = Ledger(higher, study.get_trials())
-    assert record.earlier_steps(replayed)[("dense", "passkey", "own", "tune")] == [10, 10, 10]
+    # Queued first, x9 runs its 20 steps: no sibling has settled before it. x3 and x1 are at the target by then.
+    assert sorted(record.earlier_steps(replayed)[("dense", "passkey", "own", "tune")]) == [10, 10, 20]
     assert estimate.predicted_extensions(higher, replayed) == Counter()
 
 
@@ -348,7 +360,7 @@ def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run
     study = benchmark.open_study(bench)
     reached = {"step 10": 0}
 
-    def stop_in_the_third_job(step):  # the first job diverges by step 5; the second and third reach step 10
+    def stop_in_the_third_job(step):  # the first job (the highest learning rate) diverges by step 5
         reached["step 10"] += step == 10
         return step == 10 and reached["step 10"] == 2
     assert benchmark.work(bench, study, quiet=True, should_stop=stop_in_the_third_job) == 130
@@ -362,9 +374,9 @@ def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run
     assert len(runs) == 7 == len(ledger.states)
     assert runs[stopped.run_id].status == "completed" and runs[stopped.run_id].steps == 20
     (diverged,) = [state for state in ledger.states.values() if state.state != COMPLETED]
-    assert diverged.state == "diverged" and "non-finite" in diverged.reason and diverged.job.lr == 0.0003
+    assert diverged.state == "diverged" and "non-finite" in diverged.reason and diverged.job.lr == 0.003
     cell = ledger.cells[0]
-    assert cell.best_lr in (0.001, 0.003) and [job.job.seed for job in cell.confirmation] == [1, 2]
+    assert cell.best_lr in (0.0003, 0.001) and [job.job.seed for job in cell.confirmation] == [1, 2]
     assert {runs[job.result["run_id"]].tags["stage"] for job in cell.confirmation} == {"confirm"}
     assert {runs[job.result["run_id"]].tags["stage"] for job in cell.capacity} == {"capacity"}
     (resumed,) = [state for state in ledger.states.values() if state.result["run_id"] == stopped.run_id]

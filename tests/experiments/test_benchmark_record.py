@@ -2,7 +2,9 @@
 results document and the README's block are rebuilt without training, and from which the estimate predicts the
 steps of runs that stop at the target."""
 
+import dataclasses
 import datetime
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -61,13 +63,13 @@ def benchmark_page_of(path, out):
     return page.write(record.load(path), out)
 
 
-def again(folder, target):
+def again(folder, target, lr_multiples=benchmark_options.DEFAULT_LR_MULTIPLES, extend_grid="0"):
     """The kept benchmark under another name and folder, with the target `target`."""
     return benchmark.prepare(variant_names="dense,relative:kind=alibi", task_names="passkey", profile="quick",
-                             seed=0, seeds=2, lr_multiples=benchmark_options.DEFAULT_LR_MULTIPLES,
-                             capacity_widths="none", capacity_scales="none",
-                             capacity_seeds=1, device="cpu", kernel="auto", sets=TINY, name="again", storage=None,
-                             runs_dir=folder / "elsewhere", heartbeat_seconds=1, target_accuracy=target)
+                             seed=0, seeds=2, lr_multiples=lr_multiples, capacity_widths="none",
+                             capacity_scales="none", capacity_seeds=1, device="cpu", kernel="auto", sets=TINY,
+                             name="again", storage=None, runs_dir=folder / "elsewhere", heartbeat_seconds=1,
+                             target_accuracy=target, extend_grid=extend_grid)
 
 
 def test_the_estimate_predicts_the_steps_of_runs_that_stop_at_the_target_from_the_record(kept, monkeypatch):
@@ -80,6 +82,34 @@ def test_the_estimate_predicts_the_steps_of_runs_that_stop_at_the_target_from_th
     assert sizes["seconds"].sum() == pytest.approx(2 * (3 + 2) * (10 * 0.5 + 1 * 2.0))
     assert set(estimate.estimate(again(folder, "0.5"), workers=1, quiet=True)["tune steps"]) == {30.0}  # other target
     assert set(estimate.estimate(again(folder, "none"), workers=1, quiet=True)["tune steps"]) == {30.0}
+
+
+def test_a_cell_the_record_cannot_replay_counts_half_the_tuning_the_grid_may_extend_by(kept, monkeypatch):
+    folder, path = kept
+    monkeypatch.setattr(estimate, "time_run", lambda config: estimate.Timing(0.5, 2.0))
+    monkeypatch.setattr(record, "path_of", lambda name, records=None: path)
+    sizes = estimate.estimate(again(folder, "0.01", "1,3,27", extend_grid="3"), workers=1, quiet=True)
+    assert sizes["beyond the grid unknown"].all()  # the record never ran x27: where each cell's best lies is unknown
+    assert list(sizes["tune jobs beyond the grid"]) == [2, 2] and list(sizes["tune jobs"]) == [3 + 2, 3 + 2]
+    printed = estimate.summary(sizes, again(folder, "0.01", "1,3,27", extend_grid="3"), 1)
+    assert "2 cells' grids hold learning rates the record never ran" in printed
+    # Its own grid: every cell ties at the first learning rate, the bottom edge, and extends below it, to a
+    # learning rate the record never ran: the larger of the one it calls for and half of 3, rounded up.
+    extended = estimate.estimate(again(folder, "0.01", extend_grid="3"), workers=1, quiet=True)
+    assert extended["beyond the grid unknown"].all() and list(extended["tune jobs beyond the grid"]) == [2, 2]
+    replayed = estimate.estimate(again(folder, "0.01"), workers=1, quiet=True)
+    assert not replayed["beyond the grid unknown"].any() and list(replayed["tune jobs"]) == [3, 3]
+
+
+def test_sizes_are_timed_side_by_side_by_as_many_processes_as_the_benchmark_has_workers(kept):
+    folder, _ = kept
+    configs = [again(folder, "none").config(job) for job in again(folder, "none").planned_jobs()[:3]]
+    parallel = estimate.measured(configs, workers=2, device="cpu", desc="timing", quiet=True)
+    assert [error for _, error in parallel] == [None] * 3
+    assert all(0 < timing.step_seconds < 60 for timing, _ in parallel)
+    broken = dataclasses.replace(configs[0], variant="no-such-variant")
+    (timing, error), _ = estimate.measured([broken, configs[1]], workers=2, device="cpu", desc="timing", quiet=True)
+    assert math.isnan(timing.step_seconds) and "no-such-variant" in error  # its jobs would fail alike
 
 
 def test_only_a_settled_benchmark_is_kept_and_a_file_that_is_no_record_is_refused(tmp_path):
