@@ -233,18 +233,23 @@ class Ledger:
         return [job for state in self.cells for job in state.called if job.key not in self.states]
 
     def wave(self, job: Job) -> int:
-        """Where `job` is queued (`queued`): a learning rate of tuning's grid by its rank from the grid's highest
-        (0), every other job after the grid's (the grid's size)."""
-        grid = sorted(self.benchmark.learning_rates(self.benchmark.cell(job.variant, job.task)), reverse=True)
-        return grid.index(job.lr) if job.stage == TUNE and job.lr in grid else len(grid)
+        """Where `job` is queued (`queued`): a learning rate of tuning's grid by its distance from the grid's centre
+        (the lower first among equals: 1, 3, 9 run as 3, 1, 9), every other job after the grid's (the grid's size)."""
+        grid = sorted(self.benchmark.learning_rates(self.benchmark.cell(job.variant, job.task)))
+        if job.stage != TUNE or job.lr not in grid:
+            return len(grid)
+        centre, index = (len(grid) - 1) // 2, grid.index(job.lr)
+        return sorted(range(len(grid)), key=lambda i: (abs(i - centre), i)).index(index)
 
     def queued(self, jobs: list[Job]) -> list[Job]:
-        """`jobs` in the order workers take them: tuning's grid in waves, every cell's highest learning rate, then
+        """`jobs` in the order workers take them: tuning's grid in waves, every cell's centre learning rate, then
         every cell's next, and so on, then the rest in the order the cells call for them. By the time a cell's
-        lower learning rates run its higher ones have settled, so a run the rule stops (`outdone`: a sibling at
-        the target sooner) stops at its first evaluation past the sibling's step, not only once the sibling
-        running beside it ends. The highest first: where a higher learning rate converges it reaches the target in
-        fewer steps. The choice does not depend on the order (`CellState.best_lr` breaks ties by grid position)."""
+        other learning rates run its first has settled, so a run the rule stops (`outdone`: a sibling at the
+        target sooner) stops at its first evaluation past the sibling's step, not only once the sibling running
+        beside it ends. The centre first: the default grid is centred where the leaderboard of record chose, so
+        the first run is the likeliest to reach the target soonest and stop the others; the highest first ran its
+        diverging or slow runs in full. The choice does not depend on the order (`CellState.best_lr` breaks ties
+        by grid position)."""
         return sorted(jobs, key=self.wave)  # stable: within a wave, the cells' order
 
     @property

@@ -142,13 +142,17 @@ def test_a_tuning_run_is_outdone_once_a_sibling_is_at_the_target_with_its_whole_
     assert worker.outdone(low, study.get_trials(), 20) is None
 
 
-def test_tuning_is_queued_in_waves_every_cell_s_highest_learning_rate_first(tmp_path):
+def test_tuning_is_queued_in_waves_every_cell_s_centre_learning_rate_first(tmp_path):
     bench = plan(tmp_path, task="passkey,flipflop", variants="dense", target_accuracy="0.99")
     ledger = Ledger(bench, [])
     queued = ledger.queued(ledger.missing())
     assert [(job.task, job.lr) for job in queued] == [
-        (task, lr) for rank in range(3) for task in ("passkey", "flipflop")
-        for lr in [sorted(bench.learning_rates(bench.cell("dense", task)), reverse=True)[rank]]]
+        (task, sorted(bench.learning_rates(bench.cell("dense", task)))[index]) for index in (1, 0, 2)
+        for task in ("passkey", "flipflop")]
+    wider = dataclasses.replace(bench, lr_multiples=(0.1, 0.3, 1.0, 3.0, 9.0))
+    grid = sorted(wider.learning_rates(wider.cell("dense", "passkey")))
+    assert sorted(grid, key=lambda lr: Ledger(wider, []).wave(Job("tune", "dense", "passkey", lr, 0))) == \
+        [grid[2], grid[1], grid[3], grid[0], grid[4]]
     confirm = dataclasses.replace(queued[0], stage="confirm", seed=1)
     assert ledger.queued([confirm, *queued])[-1] == confirm  # every other job after tuning's grid
 
@@ -164,13 +168,15 @@ def test_the_estimate_counts_a_record_s_tuning_runs_as_the_rule_stops_them_and_i
     (beyond,) = Ledger(bench, study.get_trials()).missing()
     add(study, beyond, TrialState.COMPLETE, val=0.6, target=0.99, curve=(10, 20))
     kept = Ledger(bench, study.get_trials())
-    assert sorted(record.earlier_steps(kept)[("dense", "passkey", "own", "tune")]) == [10, 10, 10, 10]
+    # Queued after the centre, whose whole set is below the target, the low rate runs its 20 steps; the one beyond
+    # the grid runs after the high one has reached the target at step 10.
+    assert sorted(record.earlier_steps(kept)[("dense", "passkey", "own", "tune")]) == [10, 10, 10, 20]
     assert estimate.predicted_extensions(bench, kept) == Counter({(("dense", "passkey", "own"), "tune"): 1})
     # The record replayed on a grid centred higher (x1, x3, x9): its runs at those rates, the best in the middle.
     higher = dataclasses.replace(bench, lr_multiples=(1.0, 3.0, 9.0))
     replayed = Ledger(higher, study.get_trials())
-    # Queued first, x9 runs its 20 steps: no sibling has settled before it. x3 and x1 are at the target by then.
-    assert sorted(record.earlier_steps(replayed)[("dense", "passkey", "own", "tune")]) == [10, 10, 20]
+    # Queued first, x3 reaches the target at step 10, so x9, queued last, stops there instead of running its 20.
+    assert sorted(record.earlier_steps(replayed)[("dense", "passkey", "own", "tune")]) == [10, 10, 10]
     assert estimate.predicted_extensions(higher, replayed) == Counter()
 
 
@@ -360,7 +366,7 @@ def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run
     study = benchmark.open_study(bench)
     reached = {"step 10": 0}
 
-    def stop_in_the_third_job(step):  # the first job (the highest learning rate) diverges by step 5
+    def stop_in_the_third_job(step):  # the first job (the grid's centre) diverges by step 5
         reached["step 10"] += step == 10
         return step == 10 and reached["step 10"] == 2
     assert benchmark.work(bench, study, quiet=True, should_stop=stop_in_the_third_job) == 130
@@ -374,9 +380,9 @@ def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run
     assert len(runs) == 7 == len(ledger.states)
     assert runs[stopped.run_id].status == "completed" and runs[stopped.run_id].steps == 20
     (diverged,) = [state for state in ledger.states.values() if state.state != COMPLETED]
-    assert diverged.state == "diverged" and "non-finite" in diverged.reason and diverged.job.lr == 0.003
+    assert diverged.state == "diverged" and "non-finite" in diverged.reason and diverged.job.lr == 0.001
     cell = ledger.cells[0]
-    assert cell.best_lr in (0.0003, 0.001) and [job.job.seed for job in cell.confirmation] == [1, 2]
+    assert cell.best_lr in (0.0003, 0.003) and [job.job.seed for job in cell.confirmation] == [1, 2]
     assert {runs[job.result["run_id"]].tags["stage"] for job in cell.confirmation} == {"confirm"}
     assert {runs[job.result["run_id"]].tags["stage"] for job in cell.capacity} == {"capacity"}
     (resumed,) = [state for state in ledger.states.values() if state.result["run_id"] == stopped.run_id]
