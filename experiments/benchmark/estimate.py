@@ -240,10 +240,10 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
             by_size.setdefault(size, dict.fromkeys(stages, 0))[stage] = count
     examples = {size_of(benchmark, job): job for job in planned}  # a job of each size, whose config it trains
     config_of = {size: benchmark.config(examples[size]) for size in by_size}
-    timed = measured(list(config_of.values()), workers=workers, device=benchmark.device,
-                     desc=f"timing {benchmark.name}", quiet=quiet)
+    timings = measured(list(config_of.values()), workers=workers, device=benchmark.device,
+                       desc=f"timing {benchmark.name}", quiet=quiet)
     rows = []
-    for (size, counts), (timing, error) in zip(by_size.items(), timed, strict=True):
+    for (size, counts), (timing, error) in zip(by_size.items(), timings, strict=True):
         config = config_of[size]
         predictions = {stage: predicted_steps(found, size, stage, config.train.steps) for stage in stages}
         seconds_of = {stage: timing.job_seconds(config.train, steps) for stage, (steps, _) in predictions.items()}
