@@ -19,8 +19,9 @@ that stops a run once a sibling queued before it (`Ledger.queued`) has reached t
 (`record.earlier_steps`). Tuning beyond the grid's
 edges (`--extend-grid`) is called for only where tuning ends at an edge, so the record says how often: the record
 replayed under this benchmark's grid counts the jobs beyond it where its runs put a cell's best at an edge; a cell
-whose grid holds a learning rate the record never ran cannot be replayed: it counts halfway between none and the
-most the grid may extend by, and the summary says how many such cells there are.
+whose grid holds a learning rate the record never ran cannot be replayed (nor can any cell where there is no record):
+it counts halfway between none and the most the grid may extend by, and the summary says how many such cells there
+are.
 
 Workers share the machine: on the CPU two workers' steps each take longer than one worker's alone (its cores,
 caches and memory bandwidth are shared), so with several workers the sizes are timed by as many processes at once,
@@ -182,6 +183,16 @@ def unknown_extension(benchmark: Benchmark) -> int:
     return math.ceil(benchmark.extend_grid / 2)
 
 
+def unreplayable(kept: Ledger | None, own: Ledger | None, remaining: Counter) -> set[tuple[str, str, str]]:
+    """The cells (their own sizes) whose tuning beyond the grid the record cannot predict: those the record replayed
+    leaves untuned (their grid holds a learning rate it never ran); without a record every cell still tuning."""
+    if kept is not None:
+        return {(state.cell.variant, state.cell.task, "own") for state in kept.cells
+                if state.cell.skipped is None and not state.tuned}
+    tuned = {(state.cell.variant, state.cell.task, "own") for state in own.cells if state.tuned} if own else set()
+    return {size for size, stage in remaining if stage == TUNE} - tuned
+
+
 def predicted_steps(found: dict, size: tuple[str, str, str], stage: str, steps: int) -> tuple[float, str]:
     """A job's predicted steps and how they were predicted: the mean of the earlier runs of its size and stage,
     else of its size's other stages, else its profile's `steps`."""
@@ -227,8 +238,7 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
     own, kept = stored(benchmark), kept_record(benchmark)
     remaining = Counter((size_of(benchmark, job), job.stage) for job in planned)
     beyond = {key: count for key, count in predicted_extensions(benchmark, kept).items() if key in remaining}
-    unknown = {(state.cell.variant, state.cell.task, "own") for state in kept.cells
-               if state.cell.skipped is None and not state.tuned} if kept is not None else set()
+    unknown = unreplayable(kept, own, remaining)
     beyond.update({(size, TUNE): max(beyond.get((size, TUNE), 0), unknown_extension(benchmark))
                    for size in unknown if (size, TUNE) in remaining})
     remaining.update(beyond)
@@ -309,9 +319,9 @@ def summary(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> str:
             + " (earlier runs: this benchmark's settled jobs and its record, experiments.benchmark.record)"]),
         *([f"tuning beyond the grid's edges: {int(sizes['tune jobs beyond the grid'].sum())} jobs (counted in tune), "
            "where the record's runs put a cell's best at an edge of this grid; "
-           f"{int(sizes['beyond the grid unknown'].sum())} cells' grids hold learning rates the record never ran, so "
-           "whether they extend is not known: each counts halfway between none and the most --extend-grid "
-           "allows"] if kept_shown(sizes) else []),
+           f"{int(sizes['beyond the grid unknown'].sum())} cells' grids hold learning rates the record never ran "
+           "(every cell, where there is no record), so whether they extend is not known: each counts halfway "
+           "between none and the most --extend-grid allows"] if kept_shown(sizes) else []),
         "hours by variant: " + ", ".join(f"{name} {value}" for name, value in per["variant"].items()),
         "hours by task: " + ", ".join(f"{name} {value}" for name, value in per["task"].items()),
         *(f"not counted: {row['variant']} on {row['task']} ({row['size']}) could not be set up, so its "

@@ -215,3 +215,18 @@ def test_write_rewrites_the_page_and_only_the_readmes_block(records, tmp_path):
     readme.write_text("# a README without the markers\n")
     with pytest.raises(ValueError, match="README has no <!-- results:start --> ... <!-- results:end --> block"):
         results_doc.write(tmp_path / "results.md", records, readme)
+
+
+def test_the_cost_line_reads_the_estimate_check_and_the_all_estimate_from_their_records(tmp_path):
+    provenance = {"profile": "quick", "commit": "abc", "device": "cpu", "command": "attnlab benchmark",
+                  "source": "written by the command"}
+    folder = tmp_path / "records"
+    folder.mkdir()
+    assert results_doc.cost_lines(folder) == []  # no records: no line
+    pd.DataFrame([{"what": "wall time with 2 workers", "estimated (s)": "7200.0", "measured (s)": "7920.0",
+                   **provenance}]).to_csv(folder / "benchmark-quick-estimate-check.csv", index=False)
+    pd.DataFrame([{"what": "every job", "jobs": "800", "hours": "24.00", **provenance}]).to_csv(
+        folder / "benchmark-estimate-all.csv", index=False)
+    line, = results_doc.cost_lines(folder)
+    assert "`make benchmark-estimate WORKERS=2`) 2.00 hours of wall time, measured 2.20 (1.10 of the estimate)" in line
+    assert "`VARIANT=all`, 800 jobs, 24.0 hours of runs: 12.0 hours with 2 workers here, 3.0 on 4 such" in line

@@ -101,6 +101,15 @@ def test_a_cell_the_record_cannot_replay_counts_half_the_tuning_the_grid_may_ext
     assert not replayed["beyond the grid unknown"].any() and list(replayed["tune jobs"]) == [3, 3]
 
 
+def test_without_a_record_every_cell_counts_half_the_tuning_the_grid_may_extend_by(kept, tmp_path, monkeypatch):
+    folder, _ = kept
+    monkeypatch.setattr(estimate, "time_run", lambda config: estimate.Timing(0.5, 2.0))
+    monkeypatch.setattr(record, "path_of", lambda name, records=None: tmp_path / "no-such-record.journal")
+    sizes = estimate.estimate(again(folder, "0.01", extend_grid="3"), workers=1, quiet=True)
+    assert sizes["beyond the grid unknown"].all() and list(sizes["tune jobs"]) == [3 + 2, 3 + 2]
+    assert set(sizes["tune steps"]) == {30.0}  # no earlier run: the profile's steps
+
+
 def test_sizes_are_timed_side_by_side_by_as_many_processes_as_the_benchmark_has_workers(kept):
     folder, _ = kept
     configs = [again(folder, "none").config(job) for job in again(folder, "none").planned_jobs()[:3]]

@@ -1,5 +1,7 @@
 """What the variant tests iterate over: every registered variant, plus options that change its math."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -155,11 +157,14 @@ def random_inputs(batch, seq_q, seq_k, *, seed, dtype=torch.float64, heads=HEADS
 def output_and_grads(module, q, k, v, *, seed=1, **kwargs):
     """The output and the gradients of a random projection of it w.r.t. q, k, v and every parameter."""
     out = module(q, k, v, **kwargs)
+    return out, gradients(module, out, q, k, v, seed=seed)
+
+
+def gradients(module, out, q, k, v, *, seed=1):
+    """The gradients of a random projection of `out` w.r.t. q, k, v and every parameter of `module`."""
     grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     grad_out = grad_out.to(out.device, out.dtype)
-    inputs = [q, k, v, *module.parameters()]
-    grads = torch.autograd.grad(out, inputs, grad_out, allow_unused=True)
-    return out, grads
+    return torch.autograd.grad(out, [q, k, v, *module.parameters()], grad_out, allow_unused=True)
 
 
 def assert_close_relative(actual, expected, rtol, what=""):
@@ -168,3 +173,36 @@ def assert_close_relative(actual, expected, rtol, what=""):
     that cancels) is held to rtol * 0.1, rounding in its O(1) intermediates being what remains."""
     scale = expected.abs().max().item() if expected.numel() else 0.0
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=rtol * max(scale, 0.1), msg=lambda m: f"{what}: {m}")
+
+
+# bfloat16 under autocast: a kernel's error against the float64 reference is at most twice that of the reference
+# formula run the same way, plus BF16_FLOOR of the tensor's scale (FlashAttention's own criterion).
+BF16_FLOOR = 1e-2
+
+
+def errors(module, reference, q, k, v, mask, autocast_dtype=None):
+    """Per tensor (output, then the gradients of q, k, v and every parameter): |module - reference|.max()
+    and the reference's largest magnitude; the reference runs in float64 on the same values, `module` under
+    forward under autocast to `autocast_dtype` on q's device where one is given, and backward outside it, as a
+    training step runs them."""
+    autocast = torch.autocast(q.device.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
+    with autocast:
+        out = module(q, k, v, causal=module.supports_causal, key_padding_mask=mask)
+    grads = gradients(module, out, q, k, v)
+    ref_inputs = [tensor.detach().double().requires_grad_() for tensor in (q, k, v)]
+    ref_out, ref_grads = output_and_grads(reference, *ref_inputs, causal=module.supports_causal,
+                                          key_padding_mask=mask)
+    assert torch.isfinite(out).all()
+    assert [grad is None for grad in grads] == [ref is None for ref in ref_grads]
+    pairs = [(out, ref_out)] + [(grad, ref) for grad, ref in zip(grads, ref_grads, strict=True) if ref is not None]
+    return [((actual.double() - expected).abs().max().item(), expected.abs().max().item())
+            for actual, expected in pairs]
+
+
+def assert_as_close_as_the_reference_formula(module, naive, reference, q, k, v, mask):
+    """`module` under bfloat16 autocast against the float64 `reference`, held to the error of `naive` (the same
+    parameters on the reference kernel) under the same autocast, on bfloat16 q, k and v."""
+    kernel_errors = errors(module, reference, q, k, v, mask, torch.bfloat16)
+    naive_errors = errors(naive, reference, q, k, v, mask, torch.bfloat16)
+    for index, ((error, scale), (naive_error, _)) in enumerate(zip(kernel_errors, naive_errors, strict=True)):
+        assert error <= 2 * naive_error + BF16_FLOOR * max(scale, 0.1), (index, error, naive_error, scale)

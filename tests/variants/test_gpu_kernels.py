@@ -19,11 +19,17 @@ FlexAttention compiles a graph per score, mask and dtype, so bfloat16 is checked
 stand for each kind of score and layout (BF16_CASES) rather than on every option.
 """
 
-import contextlib
-
 import pytest
 import torch
-from cases import build_pair, case_id, create_case, output_and_grads, random_inputs, variant_cases
+from cases import (
+    assert_as_close_as_the_reference_formula,
+    build_pair,
+    case_id,
+    create_case,
+    errors,
+    random_inputs,
+    variant_cases,
+)
 
 from experiments.config import ModelConfig
 from experiments.model import Transformer
@@ -35,7 +41,6 @@ pytestmark = pytest.mark.gpu
 CUDA = torch.device("cuda")
 HEADS, HEAD_DIM, SEQ = 2, 16, 200
 FLOAT32_TOLERANCE = 1e-4
-BF16_FLOOR = 1e-2
 BF16_CASES = {"dense", "relative-kind=t5-num_buckets=8-max_distance=12", "local-window=20",
               "sparse-pattern=bigbird-block_size=3-num_global_blocks=1-num_random_blocks=2-seed=7", "additive"}
 
@@ -63,22 +68,6 @@ def inputs_on_cuda(kernel: str, dtype: torch.dtype):
     return q, k, v, None if mask is None else mask.to(CUDA)
 
 
-def errors(module, reference, q, k, v, mask, autocast_dtype=None):
-    """Per tensor (output, then the gradients of q, k, v and every parameter): |module - reference|.max()
-    and the reference's largest magnitude; the reference runs in float64 on the same values."""
-    autocast = torch.autocast(CUDA.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
-    with autocast:
-        out, grads = output_and_grads(module, q, k, v, causal=module.supports_causal, key_padding_mask=mask)
-    ref_inputs = [tensor.detach().double().requires_grad_() for tensor in (q, k, v)]
-    ref_out, ref_grads = output_and_grads(reference, *ref_inputs, causal=module.supports_causal,
-                                          key_padding_mask=mask)
-    assert torch.isfinite(out).all()
-    assert [grad is None for grad in grads] == [ref is None for ref in ref_grads]
-    pairs = [(out, ref_out)] + [(grad, ref) for grad, ref in zip(grads, ref_grads, strict=True) if ref is not None]
-    return [((actual.double() - expected).abs().max().item(), expected.abs().max().item())
-            for actual, expected in pairs]
-
-
 @pytest.mark.parametrize("case", CASES, ids=kernel_id)
 def test_kernel_on_cuda_in_float32_matches_the_float64_reference(case):
     name, options, kernel = case
@@ -99,10 +88,7 @@ def test_kernel_on_cuda_in_bfloat16_is_as_close_to_float64_as_the_seeds_formula_
                           max_len=SEQ)
     module, naive, reference = module.to(CUDA), naive.to(CUDA), reference.double().to(CUDA)
     q, k, v, mask = inputs_on_cuda(kernel, torch.bfloat16)
-    kernel_errors = errors(module, reference, q, k, v, mask, torch.bfloat16)
-    naive_errors = errors(naive, reference, q, k, v, mask, torch.bfloat16)
-    for index, ((error, scale), (naive_error, _)) in enumerate(zip(kernel_errors, naive_errors, strict=True)):
-        assert error <= 2 * naive_error + BF16_FLOOR * max(scale, 0.1), (index, error, naive_error, scale)
+    assert_as_close_as_the_reference_formula(module, naive, reference, q, k, v, mask)
 
 
 def test_flex_compiles_once_and_reuses_its_graph_across_batches():

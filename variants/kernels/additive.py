@@ -14,7 +14,7 @@ r = exp(-2a) / (exp(-2a) + exp(2b)), and the exponentials are taken once per cal
 an add and a division where a tanh would cost a transcendental function (on a CPU torch.tanh costs many times a
 multiply). Where a pre-activation is too large for that (|a| or |b| above `exponent_limit`: 21.3 in
 float32, 176.6 in float64) the call takes r = sigmoid(-2 (a + b)) pair by pair instead: exact at any size, slower.
-Under CUDA autocast it computes in float32.
+Under autocast (CUDA's or the CPU's) it computes in float32.
 
 The whole attention is one autograd function (`_Attention`) over chunks of batch elements and queries holding at
 most `CHUNK_ELEMENTS` pair elements (batch x heads x queries x keys x hidden). Forward: each chunk's r, logits,
@@ -140,6 +140,7 @@ class _Attention(torch.autograd.Function):
 
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
     def forward(ctx, call: Call, a, b, w, v, *learned):
         left, right, exponentiated = _pair_factors(a, b)
         out, workspace = v.new_empty(*a.shape[:3], v.shape[3]), _workspace(call, left)
@@ -153,6 +154,7 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     @torch.amp.custom_bwd(device_type="cuda")
+    @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx, grad_out):
         left, right, w, v = ctx.saved_tensors
         grad_a, grad_b = w.new_empty(ctx.shapes[0]), w.new_zeros(ctx.shapes[1])

@@ -11,7 +11,8 @@ sum over the real keys: O(n m d) time and O(m d) state. With causality the seque
 masked to j <= i (C x C per chunk), across chunks the running state S and z summed over the chunks before
 (an exclusive prefix sum), so causal training costs O(n (C m + m d)) time and O(n (C + m d / C)) memory,
 in pure PyTorch on any device. Padded keys have their features zeroed: they add nothing to any sum. With the
-`none` normaliser (an identity feature map) the numerators are the output.
+`none` normaliser (an identity feature map) the numerators are the output. Under autocast the sums and their ratio
+are computed in float32 (as flash-linear-attention keeps its states), the output returned in the values' dtype.
 """
 
 from __future__ import annotations
@@ -60,15 +61,20 @@ def run(call: Call) -> torch.Tensor:
         raise ValueError(f"Kernel 'linear' runs variants with feature maps; {call.name!r} has none.")
     phi_q, phi_k = call.features(call.q, call.k, call.q_pos, call.k_pos, call.causal,
                                  call.key_padding_mask)  # (B, H, seq, m)
-    v = call.v
-    if call.key_padding_mask is not None:
-        phi_k = phi_k * call.key_padding_mask[:, None, :, None].to(phi_k.dtype)
-    if call.causal:
-        numerators, denominators = _causal(phi_q, phi_k, v)
-    else:
-        state = torch.matmul(phi_k.transpose(-2, -1), v)  # (B, H, m, d)
-        numerators = torch.matmul(phi_q, state)  # (B, H, seq_q, d)
-        denominators = torch.matmul(phi_q, phi_k.sum(dim=2)[..., None])[..., 0]  # (B, H, seq_q)
-    if call.normaliser == "none":
-        return numerators
-    return numerators / denominators.clamp_min(EPSILON)[..., None]
+    dtype = call.v.dtype
+    # Sums and their ratio in float32 at least, autocast or not: a numerator and a denominator each rounded to
+    # bfloat16 no longer cancel where a row has few keys (a single key's weight is exactly 1 in the reference
+    # formula, here num / den), and the rounding, divided by a small denominator, swamps the gradient
+    with torch.autocast(call.v.device.type, enabled=False):
+        phi_q, phi_k, v = (x.to(torch.promote_types(x.dtype, torch.float32)) for x in (phi_q, phi_k, call.v))
+        if call.key_padding_mask is not None:
+            phi_k = phi_k * call.key_padding_mask[:, None, :, None].to(phi_k.dtype)
+        if call.causal:
+            numerators, denominators = _causal(phi_q, phi_k, v)
+        else:
+            state = torch.matmul(phi_k.transpose(-2, -1), v)  # (B, H, m, d)
+            numerators = torch.matmul(phi_q, state)  # (B, H, seq_q, d)
+            denominators = torch.matmul(phi_q, phi_k.sum(dim=2)[..., None])[..., 0]  # (B, H, seq_q)
+        if call.normaliser == "none":
+            return numerators.to(dtype)
+        return (numerators / denominators.clamp_min(EPSILON)[..., None]).to(dtype)
