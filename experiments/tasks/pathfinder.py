@@ -17,17 +17,13 @@ min_path_length..max_path_length). "same": the markers sit at P's two ends. "dif
 of H1 and H2, where H2 starts at H1's start plus P's span (end minus start) under one of the 8
 symmetries of the pixel grid (turns by multiples of 90 degrees, mirror images). So the markers lie as
 far apart on each axis in both classes, each marks the end of a path, and the marked paths light as
-many pixels as the unmarked ones, and a logistic regression on counts of lit pixels near or far from the
-markers stays near chance. Local cues do not (`known_shortcut`, pinned by the shortcut probes' test): which
-way the path pixels next to each marker head (a positive's path leaves each marker towards the other, a
-negative's half paths in any direction) and whether pixels lie on the straight segment between the markers
-(a short path between markers a few pixels apart stays near it) tell the classes apart even to a logistic
-regression, 0.999 at quick and 0.775 at standard (boosted trees: 0.995, 0.843; pixel statistics alone
-gave boosted trees 0.78 at quick). Redrawing negatives as a broken or shifted copy of the marked path moved
-the cue to the break's loose ends. A generator that defeats them needs paths long against the markers'
-distance and negatives that light the segment too. So the task is out of the default suite until then.
-Every picture holds all its distractors (redrawn a few times where they lack room). Pixels of two paths
-lie at least 3 apart on some axis (Chebyshev distance >= 3), and so do the two markers.
+many pixels as the unmarked ones. Local cues still tell the classes apart (`known_shortcut`, pinned by the
+shortcut probes' test): where the path pixels next to each marker head (a positive's path leaves each marker
+towards the other) and whether pixels lie on the segment between the markers, even to a logistic regression:
+0.999 at quick, 0.775 at standard (boosted trees 0.995, 0.843); broken or shifted copies of the marked path as
+negatives moved the cue to the break's loose ends. Defeating them needs paths long against the markers' distance
+and negatives that light the segment too; until then the task is out of the default suite. Every picture holds
+all its distractors (redrawn where they lack room); paths, and markers, lie >= 3 apart (Chebyshev).
 
 Connectivity (what the label means): lit pixels at most FLOOD_RADIUS = 2 apart on both axes are
 neighbours (a 5x5 neighbourhood). That bridges a dash's one-point gap and never joins two paths, so a

@@ -650,7 +650,9 @@ def test_benchmark_estimate_prints_the_hours_writes_the_table_trains_nothing_and
              "--out", str(tmp_path / "reports"), "--quiet"]
     assert main([*words, "--estimate", "--workers", "2"]) == 0
     printed = capsys.readouterr().out
-    assert "benchmark tiny: 8 jobs to run" in printed and "with 2 workers, about" in printed
+    # per cell 3 learning rates, 1 beyond the grid (half of --extend-grid 2: no record says where the best lies)
+    # and 1 confirmation
+    assert "benchmark tiny: 10 jobs to run" in printed and "with 2 workers, about" in printed
     assert "not counted" not in printed  # every size was set up
     folder = tmp_path / "runs" / "benchmark" / "tiny"
     table = pd.read_csv(folder / "estimate.csv")
@@ -659,7 +661,7 @@ def test_benchmark_estimate_prints_the_hours_writes_the_table_trains_nothing_and
     kept = pd.read_csv(folder / "estimate-record.csv")  # the same as a record for docs/records/, with provenance
     assert list(kept["what"]) == ["stage tune", "stage confirm", "stage capacity", "variant dense", "variant lstm",
                                   "every job", "wall time with 2 workers"]
-    assert list(kept["jobs"].iloc[:6]) == [6, 2, 0, 4, 4, 8] and {"commit", "device", "command", "source"} <= set(kept)
+    assert list(kept["jobs"].iloc[:6]) == [8, 2, 0, 5, 5, 10] and {"commit", "device", "command", "source"} <= set(kept)
     assert kept["hours"].iloc[-1] == pytest.approx(kept["hours"].iloc[-2] / 2, abs=0.01)
     assert "--estimate --workers 2" in kept["command"].iloc[0]
     assert main(words) == 0  # the same benchmark, run: its page beside nothing the estimate wrote in its way
