@@ -182,7 +182,7 @@ BF16_FLOOR = 1e-2
 
 def errors(module, reference, q, k, v, mask, autocast_dtype=None):
     """Per tensor (output, then the gradients of q, k, v and every parameter): |module - reference|.max()
-    and the reference's largest magnitude; the reference runs in float64 on the same values, `module` under
+    and the reference's largest magnitude; the reference runs in float64 on the same values, `module` runs its
     forward under autocast to `autocast_dtype` on q's device where one is given, and backward outside it, as a
     training step runs them."""
     autocast = torch.autocast(q.device.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()

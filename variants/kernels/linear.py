@@ -75,6 +75,5 @@ def run(call: Call) -> torch.Tensor:
             state = torch.matmul(phi_k.transpose(-2, -1), v)  # (B, H, m, d)
             numerators = torch.matmul(phi_q, state)  # (B, H, seq_q, d)
             denominators = torch.matmul(phi_q, phi_k.sum(dim=2)[..., None])[..., 0]  # (B, H, seq_q)
-        if call.normaliser == "none":
-            return numerators.to(dtype)
-        return (numerators / denominators.clamp_min(EPSILON)[..., None]).to(dtype)
+        out = numerators if call.normaliser == "none" else numerators / denominators.clamp_min(EPSILON)[..., None]
+    return out.to(dtype)
