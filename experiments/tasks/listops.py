@@ -9,7 +9,7 @@ Operators, each over 2..max_args arguments that are digits or expressions:
               count; for an even count the mean of the two middle arguments truncated, which for digits is
               floor((a + b) / 2): `[MED 3 4 ]` is 3, `[MED 2 9 ]` is 5, `[MED 1 2 3 4 ]` is 2;
     SM        the sum of the arguments mod 10.
-The answer is the expression's value, a digit: 10 classes.
+The answer is the expression's value, a digit: 10 classes. `operators` narrows the four (LRA: all of them).
 
 Trees grow as in LRA's `generate_tree`: a node is an operator with probability operator_probability
 (LRA's VALUE_P = 0.25, despite its name the chance of an operator), else a digit drawn uniformly; an
@@ -35,32 +35,28 @@ fitted on 1,500 examples of seed 1, scored on 1,500 of seed 2; 400 each on stand
 so every expression nests; a third of quick's trees are kept, mostly SM and MED roots (MIN, MAX about 5% each),
 and a root's answers still lean (MIN's low, MAX's high, MED's to the middle; SM's are uniform).
 
-Layout, left padded: `_ ... _ <expression> =`. The query `=` at position seq_len - 1 is the one scored
-position, its target the value; the expression fills the `length` positions just before it.
-Token ids: digits 0..9 (the answers: num_classes = 10, the digit d is id d), then `[MIN` `[MAX` `[MED` `[SM`
-(10-13), `]` (14), the padding `_` (15) and the query `=` (16); vocab_size = 17.
-distance: query position - position of the expression's first token = length, the expression's tokens.
-Metadata: `length` (tokens of the expression) and `depth` (operator nesting: 1 for `[SM 3 4 ]`).
-Distance buckets cover min_length..seq_len-1, the lengths the window allows.
+Layout, left padded: `_ ... _ <expression> =`. The query `=` at position seq_len - 1 is the one scored position,
+its target the value; the expression fills the `length` positions just before it. Token ids: digits 0..9 (the
+answers: num_classes = 10, the digit d is id d), then `[MIN` `[MAX` `[MED` `[SM` (10-13), `]` (14), the padding
+`_` (15) and the query `=` (16); vocab_size = 17. distance: query position - position of the expression's first
+token = length, the expression's tokens. Metadata: `length` (tokens of the expression) and `depth` (operator
+nesting: 1 for `[SM 3 4 ]`). Distance buckets cover min_length..seq_len-1, the lengths the window allows.
 chance_accuracy: the frequency of the most common answer in the test set, the accuracy of always guessing it
-(LRA's labels are skewed; balanced ones leave it about 0.13); it is measured (drawing the test set once
-more) when first read.
+(LRA's labels are skewed; balanced ones leave it about 0.13); measured (drawing the test set again) when read.
 
-Purpose: hierarchical structure over the whole sequence: the answer depends on every token, through the
-brackets, so a variant must combine information from all distances, not retrieve one token. The LRA
-leaderboard's local attention scores 15.8%, the full Transformer 36.4%. Cost: one scored position per
-sequence; generating a batch is O(batch * seq_len) work in O(max_depth) tensor operations, with about
-1 / acceptance times as many candidate trees grown (about 3 for LRA's window), times `arrangements` (and
-about 3 times as many candidates again, for min_answers = 6) where answers are balanced.
+Purpose: hierarchical structure over the whole sequence: the answer depends on every token, through the brackets,
+so a variant must combine information from all distances, not retrieve one token. The LRA leaderboard's local
+attention scores 15.8%, the full Transformer 36.4%. Cost: one scored position per sequence; a batch is O(batch *
+seq_len) work in O(max_depth) tensor operations, with 1 / acceptance times as many trees grown (about 3 for LRA's
+window), times `arrangements` (and about 3 times as many again, for min_answers = 6) where answers are balanced.
 
-Profiles: quick, seq_len 64 (lengths 16-63), LRA's growth but max_depth 2, balanced answers, 3000 steps of 64
-(with balanced answers dense is still at chance after 1000); standard, seq_len 1000 (lengths 100-999), LRA's
-growth (max_depth 9, max_args 10), balanced answers; long, LRA's window: seq_len 2000 (lengths 501-1999), LRA's
-growth and LRA's labels (arrangements 0), test set of 2000 like LRA's test split. Both larger profiles train
-LRA's budget, 5000 steps of 32 (LRA reads a pooled token of a bidirectional encoder; here a causal model
-answers at the query).
-
-Calibration: the measured accuracies of each profile are in docs/calibration.md.
+Profiles: (measured accuracies: docs/calibration.md) quick, seq_len 64 (lengths 16-63), LRA's growth, max_depth
+2, balanced answers, 3000 steps of 64; dense stays near chance (with operators MIN, MAX and MED, leaving out SM's
+sum mod 10 of up to ten arguments, it learns quick well above chance, the probes still at chance: the next quick
+design). standard, seq_len 1000 (lengths 100-999), LRA's growth (max_depth 9, max_args 10), balanced answers;
+long, LRA's window: seq_len 2000 (lengths 501-1999), LRA's growth and labels (arrangements 0), a test set of 2000
+like LRA's test split. Both train LRA's budget, 5000 steps of 32 (LRA reads a pooled token of a bidirectional
+encoder; here a causal model answers at the query).
 """
 
 from __future__ import annotations
@@ -68,6 +64,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 import torch
 
@@ -135,6 +132,8 @@ class ListOps(Task):
         max_args: int = option(10, "most arguments of an operator, drawn uniformly from 2 (LRA: 10)")
         operator_probability: float = option(0.25, "chance that a non-root node within max_depth is an operator "
                                                     "rather than a digit (LRA's VALUE_P: 0.25)")
+        operators: tuple[Literal["MIN", "MAX", "MED", "SM"], ...] = option(("MIN", "MAX", "MED", "SM"),
+                                                                          "what an operator node draws from")
         arrangements: int = option(32, "random rearrangements of each tree's digits tried to balance the answers "
                                        "(see the module docstring); 0 keeps LRA's labels as the trees grow")
         min_answers: int = option(6, "fewest distinct answers the rearrangements must reach for a tree to be "
@@ -156,6 +155,8 @@ class ListOps(Task):
                     f"{self.operator_probability} allow")
             require(self.seq_len >= self.min_length + 1, "seq_len", self.seq_len,
                     f"an integer >= min_length + 1 = {self.min_length + 1}, room for the expression and the query")
+            require(len(set(self.operators)) == len(self.operators) >= 1, "operators", self.operators,
+                    "MIN, MAX, MED and SM, each at most once")
             require(self.arrangements >= 0, "arrangements", self.arrangements, "an integer >= 0")
             most = min(DIGITS, self.arrangements) if self.arrangements else 1
             require(1 <= self.min_answers <= most, "min_answers", self.min_answers,
@@ -271,6 +272,7 @@ class ListOps(Task):
         tree = torch.arange(pool, device=device)  # (nodes,) the roots
         committed = torch.zeros(pool, dtype=torch.long, device=device)  # (pool,) tokens of decided nodes
         alive = torch.ones(pool, dtype=torch.bool, device=device)  # (pool,)
+        kinds = torch.tensor([DIGITS + OPERATORS.index(f"[{name}") for name in options.operators], device=device)
         levels = []
         for depth in range(1, options.max_depth + 2):
             nodes = tree.shape[0]
@@ -282,7 +284,7 @@ class ListOps(Task):
             else:
                 operator = torch.zeros(nodes, dtype=torch.bool, device=device)
             digit = torch.randint(DIGITS, (nodes,), generator=generator, device=device)
-            kind = DIGITS + torch.randint(len(OPERATORS), (nodes,), generator=generator, device=device)
+            kind = kinds[torch.randint(len(kinds), (nodes,), generator=generator, device=device)]
             count = torch.randint(2, options.max_args + 1, (nodes,), generator=generator, device=device)
             token = torch.where(operator, kind, digit)  # (nodes,)
             args = torch.where(operator, count, 0)  # (nodes,)

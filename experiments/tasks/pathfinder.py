@@ -21,8 +21,10 @@ many pixels as the unmarked ones. Local cues still tell the classes apart (`know
 shortcut probes' test): where the path pixels next to each marker head (a positive's path leaves each marker
 towards the other) and whether pixels lie on the segment between the markers, even to a logistic regression:
 0.999 at quick, 0.775 at standard (boosted trees 0.995, 0.843); broken or shifted copies of the marked path as
-negatives moved the cue to the break's loose ends. Defeating them needs paths long against the markers' distance
-and negatives that light the segment too; until then the task is out of the default suite. Every picture holds
+negatives moved the cue to the break's loose ends; a copy whose second half is reflected in the line through its
+ends kills both cues (0.50 at standard) but puts its halves on opposite sides of that line, where a positive's short
+smooth path bulges to one side: the probe's same-side cue reads 0.78 (boosted 0.83). Defeating them needs paths
+long against the markers' distance; until then the task is out of the default suite. Every picture holds
 all its distractors (redrawn where they lack room); paths, and markers, lie >= 3 apart (Chebyshev).
 
 Connectivity (what the label means): lit pixels at most FLOOD_RADIUS = 2 apart on both axes are
@@ -41,14 +43,13 @@ marker pixel that comes first in row-major order (the first marker). Metadata: `
 markers lie on half paths of ceil(L / 2) points; a path of n points spans at most n - 1 pixels).
 `save_images(task, batch, folder, count)` writes the first `count` examples as PNG files.
 
-Profiles: quick, 10x10 (seq_len 101): paths of 5 points (markers 3-4 pixels apart), one distractor,
-max_turn 20, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000 steps of 64 at lr 3e-3
-after 100 warm-up steps (a small version that dense learns on a CPU in minutes; paths of 4 points would
-leave more lit pixels near a positive's markers than near a negative's, a shortcut). standard, 32x32
-(1,025 tokens, LRA's Pathfinder): paths of 10-20 points, 4 distractors, max_turn 30, 8 grey levels; dim
-128, depth 4; 5,000 steps of 32 at lr 5e-4.
-long, 128x128 (16,385 tokens, LRA's Path-X): paths of 48-96 points, 10 distractors, max_turn 30, 8 grey
-levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
+Profiles: (measured accuracies: docs/calibration.md) quick, 10x10 (seq_len 101): paths of 5 points (markers 3-4
+pixels apart), one distractor, max_turn 20, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000
+steps of 64 at lr 3e-3 after 100 warm-up steps (a small version that dense learns on a CPU in minutes; paths of 4
+points would leave more lit pixels near a positive's markers than near a negative's, a shortcut). standard, 32x32
+(1,025 tokens, LRA's Pathfinder): paths of 10-20 points, 4 distractors, max_turn 30, 8 grey levels; dim 128, depth
+4; 5,000 steps of 32 at lr 5e-4. long, 128x128 (16,385 tokens, LRA's Path-X): paths of 48-96 points, 10
+distractors, max_turn 30, 8 grey levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
 
 Purpose: can attention follow a curve across the image? The evidence is spread along a path, not held
 in one token, and a pixel's neighbours above and below lie image_size tokens apart in the sequence.
@@ -56,8 +57,6 @@ Cost: one scored position per sequence of image_size**2 + 1 tokens; drawing a ba
 (num_distractors + 3) * image_size**2 log image_size) (one FFT correlation per path places it clear of
 the others): about 1 s for the 1,000 examples of the standard test set on one core, about 6 s for the 200
 of the long one.
-
-Calibration: the measured accuracies of each profile are in docs/calibration.md.
 """
 
 from __future__ import annotations

@@ -119,7 +119,8 @@ def pathfinder_rows(task, batch):
     to its nearest marker; lit pixels within 1 and 2 of each marker (its neighbours); the markers' rows and columns,
     their distance apart on each axis, Chebyshev and Euclidean; the count of each grey level (the bag of
     tokens); lit pixels in each row and in each column. Local cues (`local_cues`): which way the path pixels
-    next to each marker head, and whether pixels lie on the straight segment between the markers.
+    next to each marker head, on which side of the line between the markers they lie, and whether pixels lie on
+    the straight segment between the markers.
     """
     size = task.image_size
     image = (batch.inputs[:, :-1] - task.num_classes).view(-1, size, size)  # (batch, S, S) grey levels
@@ -143,20 +144,30 @@ def pathfinder_rows(task, batch):
 
 def local_cues(path: torch.Tensor, markers: torch.Tensor) -> list[torch.Tensor]:
     """What a reader sees near the markers without following a path, from the path pixels (batch, S, S) and the
-    markers' (row, column) (batch, 2, 2): per marker and radius 1 to 3, the path pixels within that radius and
-    where they lie on average along the line to the other marker (positive: towards it); and the path pixels within
-    1 of each of SEGMENT_POINTS points evenly spaced on the straight segment between the markers."""
+    markers' (row, column) (batch, 2, 2): per marker and radius 1 to 3, the path pixels within that radius, where
+    they lie on average along the line to the other marker (positive: towards it) and across it (to its left or
+    right, seen from the first marker), and for each radius whether both markers' pixels lie on the same side
+    (a path that bulges to one side between the markers, as short smooth paths do, leaves both on that side);
+    and the path pixels within 1 of each of SEGMENT_POINTS points evenly spaced on the segment between the
+    markers."""
     size = path.shape[-1]
     grid = torch.stack(torch.meshgrid(torch.arange(size), torch.arange(size), indexing="ij"), -1).double()  # (S, S, 2)
     markers = markers.double()
-    cues = []
+    unit = markers[:, 1] - markers[:, 0]
+    unit = unit / unit.norm(dim=-1, keepdim=True)  # (batch, 2) from the first marker to the second
+    across_unit = torch.stack([-unit[:, 1], unit[:, 0]], -1)
+    cues, sides = [], []
     for m in (0, 1):
-        towards = markers[:, 1 - m] - markers[:, m]
         offset = grid[None] - markers[:, m, None, None]  # (batch, S, S, 2)
-        along = (offset * (towards / towards.norm(dim=-1, keepdim=True))[:, None, None]).sum(-1)
+        along = (offset * ((1 - 2 * m) * unit)[:, None, None]).sum(-1)
+        across = (offset * across_unit[:, None, None]).sum(-1)
         for radius in (1, 2, 3):
             near = path & (offset.abs().amax(-1) <= radius)
-            cues += [near.sum((1, 2)), (near * along).sum((1, 2)) / near.sum((1, 2)).clamp(min=1)]
+            count = near.sum((1, 2)).clamp(min=1)
+            side = (near * across).sum((1, 2)) / count
+            cues += [near.sum((1, 2)), (near * along).sum((1, 2)) / count, side]
+            sides.append(torch.sign(side))
+    cues += [sides[radius] * sides[3 + radius] for radius in range(3)]
     for fraction in torch.linspace(0, 1, SEGMENT_POINTS + 2)[1:-1]:
         point = markers[:, 0] + fraction * (markers[:, 1] - markers[:, 0])  # (batch, 2)
         cues.append((path & ((grid[None] - point[:, None, None]).abs().amax(-1) <= 1)).sum((1, 2)))
@@ -164,6 +175,19 @@ def local_cues(path: torch.Tensor, markers: torch.Tensor) -> list[torch.Tensor]:
 
 
 SEGMENT_POINTS = 9
+
+
+def test_local_cues_tell_a_path_that_bulges_to_one_side_from_one_that_crosses_between_the_markers():
+    # Markers at (4, 1) and (4, 7); a C bulges above the line joining them at both ends, an S leaves the first
+    # marker above it and reaches the second from below. The same-side cue (last three) reads +1 and -1.
+    markers = torch.tensor([[[4, 1], [4, 7]]] * 2)
+    path = torch.zeros(2, 9, 9, dtype=torch.bool)
+    for row, column in [(3, 1), (2, 2), (2, 3), (2, 4), (2, 5), (2, 6), (3, 7)]:
+        path[0, row, column] = True
+    for row, column in [(3, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6), (5, 7)]:
+        path[1, row, column] = True
+    same_side = torch.stack(local_cues(path, markers)[18:21], 1)
+    assert same_side.tolist() == [[1.0] * 3, [-1.0] * 3]
 PATHFINDER_SIZES = {"quick": 1000, "standard": 400}
 PATHFINDER_BOUND = 0.60  # chance 0.5 + 0.10; the old generator's far-pixel rule alone scored 0.97 at quick size
 PATHFINDER_CASES = [(profile, probe) for profile in PATHFINDER_SIZES for probe in PROBES]

@@ -159,6 +159,15 @@ def test_without_a_binding_window_trees_grow_as_lras_generator():
         assert_binomial(digits.count(digit), len(digits), 1 / 10)
 
 
+def test_operators_narrows_what_every_operator_node_draws_and_the_labels_follow():
+    task = tasks.create_task("listops", **{**UNBOUNDED, "operators": ("MIN", "MAX")})
+    batch = draw(task, 512)
+    names = [name for index in range(512) for name in expression(task, batch, index) if name in OPERATORS]
+    assert {"[MIN", "[MAX"} == set(names)
+    assert_binomial(names.count("[MIN"), len(names), 1 / 2)
+    assert_solver_agrees(task, batch)
+
+
 def test_operator_probability_zero_leaves_one_operator_over_digits():
     task = tasks.create_task("listops", **{**UNBOUNDED, "operator_probability": 0.0})
     assert (draw(task, 256).metadata["depth"] == 1).all()
@@ -252,6 +261,9 @@ def test_a_longer_eval_length_admits_longer_expressions():
         ({"min_answers": 11}, ["'min_answers'", "11", "from 1 to 10"]),
         ({"arrangements": 0}, ["'min_answers'", "6", "from 1 to 1", "arrangements = 0"]),
         ({"eval_lengths": (16,)}, ["'eval_lengths'", "16", ">= min_length + 1 = 17"]),
+        ({"operators": ("MIN", "MIN")}, ["'operators'", "('MIN', 'MIN')", "each at most once"]),
+        ({"operators": ("XOR",)}, ["'operators'", "XOR", "'MIN', 'MAX', 'MED', 'SM'"]),
+        ({"operators": ()}, ["'operators'", "()", "each at most once"]),
     ],
 )
 def test_bad_options_get_one_sentence_naming_option_value_and_accepted(options, expected):
