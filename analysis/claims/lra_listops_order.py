@@ -21,10 +21,9 @@ class LRAListOpsOrder(Claim):
     read = "Table 1"
     their_setting = ("sequences up to 2,000 tokens, max depth 10, max 10 arguments; 4-layer encoders of width 512 read "
                      "through a pooled token, 5,000 steps of 32")
-    our_setting = ("the quick profile's ListOps (expressions of 16-63 tokens, max depth 2, answers balanced per "
-                   "expression; 2 causal layers of width 64, 3,000 steps of 64, the answer read at the last token); "
-                   "at quick dense is not clearly above chance (the task is not discriminative there), so the rule "
-                   "reads no ordering unless dense is")
+    our_setting = ("the quick profile's ListOps (expressions of 16-63 tokens, max depth 2, MIN, MAX and MED without "
+                   "LRA's SM, answers balanced per expression; 2 causal layers of width 64, 3,000 steps of 64, the "
+                   "answer read at the last token); the rule reads no ordering unless dense is clearly above chance")
     rule = (f"inconclusive unless dense's accuracy lies above chance + {LEARNED:g} (the lower end of its interval); "
             "then reproduced when dense, BigBird and Longformer each lie above local by a paired difference whose "
             "interval lies above 0, not reproduced when one lies at or below local's throughout, inconclusive "

@@ -3,7 +3,8 @@
 import statistics
 
 SMALL = {"seq_len": 40, "min_length": 5, "max_depth": 3, "max_args": 4, "test_size": 64}
-WORKED = {"seq_len": 24, "min_length": 12, "max_depth": 2, "max_args": 5, "test_size": 1}
+WORKED = {"seq_len": 24, "min_length": 12, "max_depth": 2, "max_args": 5, "operators": ("MIN", "MAX", "MED", "SM"),
+          "test_size": 1}
 
 OPERATIONS = {
     "[MIN": min,
