@@ -23,7 +23,9 @@ class LRAListOpsOrder(Claim):
                      "through a pooled token, 5,000 steps of 32")
     our_setting = ("the quick profile's ListOps (expressions of 16-63 tokens, max depth 2, MIN, MAX and MED without "
                    "LRA's SM, answers balanced per expression; 2 causal layers of width 64, 3,000 steps of 64, the "
-                   "answer read at the last token); the rule reads no ordering unless dense is clearly above chance")
+                   "answer read at the last token; at 64 tokens BigBird's 16-token blocks, its window, global block "
+                   "and two random ones, cover every key, so it computes what dense does); the rule reads no ordering "
+                   "unless dense is clearly above chance")
     rule = (f"inconclusive unless dense's accuracy lies above chance + {LEARNED:g} (the lower end of its interval); "
             "then reproduced when dense, BigBird and Longformer each lie above local by a paired difference whose "
             "interval lies above 0, not reproduced when one lies at or below local's throughout, inconclusive "
