@@ -119,6 +119,7 @@ class ListOps(Task):
     """
 
     suite_position = 5
+
     @dataclass(frozen=True)
     class Options:
         seq_len: int = option(64, "tokens per example: left padding, the expression, the query `=`; expressions "

@@ -163,9 +163,9 @@ def local_cues(path: torch.Tensor, markers: torch.Tensor) -> list[torch.Tensor]:
         across = (offset * across_unit[:, None, None]).sum(-1)
         for radius in (1, 2, 3):
             near = path & (offset.abs().amax(-1) <= radius)
-            count = near.sum((1, 2)).clamp(min=1)
-            side = (near * across).sum((1, 2)) / count
-            cues += [near.sum((1, 2)), (near * along).sum((1, 2)) / count, side]
+            count = near.sum((1, 2))
+            side = (near * across).sum((1, 2)) / count.clamp(min=1)
+            cues += [count, (near * along).sum((1, 2)) / count.clamp(min=1), side]
             sides.append(torch.sign(side))
     cues += [sides[radius] * sides[3 + radius] for radius in range(3)]
     for fraction in torch.linspace(0, 1, SEGMENT_POINTS + 2)[1:-1]:
@@ -175,22 +175,23 @@ def local_cues(path: torch.Tensor, markers: torch.Tensor) -> list[torch.Tensor]:
 
 
 SEGMENT_POINTS = 9
+PATHFINDER_SIZES = {"quick": 1000, "standard": 400}
+PATHFINDER_BOUND = 0.60  # chance 0.5 + 0.10; the old generator's far-pixel rule alone scored 0.97 at quick size
+PATHFINDER_CASES = [(profile, probe) for profile in PATHFINDER_SIZES for probe in PROBES]
 
 
 def test_local_cues_tell_a_path_that_bulges_to_one_side_from_one_that_crosses_between_the_markers():
     # Markers at (4, 1) and (4, 7); a C bulges above the line joining them at both ends, an S leaves the first
-    # marker above it and reaches the second from below. The same-side cue (last three) reads +1 and -1.
+    # marker above it and reaches the second from below. The same-side cues (the three before the segment's)
+    # read +1 and -1.
     markers = torch.tensor([[[4, 1], [4, 7]]] * 2)
     path = torch.zeros(2, 9, 9, dtype=torch.bool)
     for row, column in [(3, 1), (2, 2), (2, 3), (2, 4), (2, 5), (2, 6), (3, 7)]:
         path[0, row, column] = True
     for row, column in [(3, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6), (5, 7)]:
         path[1, row, column] = True
-    same_side = torch.stack(local_cues(path, markers)[18:21], 1)
+    same_side = torch.stack(local_cues(path, markers)[-SEGMENT_POINTS - 3 : -SEGMENT_POINTS], 1)
     assert same_side.tolist() == [[1.0] * 3, [-1.0] * 3]
-PATHFINDER_SIZES = {"quick": 1000, "standard": 400}
-PATHFINDER_BOUND = 0.60  # chance 0.5 + 0.10; the old generator's far-pixel rule alone scored 0.97 at quick size
-PATHFINDER_CASES = [(profile, probe) for profile in PATHFINDER_SIZES for probe in PROBES]
 
 
 @pytest.fixture(scope="module")
