@@ -10,7 +10,7 @@ import pandas as pd
 
 import variants
 from analysis.benchmark import REFERENCE
-from analysis.calibration import setting, stale, stale_lines
+from analysis.calibration import profile_of, setting, stale, stale_lines
 from analysis.render import markdown_table
 from experiments import tasks
 from experiments.calibration import DEFAULT_VARIANTS
@@ -45,7 +45,7 @@ def annotated(record: pd.DataFrame) -> pd.DataFrame:
     (set on the command line, else empty) and `family`."""
     frame = record.copy()
     frame["name"] = [setting(command, "VARIANT") for command in frame["command"]]
-    frame["profile"] = [setting(command, "PROFILE", "quick") for command in frame["command"]]
+    frame["profile"] = profile_of(record)
     frame["normaliser"] = [setting(command, "variant.normaliser") for command in frame["command"]]
     families = {name: _family(name) for name in sorted(set(frame["name"]))}
     frame["family"] = frame["name"].map(families)

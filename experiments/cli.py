@@ -114,7 +114,7 @@ def _calibration(args: argparse.Namespace) -> int:
     problems = calibration.run(list(expand(args.variant)), args.task.split(",") if args.task else None,
                                profile=args.profile, seed=args.seed, device=device, runs_dir=Path(args.runs_dir),
                                quiet=args.quiet, sets=args.set or [])
-    written = table.write(calibration.runs_folder(Path(args.runs_dir), args.profile), args.profile, Path(args.out))
+    written = table.write(calibration.runs_folder(Path(args.runs_dir), args.profile), Path(args.out))
     for problem in problems:
         print(f"run {problem}", file=sys.stderr)
     print(f"wrote {written}")

@@ -9,54 +9,54 @@ flattened row by row into grey-level tokens, followed by a query token `?` where
 
 Paths: a path is a curve of path_length points one unit apart, whose heading turns by at most max_turn
 degrees from one step to the next, rounded to pixels with floor(x + 0.5); its dashes leave every
-dash_period-th point dark, from a random phase, but never its two end points. Both classes are drawn
-from the same kind of picture, as in Linsley et al. 2018, and differ only in where the markers sit.
-Every picture holds a long path P of L points (L uniform in min_path_length..max_path_length), two half
-paths H1 and H2 of ceil(L / 2) points each, and num_distractors distractor paths (lengths uniform in
-min_path_length..max_path_length). "same": the markers sit at P's two ends. "different": at the starts
-of H1 and H2, where H2 starts at H1's start plus P's span (end minus start) under one of the 8
-symmetries of the pixel grid (turns by multiples of 90 degrees, mirror images). So the markers lie as
-far apart on each axis in both classes, each marks the end of a path, and the marked paths light as
-many pixels as the unmarked ones. Local cues still tell the classes apart (`known_shortcut`, pinned by the
-shortcut probes' test): where the path pixels next to each marker head (a positive's path leaves each marker
-towards the other) and whether pixels lie on the segment between the markers, even to a logistic regression:
-0.999 at quick, 0.775 at standard (boosted trees 0.995, 0.843); broken or shifted copies of the marked path as
-negatives moved the cue to the break's loose ends; a copy whose second half is reflected in the line through its
-ends kills both cues (0.50 at standard) but puts its halves on opposite sides of that line, where a positive's short
-smooth path bulges to one side: the probe's same-side cue reads 0.78 (boosted 0.83). Defeating them needs paths
-long against the markers' distance; until then the task is out of the default suite. Every picture holds
-all its distractors (redrawn where they lack room); paths, and markers, lie >= 3 apart (Chebyshev).
+dash_period-th point dark, from a random phase, but never its two end points. Paths, and markers, lie >= 3
+apart (Chebyshev); every picture holds all its distractors (redrawn where they lack room).
+
+Both classes are the same picture, and the marked ends have the same shape around them (Linsley et al.'s
+negatives mark the ends of two different paths): every picture holds two copies of one path of L points, placed
+apart, and num_distractors distractor paths (L drawn uniformly from min_path_length to max_path_length, then
+kept with its shape only where it has a place to break, so longer paths are commoner: at quick 14, 15 and 16
+points make 17%, 35% and 48% of the test set). One copy, either at random, is broken: BREAK_POINTS = 2
+consecutive points are left out, so its loose ends lie beyond the flood radius, at a place drawn among those
+farther than 4 pixels from the copy's ends and at least 2 from the straight segment between them, where its two
+parts stay 3 apart. "same" marks the intact copy's ends, "different" the broken copy's. So the markers lie as
+far apart, the paths leave them the same way, and a 9x9 window around each marker or a scan of the straight
+line between them sees the same in both classes: to tell them apart a reader follows the marked path to the
+break. The shortcut probes (tests/experiments/test_shortcut_probes.py: pixel statistics, what lies near each
+marker, which way and on which side of the markers' line the path leaves them, and the pixels along that line;
+linear and gradient-boosted) stay at chance: 0.52 and 0.50 at quick (1,000 examples fitted, 1,000 scored),
+0.49 and 0.49 at standard (400 each). Earlier generators failed them: negatives that marked the starts of two
+half paths (the heading and the segment cues: 0.999 at quick), broken or shifted copies in negatives only (the
+break's loose ends), a copy mirrored about the markers' line (the side cue: 0.78 at standard).
 
 Connectivity (what the label means): lit pixels at most FLOOD_RADIUS = 2 apart on both axes are
-neighbours (a 5x5 neighbourhood). That bridges a dash's one-point gap and never joins two paths, so a
-flood fill over lit pixels from one marker reaches the other exactly when the label is "same".
+neighbours (a 5x5 neighbourhood). That bridges a dash's one-point gap and never a break or the gap between two
+paths, so a flood fill over lit pixels from one marker reaches the other exactly when the label is "same".
 
-Token ids: 0 "different", 1 "same" (the answers: num_classes = 2, chance_accuracy = 0.5), then the
-grey levels g0..g<grey_levels-1> (ids 2..grey_levels+1): g0 background, g1..g<grey_levels-2> path
-pixels (drawn uniformly per pixel, so they carry no path identity), g<grey_levels-1> the two markers;
-then `?`; vocab_size = grey_levels + 3. Every batch is exactly half positive (an odd batch has one more
-of a class drawn at random), and so is the test set (test_size is even).
+Token ids: 0 "different", 1 "same" (the answers: num_classes = 2, chance_accuracy = 0.5), then the grey levels
+g0..g<grey_levels-1> (ids 2..grey_levels+1): g0 background, g1..g<grey_levels-2> path pixels (drawn uniformly
+per pixel, so they carry no path identity), g<grey_levels-1> the two markers; then `?`; vocab_size =
+grey_levels + 3. Every batch is exactly half positive (an odd batch has one more of a class drawn at random),
+and so is the test set (test_size is even).
 
 Distances: only the final `?` is scored; its distance is seq_len - 1 minus the row-major position of the
 marker pixel that comes first in row-major order (the first marker). Metadata: `distance` (the same),
-`path_length` (L, the points of the long path P: a positive's path between the markers; a negative's
-markers lie on half paths of ceil(L / 2) points; a path of n points spans at most n - 1 pixels).
-`save_images(task, batch, folder, count)` writes the first `count` examples as PNG files.
+`path_length` (L, the points of the marked copy, broken or not; a path of n points spans at most n - 1 pixels).
 
-Profiles: (measured accuracies: docs/calibration.md) quick, 10x10 (seq_len 101): paths of 5 points (markers 3-4
-pixels apart), one distractor, max_turn 20, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000
-steps of 64 at lr 3e-3 after 100 warm-up steps (a small version that dense learns on a CPU in minutes; paths of 4
-points would leave more lit pixels near a positive's markers than near a negative's, a shortcut). standard, 32x32
-(1,025 tokens, LRA's Pathfinder): paths of 10-20 points, 4 distractors, max_turn 30, 8 grey levels; dim 128, depth
-4; 5,000 steps of 32 at lr 5e-4. long, 128x128 (16,385 tokens, LRA's Path-X): paths of 48-96 points, 10
-distractors, max_turn 30, 8 grey levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
+Profiles: (measured accuracies: docs/calibration.md) quick, 16x16 (seq_len 257): paths of 14-16 points, no
+distractor (the other copy is one), max_turn 45, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads;
+3,000 steps of 64 at lr 3e-3 after 100 warm-up steps (shorter paths leave no place to break away from the ends
+and the markers' line). standard, 32x32 (1,025 tokens, LRA's Pathfinder): paths of 14-20 points, 4
+distractors, max_turn 30, 8 grey levels; dim 128, depth 4; 5,000 steps of 32 at lr 5e-4. long, 128x128
+(16,385 tokens, LRA's Path-X): paths of 48-96 points, 10 distractors, max_turn 30, 8 grey levels, 200 eval
+examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
 
-Purpose: can attention follow a curve across the image? The evidence is spread along a path, not held
-in one token, and a pixel's neighbours above and below lie image_size tokens apart in the sequence.
-Cost: one scored position per sequence of image_size**2 + 1 tokens; drawing a batch is O(batch *
-(num_distractors + 3) * image_size**2 log image_size) (one FFT correlation per path places it clear of
-the others): about 1 s for the 1,000 examples of the standard test set on one core, about 6 s for the 200
-of the long one.
+Purpose: can attention follow a curve across the image? The evidence is spread along a path, not held in one
+token, and a pixel's neighbours above and below lie image_size tokens apart in the sequence. Cost: one scored
+position per sequence of image_size**2 + 1 tokens; drawing a batch is O(batch * (num_distractors + 2) *
+image_size**2 log image_size) (one FFT correlation per path places it clear of the others), times the redraws
+(a quick picture fits about 1 time in 6, a standard one 1 time in 5): about 0.4 s for the 1,000 examples of
+the quick test set on one core, 1.3 s at standard, 1.6 s for the 200 of long.
 """
 
 from __future__ import annotations
@@ -70,11 +70,17 @@ import torch.nn.functional as F
 
 from common.options import option, require
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
+from experiments.tasks.images import save_images
 from experiments.tasks.registry import register_task
 
 FLOOD_RADIUS = 2  # pixels within this Chebyshev distance are neighbours: a one-point dash gap is bridged
 SEPARATION = FLOOD_RADIUS + 1  # the least Chebyshev distance between pixels of two different paths
-NEGATIVE_TRIES = 32  # (grid symmetry, shape) pairs tried at once for the negative world's second path
+BREAK_POINTS = 2  # points a broken copy leaves out: its loose ends lie 3 steps apart, beyond FLOOD_RADIUS
+# A break lies farther than BREAK_CLEARANCE from its copy's ends (Chebyshev), so a 9x9 window around a marker sees
+# the same in both classes, and SEGMENT_CLEARANCE or more from the straight segment between them, measured at
+# SEGMENT_SAMPLES points along it, so a reader scanning that straight line finds no gap.
+BREAK_CLEARANCE, SEGMENT_CLEARANCE, SEGMENT_SAMPLES = 4, 2, 65
+MIN_PATH_LENGTH = 2 * (BREAK_CLEARANCE + 1) + BREAK_POINTS  # the i-th point lies at most i pixels from the start
 DISTRACTOR_TRIES = 8  # shapes tried for each distractor before its picture is redrawn
 # Redraw rounds for examples whose paths touch or leave the image, before giving up. Each round redraws only the
 # examples still without a valid picture, so a batch that fits in fewer rounds draws the same data whatever this
@@ -93,43 +99,52 @@ def _pixels(points: torch.Tensor) -> torch.Tensor:
     return torch.floor(points + 0.5).long()
 
 
+def _nearest(points: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
+    """(n, p): the Chebyshev distance from each of `points` (n, p, 2) to the nearest of `others` (n, q, 2)."""
+    return (points[:, :, None] - others[:, None]).abs().amax(-1).amin(-1)
+
+
 @register_task("pathfinder")
 class Pathfinder(Task):
     """Say whether the two marker pixels of a flattened image lie on one dashed path ("same") or two.
 
-    Worked example: the test set of `create_task("pathfinder", seq_len=26, min_path_length=4,
-    max_path_length=4, num_distractors=0, test_size=2)`, a 5x5 image (g2 marks a marker, g1 a path pixel;
-    pixels as (row, column)). The long path P runs down column 4 from the marker at (0, 4) through (1, 4)
-    and a dark dash point at (2, 4) to the marker at (3, 4); the half paths, of 2 points, run from (0, 1) to
-    (0, 0) and from (3, 1) to (4, 0). Radius-2 neighbours join (0, 4), (1, 4) and (3, 4), so the label is
-    "same" (a "different" example marks the half paths' starts (0, 1) and (3, 1) instead).
+    Worked example: the test set of `create_task("pathfinder", seq_len=145, min_path_length=14,
+    max_path_length=14, test_size=2)`, a 12x12 image (g2 marks a marker, g1 a path pixel; pixels as (row,
+    column)), shown row by row, the query `?` last. It holds two copies of one 14-point path, 6 rows apart. The
+    lower one is intact: from the marker at (9, 11) through (8, 8), (6, 6) and (6, 2) to the marker at (9, 0),
+    every dark point a dash's one-point gap. The upper one leaves out its points (0, 6) and (0, 5), 5 rows from
+    its ends' line. Radius-2 neighbours join the lower copy end to end, so the label is "same" (a "different"
+    example marks the upper copy's ends, (3, 11) and (3, 0)).
 
-        image:    g1 g1 g0 g0 g2
-                  g0 g0 g0 g0 g1
-                  g0 g0 g0 g0 g0
-                  g0 g1 g0 g0 g2
-                  g1 g0 g0 g0 g0
-        input:    g1 g1 g0 g0 g2 | g0 g0 g0 g0 g1 | g0 g0 g0 g0 g0 | g0 g1 g0 g0 g2 | g1 g0 g0 g0 g0 | ?
-        label:    same (id 1) at position 25, the `?`; every other position IGNORE
-        distance: 25 - 4 = 21 (back to the first marker pixel); metadata path_length 4
-        task.label_text(batch, 0) == "25: ? -> same"
+        input:    g0 g0 g1 g0 g1 g0 g0 g0 g0 g0 g0 g0
+                  g0 g1 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0
+                  g0 g1 g0 g0 g0 g0 g0 g1 g1 g0 g0 g0
+                  g1 g0 g0 g0 g0 g0 g0 g0 g0 g1 g0 g1
+                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0
+                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0
+                  g0 g0 g1 g1 g1 g0 g1 g0 g0 g0 g0 g0
+                  g0 g0 g0 g0 g0 g0 g0 g1 g0 g0 g0 g0
+                  g0 g1 g0 g0 g0 g0 g0 g1 g0 g0 g0 g0
+                  g2 g0 g0 g0 g0 g0 g0 g0 g0 g1 g1 g2
+                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0
+                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 ?
+        label:    same (id 1) at position 144, the `?`; every other position IGNORE
+        distance: 144 - 108 = 36 (back to the first marker pixel, (9, 0)); metadata path_length 14
+        task.label_text(batch, 0) == "144: ? -> same"
     """
 
     capacity_option = "num_distractors"  # more paths to tell the connecting one from
     suite_position = 6
-    known_shortcut = ("local cues that trace no path (where the path pixels next to each marker head, and whether "
-                      "pixels lie on the straight segment between the markers) tell same from different, even "
-                      "linearly: 0.999 at quick, 0.775 at standard")
 
     @dataclass(frozen=True)
     class Options:
-        seq_len: int = option(101, "tokens per example: a square image flattened row by row, then the query; "
-                                   "a square + 1 (101 = 10x10 + 1)")
-        min_path_length: int = option(5, "fewest points of a path, markers included (a path of n points spans "
-                                          "at most n - 1 pixels)")
-        max_path_length: int = option(5, "most points of a path, markers included")
-        num_distractors: int = option(1, "paths besides the three that every image holds (P, H1 and H2)")
-        max_turn: float = option(20.0, "largest change of heading, in degrees, from one step of a path to the next")
+        seq_len: int = option(257, "tokens per example: a square image flattened row by row, then the query; "
+                                   "a square + 1 (257 = 16x16 + 1)")
+        min_path_length: int = option(14, "fewest points of a path, markers included (a path of n points spans "
+                                           "at most n - 1 pixels)")
+        max_path_length: int = option(16, "most points of a path, markers included")
+        num_distractors: int = option(0, "paths besides the two copies of the marked shape that every image holds")
+        max_turn: float = option(45.0, "largest change of heading, in degrees, from one step of a path to the next")
         dash_period: int = option(4, "every dash_period-th point of a path is left dark (the dashes)")
         grey_levels: int = option(3, "quantised grey levels: 0 background, 1..grey_levels-2 paths, the top one "
                                      "the markers")
@@ -140,8 +155,9 @@ class Pathfinder(Task):
             require(self.seq_len >= 26 and side * side == self.seq_len - 1, "seq_len", self.seq_len,
                     "a square + 1 of at least 5 * 5 + 1 = 26 (the image's pixels, then the query), e.g. 1025 "
                     "for 32x32")
-            require(self.min_path_length >= 4, "min_path_length", self.min_path_length,
-                    "an integer >= 4, so that a path can hold two markers 3 pixels apart")
+            require(self.min_path_length >= MIN_PATH_LENGTH, "min_path_length", self.min_path_length,
+                    f"an integer >= {MIN_PATH_LENGTH}, so that a copy can break farther than {BREAK_CLEARANCE} "
+                    "pixels from both its ends")
             require(self.max_path_length >= self.min_path_length, "max_path_length", self.max_path_length,
                     f"an integer >= min_path_length = {self.min_path_length}")
             require(self.num_distractors >= 0, "num_distractors", self.num_distractors, "an integer >= 0")
@@ -152,13 +168,10 @@ class Pathfinder(Task):
                     "a positive even number")
 
     profiles = {
-        # 10x10: paths of 5 points (markers 3-4 pixels apart) and one distractor, so that dense learns it on a
-        # CPU in minutes; shorter paths would let lit-pixel counts near the markers tell the classes apart.
-        "quick": Profile(options={}, model=_QUICK_MODEL,
-                         train={"steps": 3000, "batch_size": 64, "lr": 3e-3, "warmup_steps": 100,
-                                "eval_every": 250}),
-        # 32x32, LRA's Pathfinder size: longer, curvier paths among 4 distractors, 8 grey levels.
-        "standard": Profile(options={"seq_len": 1025, "min_path_length": 10, "max_path_length": 20,
+        # 16x16 (the options' defaults): paths of 14-16 points, no distractor but the other copy; a CPU's minutes.
+        "quick": Profile(options={}, model=_QUICK_MODEL, train={"steps": 3000, "batch_size": 64, "lr": 3e-3,
+                                                               "warmup_steps": 100, "eval_every": 250}),
+        "standard": Profile(options={"seq_len": 1025, "min_path_length": 14, "max_path_length": 20,
                                      "num_distractors": 4, "max_turn": 30.0, "grey_levels": 8,
                                      "test_size": 1000},
                             model=_LARGER_MODEL,
@@ -235,71 +248,84 @@ class Pathfinder(Task):
         corner = torch.stack([corner // size, corner % size], 1)  # (n, 2)
         return curve - low[:, None, :] + corner[:, None, :], allowed.flatten(1).any(1)
 
+    def _break(self, curve: torch.Tensor, lengths: torch.Tensor,
+               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where each curve (n, points, 2) of `lengths` (n,) points may break, and whether it may: (n,) the first
+        of the BREAK_POINTS points left out, drawn uniformly among the places that qualify, and (n,) whether any does.
+
+        A place qualifies when the points left out lie farther than BREAK_CLEARANCE from both of the curve's ends
+        and SEGMENT_CLEARANCE or more from the straight segment between them, and no point before the break lies
+        within SEPARATION of one after it (so the two parts never join).
+        """
+        count, points = curve.shape[:2]
+        rows, index = torch.arange(count, device=curve.device), torch.arange(points, device=curve.device)
+        ends = torch.stack([curve[:, 0], curve[rows, lengths - 1]], 1).double()  # (n, 2, 2)
+        fraction = torch.linspace(0, 1, SEGMENT_SAMPLES, dtype=torch.double, device=curve.device)[None, :, None]
+        segment = ends[:, :1] + fraction * (ends[:, 1:] - ends[:, :1])  # (n, samples, 2)
+        clear = ((_nearest(curve.double(), ends) > BREAK_CLEARANCE)
+                 & (_nearest(curve.double(), segment) >= SEGMENT_CLEARANCE))  # (n, points) may be left out
+        present = index < lengths[:, None]  # (n, points)
+        close = ((curve[:, :, None] - curve[:, None]).abs().amax(-1) < SEPARATION)  # (n, points, points)
+        close &= present[:, :, None] & present[:, None, :]
+        # joined[s - 1, s + BREAK_POINTS]: a point at or before s - 1 lies close to one at or after s + BREAK_POINTS.
+        joined = close.long().cumsum(1).flip(2).cumsum(2).flip(2) > 0  # (n, points, points)
+        starts = torch.arange(1, points - BREAK_POINTS, device=curve.device)  # (starts,) keeping both ends
+        left_out = (index >= starts[:, None]) & (index < starts[:, None] + BREAK_POINTS)  # (starts, points)
+        qualifies = ((clear[:, None] | ~left_out).all(-1) & (starts + BREAK_POINTS < lengths[:, None])
+                     & ~joined[:, starts - 1, starts + BREAK_POINTS])  # (n, starts)
+        scores = torch.where(qualifies, torch.rand(qualifies.shape, generator=generator, device=curve.device), -1.0)
+        return starts[scores.argmax(1)], qualifies.any(1)
+
     def _draw_world(self, count: int, generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
         """One picture per example and the two ways to mark it: `valid` (count,) says whether it fits.
 
-        The picture holds a long path P of L points, two half paths H1 and H2 of ceil(L / 2) points and
-        the distractors. H2 starts where P's end would be after one of the 8 symmetries of the pixel grid
-        (turns by multiples of 90 degrees, mirror images) were P moved to start at H1's start (of
-        NEGATIVE_TRIES symmetries and H2 shapes, a fitting pair at random). "same" marks P's two ends,
-        "different" the starts of H1 and H2: the same picture either way, the markers as far apart on
-        each axis, and as many lit pixels on the marked paths as off them.
+        The picture holds two copies of one path of L points, placed apart, one of them (either, at random)
+        broken (`_break`), and the distractors. "same" marks the intact copy's ends, "different" the broken
+        copy's: the same picture either way, and the marked ends have the same shape around them.
         """
         options, size = self.options, self.image_size
-        paths = 3 + options.num_distractors  # P, H1, H2, the distractors
+        paths = 2 + options.num_distractors  # the two copies, the distractors
         lengths = torch.randint(options.min_path_length, options.max_path_length + 1, (count, paths),
                                 generator=generator, device=device)  # (count, paths)
-        lengths[:, 1:3] = (lengths[:, :1] + 1) // 2
+        lengths[:, 1] = lengths[:, 0]
         present = torch.arange(options.max_path_length, device=device) < lengths[..., None]  # (count, paths, pts)
         rows = torch.arange(count, device=device)
+        shape = _pixels(self._curves((count,), generator, device))  # (count, points, 2)
+        start, valid = self._break(shape, lengths[:, 0], generator)
+        valid &= (shape[rows, lengths[:, 0] - 1] - shape[:, 0]).abs().amax(-1) >= SEPARATION  # the markers' distance
 
-        # P anywhere in the image, then H1 anywhere clear of it.
         empty = torch.zeros(count, size, size, device=device)
-        long, valid = self._place(_pixels(self._curves((count,), generator, device)), present[:, 0], empty, generator)
-        start, end = long[:, 0], long[rows, lengths[:, 0] - 1]  # (count, 2) each: the positive's markers
-        valid &= (end - start).abs().amax(-1) >= SEPARATION  # the markers lie SEPARATION apart or more
-        occupied = self._paint(long, present[:, 0])  # (count, S, S)
-        first, placed = self._place(_pixels(self._curves((count,), generator, device)), present[:, 1],
-                                    self._near(occupied), generator)  # (count, points, 2): H1
+        first, placed = self._place(shape, present[:, 0], empty, generator)
         valid &= placed
-        occupied = (occupied + self._paint(first, present[:, 1])).clamp(max=1)
-        near = self._near(occupied)  # (count, S, S)
-
-        # H2 starts at H1's start plus P's span turned by a grid symmetry, and keeps clear of P and H1.
-        swap = torch.randint(2, (count, NEGATIVE_TRIES, 1), generator=generator, device=device).bool()
-        signs = 2 * torch.randint(2, (count, NEGATIVE_TRIES, 2), generator=generator, device=device) - 1
-        offset = (end - start)[:, None, :]  # (count, 1, 2)
-        anchors = first[:, None, 0, :] + signs * torch.where(swap, offset.flip(-1), offset)  # (count, tries, 2)
-        shapes = _pixels(self._curves((count, NEGATIVE_TRIES), generator, device))  # (count, tries, points, 2)
-        candidates = shapes + anchors[:, :, None, :]  # (count, tries, points, 2)
-        inside = ((candidates >= 0) & (candidates < size)).all(-1)  # (count, tries, points)
-        flat = (candidates[..., 0] * size + candidates[..., 1]).clamp(0, size * size - 1).flatten(1)
-        clear = (near.flatten(1).gather(1, flat) < 0.5).view(inside.shape)  # (count, tries, points)
-        fits = ((inside & clear) | ~present[:, 2, None, :]).all(-1)  # (count, tries)
-        scores = torch.where(fits, torch.rand(fits.shape, generator=generator, device=device), -1.0)
-        pick = scores.argmax(1)  # (count,) a fitting try at random
-        valid &= fits.any(1)
-        second = candidates[rows, pick]  # (count, points, 2): H2
-
-        occupied = (occupied + self._paint(second, present[:, 2])).clamp(max=1)
+        occupied = self._paint(first, present[:, 0])  # (count, S, S)
+        second, placed = self._place(shape, present[:, 1], self._near(occupied), generator)
+        valid &= placed
+        occupied = (occupied + self._paint(second, present[:, 1])).clamp(max=1)
         distractors, fitted = self._distractors(occupied, present, generator)  # (count, distractors, points, 2)
         valid &= fitted  # a picture without room for all its distractors is redrawn
+
+        swap = torch.randint(2, (count, 1, 1), generator=generator, device=device).bool()
+        intact, broken = torch.where(swap, second, first), torch.where(swap, first, second)  # (count, points, 2)
+        index = torch.arange(options.max_path_length, device=device)
+        removed = torch.zeros_like(present)  # (count, paths, points)
+        removed[:, 1] = (index >= start[:, None]) & (index < start[:, None] + BREAK_POINTS)
+        ends = lengths[:, 0] - 1
         return {
-            "points": torch.cat([long[:, None], first[:, None], second[:, None], distractors], 1),
-            "present": present, "valid": valid, "lengths": lengths,
-            "positive_markers": torch.stack([start, end], 1),
-            "negative_markers": torch.stack([first[:, 0], second[:, 0]], 1),
+            "points": torch.cat([intact[:, None], broken[:, None], distractors], 1),
+            "present": present, "removed": removed, "valid": valid, "lengths": lengths,
+            "positive_markers": torch.stack([intact[:, 0], intact[rows, ends]], 1),
+            "negative_markers": torch.stack([broken[:, 0], broken[rows, ends]], 1),
         }
 
     def _distractors(self, occupied: torch.Tensor, present: torch.Tensor,
                      generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """Distractor paths clear of the `occupied` pixels (count, S, S) and of one another, with the lengths
-        in `present` (count, paths, points), slots 3 onwards: their points (count, num_distractors, points, 2)
+        in `present` (count, paths, points), slots 2 onwards: their points (count, num_distractors, points, 2)
         and whether each example found room for all of them after DISTRACTOR_TRIES shapes each (count,)."""
         count, device = occupied.shape[0], occupied.device
         distractors = []
         fitted = torch.ones(count, dtype=torch.bool, device=device)
-        for slot in range(3, present.shape[1]):
+        for slot in range(2, present.shape[1]):
             blocked = self._near(occupied)  # (count, S, S)
             points = torch.zeros(count, self.options.max_path_length, 2, dtype=torch.long, device=device)
             placed = torch.zeros(count, dtype=torch.bool, device=device)
@@ -317,7 +343,7 @@ class Pathfinder(Task):
         return torch.stack(distractors, 1), fitted
 
     def save_images(self, batch: Batch, folder: str | Path, count: int) -> list[Path]:
-        """The first `count` examples of `batch` as PNG files in `folder`: see `save_images` below."""
+        """The first `count` examples of `batch` as PNG files in `folder` (`experiments.tasks.images`)."""
         return save_images(self, batch, folder, count)
 
     def sample(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
@@ -341,9 +367,9 @@ class Pathfinder(Task):
             if len(pending) == 0:
                 break
         else:
-            raise ValueError(f"Pathfinder could not place {3 + options.num_distractors} paths of up to "
-                             f"{options.max_path_length} points {SEPARATION} pixels apart in a {size}x{size} image; "
-                             f"accepted: fewer or shorter paths, or a larger image.")
+            raise ValueError(f"Pathfinder could not place {2 + options.num_distractors} paths of up to "
+                             f"{options.max_path_length} points {SEPARATION} pixels apart in a {size}x{size} image, "
+                             f"one copy with a place to break; accepted: fewer or shorter paths, or a larger image.")
         positive = label.bool()
         points = chosen["points"]  # (batch, paths, points, 2): the same kind of picture in both classes
         present = chosen["present"]
@@ -353,7 +379,8 @@ class Pathfinder(Task):
         ends = (index == 0) | (index == chosen["lengths"][..., None] - 1)  # (batch, paths, points)
         # A path's two end points stay lit, so a marker never relights a dark point and both classes light
         # as many pixels.
-        lit_point = present & (ends | ((index + phase[..., None]) % options.dash_period != options.dash_period - 1))
+        lit_point = present & ~chosen["removed"] & (ends | ((index + phase[..., None]) % options.dash_period
+                                                            != options.dash_period - 1))
         flat = torch.where(lit_point, points[..., 0] * size + points[..., 1], cells).flatten(1)  # (batch, paths*pts)
         lit = torch.zeros(batch_size, cells + 1, dtype=torch.bool, device=device).scatter_(1, flat, True)[:, :cells]
         levels = torch.randint(1, options.grey_levels - 1, (batch_size, cells), generator=generator, device=device)
@@ -368,32 +395,6 @@ class Pathfinder(Task):
         first = markers.amin(1)  # (batch,)
         distance = torch.full_like(inputs, -1)
         distance[:, -1] = self.seq_len - 1 - first
-        path_length = chosen["lengths"][:, 0].clone()  # (batch,) C1's, which C2 shares
+        path_length = chosen["lengths"][:, 0].clone()  # (batch,) the marked copy's points, broken or not
         return Batch(inputs, targets, distance, {"distance": distance[:, -1].clone(), "path_length": path_length})
 
-
-def save_images(task: Pathfinder, batch: Batch, folder: str | Path, count: int) -> list[Path]:
-    """Write the first `count` examples of `batch` (at most all of them) as grey-scale PNG files in `folder`.
-
-    Each pixel becomes a square of 512 // image_size pixels (nearest neighbour, at least 1), so every
-    size comes out about 512 pixels wide; grey level g is drawn at brightness g / (grey_levels - 1), so
-    the markers are white. Files are named `pathfinder_<size>x<size>_<index>_<label>.png`, label "same"
-    or "different". Returns the paths written, in example order.
-    """
-    from matplotlib import image as mpimg  # imported here, as drawing batches needs no plotting
-
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"count got {count!r}; accepted: an integer >= 1.")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    size = task.image_size
-    scale = max(1, 512 // size)
-    written = []
-    for index in range(min(count, batch.inputs.shape[0])):
-        levels = (batch.inputs[index, :-1] - task.num_classes).view(size, size).double().cpu()  # (S, S)
-        picture = (levels / (task.options.grey_levels - 1)).repeat_interleave(scale, 0).repeat_interleave(scale, 1)
-        label = task.vocabulary[int(batch.targets[index, -1])]
-        path = folder / f"{task.name}_{size}x{size}_{index:03d}_{label}.png"
-        mpimg.imsave(path, picture.numpy(), cmap="gray", vmin=0.0, vmax=1.0)
-        written.append(path)
-    return written

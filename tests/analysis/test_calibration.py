@@ -42,7 +42,7 @@ def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp
                                                    device="cpu")]
     folder = calibration.runs_folder(tmp_path, "quick")
     assert train_all(runs, folder, workers=1, quiet=True, threads=None) == []
-    page = table.write(folder, "quick", tmp_path / "calibration.md").read_text()
+    page = table.write(folder, tmp_path / "calibration.md").read_text()
 
     frame = table.rows(table.load_runs(folder))
     assert list(frame["variant"]) == [configs.described_variant(run.config) for run in runs]
@@ -79,7 +79,7 @@ def test_writing_keeps_the_rows_of_runs_no_longer_here_and_replaces_those_run_ag
     ])
     (tmp_path / "calibration.csv").write_text(earlier.to_csv(index=False))
 
-    page = table.write(folder, "quick", tmp_path / "calibration.md").read_text()
+    page = table.write(folder, tmp_path / "calibration.md").read_text()
     record = table.read_record(tmp_path / "calibration.csv")
     assert list(zip(record["task"], record["variant"], record["seed"], strict=True)) == [
         ("mqar", "gru", "0"), ("passkey", variant, "0"), ("passkey", variant, "1")]
@@ -88,6 +88,23 @@ def test_writing_keeps_the_rows_of_runs_no_longer_here_and_replaces_those_run_ag
     assert fresh["test accuracy"] == f"{accuracy:.3f}" and fresh["commit"] != "aaaaaaaaaaaa"
     assert "0.123" not in page and "| 0.456 |" in page and "| 0.789 |" in page and "| bbbbbbbbbbbb |" in page
     assert "- mqar / gru / seed 0: `make experiment VARIANT=gru TASK=mqar`" in page
+
+
+def test_a_run_replaces_only_the_row_of_its_own_profile_and_each_profile_has_its_table(tmp_path):
+    run = _tiny(calibration.plan(["dense"], ["passkey"], profile="quick", seed=0, device="cpu")[0])
+    folder = calibration.runs_folder(tmp_path, "quick")
+    assert train_all([run], folder, workers=1, quiet=True, threads=None) == []
+    variant = configs.described_variant(run.config)
+    standard = _record_row(task="passkey", variant=variant, seed="0", **{
+        "test accuracy": "0.321", "command": "make experiment VARIANT=dense TASK=passkey PROFILE=standard SEED=0"})
+    (tmp_path / "calibration.csv").write_text(pd.DataFrame([standard]).to_csv(index=False))
+
+    page = table.write(folder, tmp_path / "calibration.md").read_text()
+    record = table.read_record(tmp_path / "calibration.csv")
+    assert sorted(table.profile_of(record)) == ["quick", "standard"]
+    quick_table, standard_table = page.split("## The quick profile")[1].split("## The standard profile")
+    assert f"| passkey | {variant} | 0 |" in quick_table and "| 0.321 |" not in quick_table
+    assert "| 0.321 |" in standard_table
 
 
 @pytest.mark.parametrize("content", [b"", b"\xff\xfe\x00garbage", b'"unterminated\n'], ids=["empty", "binary", "quote"])
@@ -116,6 +133,6 @@ def test_a_run_that_did_not_complete_is_named_under_the_table(tmp_path):
     folder = calibration.runs_folder(tmp_path, "quick")
     folder.mkdir(parents=True)
     train(run.config, open_record(folder, run), quiet=True, should_stop=lambda step: step >= 1)
-    page = table.write(folder, "quick", tmp_path / "calibration.md").read_text()
+    page = table.write(folder, tmp_path / "calibration.md").read_text()
     assert "Not in the table" in page and "(interrupted)" in page
     assert table.read_record(tmp_path / "calibration.csv").empty  # an unfinished run is no row of record

@@ -13,12 +13,13 @@ from solvers import pathfinder as solver
 
 import variants
 from experiments import tasks
-from experiments.tasks.pathfinder import FLOOD_RADIUS, save_images
+from experiments.tasks.images import save_images
+from experiments.tasks.pathfinder import FLOOD_RADIUS
 
 
 @pytest.fixture(scope="module")
 def eval_sets():
-    """The 1,000-example test sets at the quick (10x10) and standard (32x32) sizes, built once, with the
+    """The 1,000-example test sets at the quick (16x16) and standard (32x32) sizes, built once, with the
     CPU seconds each took to build."""
     sets = {}
     for profile in ("quick", "standard"):
@@ -60,8 +61,8 @@ def marker_distance(task, batch):
 def test_vocabulary_numbers_the_answers_first_then_grey_levels_then_the_query():
     task = tasks.create_task("pathfinder", grey_levels=4)
     assert task.vocabulary == ["different", "same", "g0", "g1", "g2", "g3", "?"]
-    assert (task.num_classes, task.chance_accuracy, task.image_size, task.seq_len) == (2, 0.5, 10, 101)
-    assert [tasks.create_task("pathfinder", profile=profile).image_size for profile in tasks.PROFILES] == [10, 32, 128]
+    assert (task.num_classes, task.chance_accuracy, task.image_size, task.seq_len) == (2, 0.5, 16, 257)
+    assert [tasks.create_task("pathfinder", profile=profile).image_size for profile in tasks.PROFILES] == [16, 32, 128]
 
 
 @pytest.mark.parametrize("batch_size", [64, 2, 1001])
@@ -90,9 +91,10 @@ def test_a_flood_fill_from_one_marker_agrees_with_the_label_on_every_eval_exampl
 @pytest.mark.parametrize("profile", ["quick", "standard"])
 def test_paths_keep_apart_so_each_image_has_one_component_per_path_distractors_included(eval_sets, profile):
     task, batch, _ = eval_sets[profile]
-    paths = 3 + task.options.num_distractors  # P, H1, H2 and the distractors
+    paths = 3 + task.options.num_distractors  # the intact copy, the broken copy's two parts, the distractors
     counts = [len(components(solver.image(task, tokens), FLOOD_RADIUS)) for tokens in batch.inputs[:300].tolist()]
-    # No two paths merge, a path never breaks at a dash, and a picture without room for a distractor is redrawn.
+    # No two paths merge, a path never breaks at a dash but the broken copy at its break, and a picture without
+    # room for a distractor is redrawn.
     assert counts == [paths] * len(counts)
 
 
@@ -170,11 +172,11 @@ def test_save_images_stops_at_the_batch_size_and_refuses_a_count_below_1(tmp_pat
         save_images(task, batch, tmp_path, 0)
 
 
-def test_the_quick_image_draws_its_eval_set_with_two_distractors_the_benchmarks_count_x2():
-    # A draw is valid about 1 time in 7 there: with too few redraw rounds an example of 1000 got no picture.
-    task = tasks.create_task("pathfinder", profile="quick", num_distractors=2)
+def test_the_quick_image_draws_its_eval_set_with_a_distractor_besides_the_other_copy():
+    # A draw is valid about 1 time in 20 there: with too few redraw rounds an example of 1000 gets no picture.
+    task = tasks.create_task("pathfinder", profile="quick", num_distractors=1)
     batch = task.test_set("cpu")
-    assert batch.inputs.shape == (task.test_size, 101) and (labels(batch) == 1).sum() == task.test_size // 2
+    assert batch.inputs.shape == (task.test_size, task.seq_len) and labels(batch).sum() == task.test_size // 2
 
 
 def test_options_no_image_can_hold_are_one_sentence():
@@ -190,8 +192,8 @@ def test_options_no_image_can_hold_are_one_sentence():
     [
         ({"seq_len": 256}, ["'seq_len'", "256", "a square + 1", "1025"]),
         ({"seq_len": 17}, ["'seq_len'", "17", "at least"]),
-        ({"min_path_length": 3}, ["'min_path_length'", "3", ">= 4"]),
-        ({"min_path_length": 9, "max_path_length": 8}, ["'max_path_length'", "8", ">= min_path_length = 9"]),
+        ({"min_path_length": 11}, ["'min_path_length'", "11", ">= 12", "farther than 4 pixels"]),
+        ({"min_path_length": 13, "max_path_length": 12}, ["'max_path_length'", "12", ">= min_path_length = 13"]),
         ({"num_distractors": -1}, ["'num_distractors'", "-1", ">= 0"]),
         ({"max_turn": 200}, ["'max_turn'", "200.0", "0 to 180"]),
         ({"dash_period": 1}, ["'dash_period'", "1", ">= 2"]),

@@ -47,12 +47,11 @@ def test_every_registered_task_has_a_solver_small_sizes_and_a_worked_example():
 
 
 def test_the_default_suite_is_the_tasks_that_take_a_place_in_it_in_that_order_but_those_that_fail_a_control():
-    suite = ["passkey", "mqar", "selective_copy", "induction", "flipflop", "listops"]
-    assert tasks.DEFAULT_SUITE == suite  # ListOps since its quick profile left out SM and dense learned it
+    suite = ["passkey", "mqar", "selective_copy", "induction", "flipflop", "listops", "pathfinder"]
+    assert tasks.DEFAULT_SUITE == suite  # ListOps since its quick profile left out SM and dense learned it,
+    # Pathfinder since its copies, one broken, left no local cue
     assert tasks.caveats("listops", "quick") == [] and "not discriminative" not in tasks.describe_tasks()
-    assert tasks.task_class("pathfinder").suite_position is not None  # it returns once its shortcut is gone
-    assert tasks.task_class("pathfinder").known_shortcut and "known shortcut, so not in the default suite: " + \
-        tasks.task_class("pathfinder").known_shortcut in tasks.describe_tasks()
+    assert "known shortcut" not in tasks.describe_tasks()
     positions = [tasks.task_class(name).suite_position for name in suite]
     assert len(set(positions)) == len(positions)  # no two tasks share a place, so the order is the positions'
 
@@ -66,12 +65,12 @@ def test_task_documents_options_example_cost_and_profiles_and_has_calibration_ro
     assert "Profiles:" in module_doc and "Cost:" in module_doc and "Purpose:" in module_doc
     assert "docs/calibration.md" in module_doc and "Calibration (" not in module_doc  # the figures live in one table
     page = CALIBRATION.read_text()  # written by `make calibration` for the quick profile
-    assert page.startswith("# Task calibration (quick profile)")
+    assert page.startswith("# Task calibration") and "## The quick profile" in page
     measured = {line.split(" | ")[1] for line in page.splitlines() if line.startswith(f"| {name} | ")}
     assert "dense" in measured and any(variant.startswith("local") for variant in measured)
     task = tasks.create_task(name, **WORKED[name])
     batch = task.test_set("cpu")
-    docstring = cls.__doc__.replace("| ", "")
+    docstring = " ".join(cls.__doc__.replace("|", " ").split())  # an input may be shown across lines
     assert " ".join(task.decode(batch.inputs[0])) in docstring
     assert f'task.label_text(batch, 0) == "{task.label_text(batch, 0)}"' in docstring
 

@@ -1,8 +1,8 @@
 """Pathfinder: decode the pixels back to an image and flood-fill from the first marker."""
 
-SMALL = {"seq_len": 145, "min_path_length": 4, "max_path_length": 7, "num_distractors": 2, "grey_levels": 5,
+SMALL = {"seq_len": 197, "min_path_length": 12, "max_path_length": 15, "num_distractors": 0, "grey_levels": 5,
          "test_size": 64}
-WORKED = {"seq_len": 26, "min_path_length": 4, "max_path_length": 4, "num_distractors": 0, "test_size": 2}
+WORKED = {"seq_len": 145, "min_path_length": 14, "max_path_length": 14, "test_size": 2}
 RADIUS = 2  # the documented neighbourhood: lit pixels at most 2 apart on both axes are connected
 
 
