@@ -304,14 +304,15 @@ def test_a_capacity_size_that_cannot_be_built_is_kept_as_skipped_with_its_reason
 
 def test_a_capacity_task_size_whose_held_out_sets_cannot_be_drawn_is_skipped_with_the_reason(tmp_path, monkeypatch):
     monkeypatch.setattr(pathfinder, "MAX_ROUNDS", 20)  # it gives up sooner: the same answer, in a second
-    sets = ["task.test_size=2", *TINY_RUNS]  # the quick 10x10 image with 1 distractor path; x3 is 3 of them
+    sets = ["task.test_size=2", "task.num_distractors=1", *TINY_RUNS]  # the quick 16x16 image; x3: 3 distractors
     bench = plan(tmp_path, task="pathfinder", variants="dense,local", tiny=sets, capacity_widths="none",
                  capacity_scales="3")
     for cell in bench.cells:
         points = {point.multiple: point for point in cell.capacity}
         assert points[1.0].skipped is None
-        assert points[3.0].skipped == ("Pathfinder could not place 6 paths of up to 5 points 3 pixels apart in a "
-                                       "10x10 image; accepted: fewer or shorter paths, or a larger image.")
+        assert points[3.0].skipped == ("Pathfinder could not place 5 paths of up to 16 points 3 pixels apart in a "
+                                       "16x16 image, one copy with a place to break; accepted: fewer or shorter "
+                                       "paths, or a larger image.")
     assert "capacity num_distractors 3 skipped in 2 cells: Pathfinder could not place" in \
         benchmark.command.header(bench, workers=1)
 

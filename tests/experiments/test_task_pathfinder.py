@@ -111,6 +111,29 @@ def test_paths_are_dashed_so_that_touching_pixels_often_do_not_join_the_markers(
     assert broken >= least * 200  # a path's ends are never dark
 
 
+@pytest.mark.parametrize("profile", ["quick", "standard"])
+def test_the_broken_copy_is_the_intact_one_moved_with_two_points_left_out_far_from_its_ends_and_their_line(profile):
+    task = tasks.create_task("pathfinder", profile=profile)
+    worlds = task._draw_world(300, torch.Generator().manual_seed(0), torch.device("cpu"))
+    assert worlds["valid"].sum() >= 20
+    for index in worlds["valid"].nonzero().flatten().tolist():
+        length = worlds["lengths"][index, 0].item()
+        intact, broken = worlds["points"][index, :2, :length]  # (length, 2) each
+        assert (broken - intact == broken[0] - intact[0]).all() and (broken[0] != intact[0]).any()
+        assert worlds["positive_markers"][index].tolist() == intact[[0, -1]].tolist()
+        assert worlds["negative_markers"][index].tolist() == broken[[0, -1]].tolist()
+        left_out = worlds["removed"][index, 1].nonzero().flatten()
+        assert not worlds["removed"][index, [0, *range(2, worlds["removed"].shape[1])]].any()
+        assert left_out.tolist() == [left_out[0].item(), left_out[0].item() + 1]
+        ends = broken[[0, -1]].double()
+        line = ends[0] + torch.linspace(0, 1, 1001, dtype=torch.double)[:, None] * (ends[1] - ends[0])  # (1001, 2)
+        for point in broken[left_out].double():
+            assert (point - ends).abs().amax(-1).min() > 4  # outside a 9x9 window around either marker
+            assert (point - line).abs().amax(-1).min() > 1.5  # outside every 3x3 box centred on the line
+        before, after = broken[: left_out[0]], broken[left_out[-1] + 1 :]
+        assert (before[:, None] - after[None]).abs().amax(-1).min() >= 3  # the parts never join
+
+
 def test_path_length_bounds_the_path_of_each_marker(eval_sets):
     task, batch, _ = eval_sets["standard"]
     options = task.options
