@@ -68,7 +68,7 @@ def test_task_documents_options_example_cost_and_profiles_and_has_calibration_ro
     module_doc = inspect.getmodule(cls).__doc__
     assert "Profiles:" in module_doc and "Cost:" in module_doc and "Purpose:" in module_doc
     assert "docs/calibration.md" in module_doc and "Calibration (" not in module_doc  # the figures live in one table
-    page = CALIBRATION.read_text()  # written by `make calibration` for the quick profile
+    page = CALIBRATION.read_text()  # written by `make calibration`, a table per profile
     assert page.startswith("# Task calibration") and "## The quick profile" in page
     measured = {line.split(" | ")[1] for line in page.splitlines() if line.startswith(f"| {name} | ")}
     assert "dense" in measured and any(variant.startswith("local") for variant in measured)
