@@ -139,10 +139,11 @@ class Task:
     # The task's place in the default suite (`experiments.tasks.DEFAULT_SUITE`, what `attnlab run` trains when no
     # task is named: the tasks whose quick profile is discriminative), or None where the suite leaves it out.
     suite_position: ClassVar[int | None] = None
-    # One sentence when a shortcut probe of the task's tests predicts its labels without the long-range dependency
-    # (what it reads, and how well): the task fails its control, so the default suite leaves it out and
-    # `attnlab list`, the benchmark page and the docs say why. None where every probe stays near chance.
-    known_shortcut: ClassVar[str | None] = None
+    # Per profile, one sentence where a shortcut probe of the task's tests predicts its labels there without the
+    # long-range dependency (what it reads, and how well): the task fails its control at that profile. The default
+    # suite (quick) leaves out a task with a known shortcut at quick, and `attnlab list`, the benchmark page and the
+    # docs say why. Empty where every probe stays near chance.
+    known_shortcut: ClassVar[dict[str, str]] = {}
     # Per profile, one sentence where the task is not discriminative there: dense does not learn it clearly above
     # chance (by more than 0.10, the verdicts issue's rule) within the profile's budget, so every variant sits near
     # chance and none can be told apart. The default suite (quick) leaves out a task that is not discriminative at

@@ -12,22 +12,21 @@ degrees from one step to the next, rounded to pixels with floor(x + 0.5); its da
 dash_period-th point dark, from a random phase, but never its two end points. Paths, and markers, lie >= 3
 apart (Chebyshev); every picture holds all its distractors (redrawn where they lack room).
 
-Both classes are the same picture, and the marked ends have the same shape around them (Linsley et al.'s
-negatives mark the ends of two different paths): every picture holds two copies of one path of L points, placed
-apart, and num_distractors distractor paths (L drawn uniformly from min_path_length to max_path_length, then
-kept with its shape only where it has a place to break, so longer paths are commoner: at quick 14, 15 and 16
-points make 17%, 35% and 48% of the test set). One copy, either at random, is broken: BREAK_POINTS = 2
-consecutive points are left out, so its loose ends lie beyond the flood radius, at a place drawn among those
-farther than 4 pixels from the copy's ends and at least 2 from the straight segment between them, where its two
-parts stay 3 apart. "same" marks the intact copy's ends, "different" the broken copy's. So the markers lie as
-far apart, the paths leave them the same way, and a 9x9 window around each marker or a scan of the straight
-line between them sees the same in both classes: to tell them apart a reader follows the marked path to the
-break. The shortcut probes (tests/experiments/test_shortcut_probes.py: pixel statistics, what lies near each
-marker, which way and on which side of the markers' line the path leaves them, and the pixels along that line;
-linear and gradient-boosted) stay at chance: 0.52 and 0.50 at quick (1,000 examples fitted, 1,000 scored),
-0.49 and 0.49 at standard (400 each). Earlier generators failed them: negatives that marked the starts of two
-half paths (the heading and the segment cues: 0.999 at quick), broken or shifted copies in negatives only (the
-break's loose ends), a copy mirrored about the markers' line (the side cue: 0.78 at standard).
+Both classes are the same picture, and the marked ends have the same shape around them (Linsley et al.'s negatives
+mark the ends of two different paths): every picture holds two copies of one path of L points, placed apart, and
+num_distractors distractor paths (L drawn uniformly from min_path_length to max_path_length, then kept with its shape
+only where it has a place to break, so longer paths are commoner: at quick 14, 15 and 16 points make 17%, 35% and 48%
+of the test set). One copy, either at random, is broken: BREAK_POINTS = 2 consecutive points are left out, so its
+loose ends lie beyond the flood radius, at a place drawn among those farther than 4 pixels from the copy's ends and
+at least 2 from the straight segment between them, where its two parts stay 3 apart. "same" marks the intact copy's
+ends, "different" the broken copy's. So the markers lie as far apart, the paths leave them the same way, and a 9x9
+window around each marker or a scan of the straight line between them sees the same in both classes: the shortcut
+probes (tests/experiments/test_shortcut_probes.py, linear and gradient-boosted) read those cues at chance (0.52 and
+0.50 at quick, 2 x 1,000 examples). At standard, whose paths of 24-36 points also hide the break, every cue reads
+chance (0.53 and 0.52, 2 x 400). At quick, where paths end gives the label away (`known_shortcut`): a break's loose
+ends lie within a path's length of a marker in a "different" picture, on the other copy in a "same" one, and with end
+cues (how near each marker paths end or thin out) the probes read 0.77 and 0.76 (the end cues alone 0.76 and 0.78);
+14-16 points in 16x16 leave no room to hide it. A generator that marked two half paths' starts read 0.999.
 
 Connectivity (what the label means): lit pixels at most FLOOD_RADIUS = 2 apart on both axes are
 neighbours (a 5x5 neighbourhood). That bridges a dash's one-point gap and never a break or the gap between two
@@ -39,24 +38,23 @@ per pixel, so they carry no path identity), g<grey_levels-1> the two markers; th
 grey_levels + 3. Every batch is exactly half positive (an odd batch has one more of a class drawn at random),
 and so is the test set (test_size is even).
 
-Distances: only the final `?` is scored; its distance is seq_len - 1 minus the row-major position of the
-marker pixel that comes first in row-major order (the first marker). Metadata: `distance` (the same),
-`path_length` (L, the points of the marked copy, broken or not; a path of n points spans at most n - 1 pixels).
+Distances: only the final `?` is scored; its distance is seq_len - 1 minus the row-major position of the marker
+pixel that comes first in row-major order (the first marker). Metadata: `distance` (the same), `path_length` (L, the
+marked copy's points, broken or not).
 
-Profiles: (measured accuracies: docs/calibration.md) quick, 16x16 (seq_len 257): paths of 14-16 points, no
-distractor (the other copy is one), max_turn 45, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000
-steps of 64 at lr 3e-3 after 100 warm-up steps (shorter paths leave no place to break away from the ends and the
-markers' line). standard, 32x32 (1,025 tokens, LRA's Pathfinder): paths of 14-20 points, 4 distractors, max_turn 30,
-8 grey levels; dim 128, depth 4; 5,000 steps of 32 at lr 5e-4. long, 128x128 (16,385 tokens, LRA's Path-X): paths of
-48-96 points, 10 distractors, max_turn 30, 8 grey levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at
-lr 5e-4.
+Profiles: (measured accuracies: docs/calibration.md) quick, 16x16 (seq_len 257): paths of 14-16 points, no distractor
+(the other copy is one), max_turn 45, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000 steps of 64
+at lr 3e-3 after 100 warm-up steps (shorter paths leave no place to break away from the ends and the markers' line).
+standard, 32x32 (1,025 tokens, LRA's Pathfinder): paths of 24-36 points, 2 distractors, max_turn 30, 8 grey levels;
+dim 128, depth 4; 5,000 steps of 32 at lr 5e-4. long, 128x128 (16,385 tokens, LRA's Path-X): paths of 48-96 points,
+10 distractors, max_turn 30, 8 grey levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
 
 Purpose: can attention follow a curve across the image? The evidence is spread along a path, not held in one token,
 and a pixel's neighbours above and below lie image_size tokens apart in the sequence. Cost: one scored position per
 sequence of image_size**2 + 1 tokens; drawing a batch is O(batch * (num_distractors + 2) * image_size**2 log
-image_size) (one FFT correlation per path places it clear of the others), times the redraws (a quick picture fits
-about 1 time in 6, a standard one 1 time in 3): about 0.4 s for the 1,000 examples of the quick test set on one
-core, 1.3 s at standard, 1.6 s for the 200 of long.
+image_size) (an FFT correlation places each path), times the redraws (a quick picture fits about 1 time in 6, a
+standard one 2 in 5): about 0.7 s for the 2,432 examples of the quick test set on one core, 0.9 s for the 1,000 at
+standard, 2.4 s for the 200 of long.
 """
 
 from __future__ import annotations
@@ -82,8 +80,8 @@ BREAK_POINTS = 2  # points a broken copy leaves out: its loose ends lie 3 steps 
 BREAK_CLEARANCE, SEGMENT_CLEARANCE, SEGMENT_SAMPLES = 4, 2, 65
 MIN_PATH_LENGTH = 2 * (BREAK_CLEARANCE + 1) + BREAK_POINTS  # the i-th point lies at most i pixels from the start
 DISTRACTOR_TRIES = 8  # shapes tried for each distractor before its picture is redrawn
-# Redraw rounds before giving up; each redraws only the examples still without a picture, so a batch that fits in
-# fewer draws the same data whatever this is. A quick picture fits 1 time in 6 (in 20 with a distractor).
+# Redraw rounds before giving up; each redraws only the examples still without a picture (1 in 20 fits at quick with a
+# distractor), so a batch that fits in fewer draws the same data whatever this is.
 MAX_ROUNDS = 200
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -132,9 +130,11 @@ class Pathfinder(Task):
 
     capacity_option = "num_distractors"  # more paths to tell the connecting one from
     suite_position = 6
-    not_discriminative = {"quick": "dense stays at chance after its 3,000 steps (docs/calibration.csv; training loss "
-                                   "ln 2 throughout), and at lr 1e-3 its loss starts falling only near the end: "
-                                   "following a path to its break takes a longer budget; it runs when named"}
+    known_shortcut = {"quick": "a break's loose ends lie nearer the markers on the marked copy (different) than on "
+                               "the other (same), so the probe's end cues read 0.77: in a 16x16 image a break lies "
+                               "too near its own copy's ends to hide it"}
+    not_discriminative = {"quick": "dense stays at chance after its 3,000 steps (docs/calibration.csv; loss ln 2), "
+                                   "and at lr 1e-3 its loss starts falling only near the end; it runs when named"}
 
     @dataclass(frozen=True)
     class Options:
@@ -171,8 +171,8 @@ class Pathfinder(Task):
         # 16x16 (the options' defaults): paths of 14-16 points, no distractor but the other copy; a CPU's minutes.
         "quick": Profile(options={}, model=_QUICK_MODEL, train={"steps": 3000, "batch_size": 64, "lr": 3e-3,
                                                                "warmup_steps": 100, "eval_every": 250}),
-        "standard": Profile(options={"seq_len": 1025, "min_path_length": 14, "max_path_length": 20,
-                                     "num_distractors": 4, "max_turn": 30.0, "grey_levels": 8,
+        "standard": Profile(options={"seq_len": 1025, "min_path_length": 24, "max_path_length": 36,
+                                     "num_distractors": 2, "max_turn": 30.0, "grey_levels": 8,
                                      "test_size": 1000},
                             model=_LARGER_MODEL,
                             train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),

@@ -110,9 +110,8 @@ def caveats(name: str, profile: str | None = None) -> list[str]:
     """Why the results of task `name` (at `profile`; None: at any) measure less than the dependency, one sentence
     each: a known shortcut, a profile where it is not discriminative."""
     cls = task_class(name)
-    shortcut = [] if cls.known_shortcut is None else [
-        f"Task {name} has a known shortcut, so its results measure that as much as the dependency: "
-        f"{cls.known_shortcut}."]
+    shortcut = [f"Task {name} has a known shortcut at {at}, so its results there measure that as much as the "
+                f"dependency: {reason}." for at, reason in cls.known_shortcut.items() if profile in (None, at)]
     return shortcut + [f"Task {name} is not discriminative at {at}, so its results there tell no variants apart: "
                        f"{reason}." for at, reason in cls.not_discriminative.items() if profile in (None, at)]
 
@@ -129,8 +128,8 @@ def describe_tasks() -> str:
             overrides = ", ".join(f"{option}={value!r}" for option, value in cls.profiles[profile].options.items())
             lines.append(f"    profile {profile}: {overrides or 'the defaults below'}")
         lines.extend(f"    {line}" for line in describe_options(cls.Options))
-        if cls.known_shortcut is not None:
-            lines.append(f"    known shortcut, so not in the default suite: {cls.known_shortcut}")
+        lines.extend(f"    known shortcut at {profile}{SUITE_NOTE if profile == 'quick' else ''}: {reason}"
+                     for profile, reason in cls.known_shortcut.items())
         lines.extend(f"    not discriminative at {profile}{SUITE_NOTE if profile == 'quick' else ''}: {reason}"
                      for profile, reason in cls.not_discriminative.items())
     return "\n".join(lines)

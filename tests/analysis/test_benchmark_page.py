@@ -89,10 +89,12 @@ def ledger(tmp_path):
 
 
 def test_a_task_with_a_known_shortcut_is_named_on_the_leaderboard_with_its_shortcut(ledger, tmp_path, monkeypatch):
-    monkeypatch.setattr(tasks.task_class("flipflop"), "known_shortcut", "the <last> write's bit is always 1")
+    monkeypatch.setattr(tasks.task_class("flipflop"), "known_shortcut", {"quick": "the <last> write's bit is always 1",
+                                                                          "standard": "another profile's shortcut"})
     text = (page.write(ledger, tmp_path / "reports")[0]).read_text()
-    assert ("Task flipflop has a known shortcut, so its results measure that as much as the dependency: the "
-            "&lt;last&gt; write&#x27;s bit is always 1.") in text
+    assert ("Task flipflop has a known shortcut at quick, so its results there measure that as much as the "
+            "dependency: the &lt;last&gt; write&#x27;s bit is always 1.") in text
+    assert "another profile" not in text  # the page's profile's shortcut only
     assert "Task passkey has a known shortcut" not in text
 
 

@@ -46,15 +46,28 @@ def test_every_registered_task_has_a_solver_small_sizes_and_a_worked_example():
     assert tasks.list_tasks("p*") == ["passkey", "pathfinder"]
 
 
+@pytest.mark.parametrize("name", tasks.list_tasks() + tasks.list_data_tasks())
+def test_a_task_declares_its_shortcuts_and_blind_spots_per_profile_it_has(name):
+    cls = tasks.task_class(name)
+    for declared in (cls.known_shortcut, cls.not_discriminative):
+        assert isinstance(declared, dict) and set(declared) <= set(cls.profiles), declared
+        assert all(isinstance(reason, str) and reason and not reason.endswith(".") for reason in declared.values())
+
+
 def test_the_default_suite_is_the_tasks_that_take_a_place_in_it_in_that_order_but_those_that_fail_a_control():
     suite = ["passkey", "mqar", "selective_copy", "induction", "flipflop", "listops"]
     assert tasks.DEFAULT_SUITE == suite  # ListOps since its quick profile left out SM and dense learned it
-    assert tasks.caveats("listops", "quick") == [] and "known shortcut" not in tasks.describe_tasks()
-    # Pathfinder has no shortcut left, and returns once dense learns its quick profile.
-    assert tasks.task_class("pathfinder").suite_position is not None
-    reason = tasks.task_class("pathfinder").not_discriminative["quick"]
+    assert tasks.caveats("listops", "quick") == []
+    # Pathfinder returns once its generator hides the break from the end cues and dense learns its quick profile.
+    pathfinder = tasks.task_class("pathfinder")
+    assert pathfinder.suite_position is not None
+    shortcut, reason = pathfinder.known_shortcut["quick"], pathfinder.not_discriminative["quick"]
     assert tasks.caveats("pathfinder", "quick") == [
+        f"Task pathfinder has a known shortcut at quick, so its results there measure that as much as the dependency: "
+        f"{shortcut}.",
         f"Task pathfinder is not discriminative at quick, so its results there tell no variants apart: {reason}."]
+    assert f"known shortcut at quick, so not in the default suite: {shortcut}" in tasks.describe_tasks()
+    assert tasks.describe_tasks().count("known shortcut") == 1 and tasks.caveats("pathfinder", "standard") == []
     assert f"not discriminative at quick, so not in the default suite: {reason}" in tasks.describe_tasks()
     positions = [tasks.task_class(name).suite_position for name in suite]
     assert len(set(positions)) == len(positions)  # no two tasks share a place, so the order is the positions'
