@@ -4,7 +4,8 @@ labels (better than the stated bound), and the same probe does find a label plan
 Every test runs both probes of `shortcut_probe.PROBES`, a logistic regression and gradient-boosted trees,
 fitted on training batches (seed 1) and scored on others (seed 2). Sequence tasks: the bag of tokens seen up
 to the scored position, the position, and the last tokens (`shortcut_probe.sequence_rows`); ListOps adds its
-root operator (`listops_rows`). Pathfinder: pixel statistics and local cues that need no tracing (`pathfinder_rows`).
+root operator (`listops_rows`). Pathfinder: pixel statistics, local cues and end cues that need no tracing
+(`pathfinder_rows`).
 A probe may beat its baseline (chance, or for a copying task the most frequent answer so far) by at most
 MARGINS[probe]: 0.10 for every probe, and the linear probe keeps the 0.05 it has always been held to.
 """
