@@ -80,8 +80,8 @@ BREAK_POINTS = 2  # points a broken copy leaves out: its loose ends lie 3 steps 
 BREAK_CLEARANCE, SEGMENT_CLEARANCE, SEGMENT_SAMPLES = 4, 2, 65
 MIN_PATH_LENGTH = 2 * (BREAK_CLEARANCE + 1) + BREAK_POINTS  # the i-th point lies at most i pixels from the start
 DISTRACTOR_TRIES = 8  # shapes tried for each distractor before its picture is redrawn
-# Redraw rounds before giving up; each redraws only the examples still without a picture (1 in 20 fits at quick with a
-# distractor), so a batch that fits in fewer draws the same data whatever this is.
+# Redraw rounds before giving up, each for the examples still without a picture (so fewer rounds draw the same data):
+# 1 in 6 fits at quick (1 in 10^15 left after 200), 1 in 21 with a distractor (1 in 16,000 left: a test set may fail).
 MAX_ROUNDS = 200
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}

@@ -16,6 +16,7 @@ import torch
 from shortcut_probe import PROBES, leak_label, sequence_rows
 
 from experiments import tasks
+from experiments.tasks import pathfinder
 
 # What a probe may gain over its baseline: sampling noise of ~1,000 held-out rows (a 95% half-width of 0.03 at
 # p = 0.5), plus a little; the boosted probe, which reads thresholds and interactions, is allowed 0.10.
@@ -126,6 +127,7 @@ def pathfinder_rows(task, batch):
     size = task.image_size
     image = (batch.inputs[:, :-1] - task.num_classes).view(-1, size, size)  # (batch, S, S) grey levels
     lit = image > 0
+    path = lit & (image < task.options.grey_levels - 1)  # the lit pixels but the markers
     marker = (image.flatten(1) == task.options.grey_levels - 1).nonzero()[:, 1].view(-1, 2)  # (batch, 2) flat
     row, column = marker // size, marker % size  # (batch, 2) each
     grid = torch.arange(size)
@@ -139,8 +141,7 @@ def pathfinder_rows(task, batch):
                 torch.maximum(rows_apart, columns_apart), torch.hypot(rows_apart.double(), columns_apart.double()),
                 *torch.nn.functional.one_hot(image.flatten(1), task.options.grey_levels).sum(1).T,
                 *lit.sum(2).T, *lit.sum(1).T,
-                *local_cues(lit & (image < task.options.grey_levels - 1), torch.stack([row, column], -1)),
-                *end_cues(lit & (image < task.options.grey_levels - 1), apart)]
+                *local_cues(path, torch.stack([row, column], -1)), *end_cues(path, apart)]
     return torch.stack([feature.double() for feature in features], 1).numpy(), batch.targets[:, -1].numpy()
 
 
@@ -182,8 +183,9 @@ def end_cues(path: torch.Tensor, apart: list[torch.Tensor]) -> list[torch.Tensor
     path pixels within the flood radius (a 5x5 box; k = 1, 2, 3) is an end, or the edge of a break, or a sparse
     stretch; per marker and k, the distance to the nearest such pixel and how many lie within END_RADII of it, and
     per k how many there are in the image."""
-    box = torch.ones(1, 1, 5, 5, dtype=torch.double)
-    neighbours = torch.nn.functional.conv2d(path[:, None].double(), box, padding=2)[:, 0] - path.double()
+    reach = pathfinder.FLOOD_RADIUS
+    box = torch.ones(1, 1, 2 * reach + 1, 2 * reach + 1, dtype=torch.double)
+    neighbours = torch.nn.functional.conv2d(path[:, None].double(), box, padding=reach)[:, 0] - path.double()
     cues = []
     for k in (1, 2, 3):
         thin = path & (neighbours <= k)
