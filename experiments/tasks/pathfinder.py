@@ -54,7 +54,8 @@ and a pixel's neighbours above and below lie image_size tokens apart in the sequ
 sequence of image_size**2 + 1 tokens; drawing a batch is O(batch * (num_distractors + 2) * image_size**2 log
 image_size) (an FFT correlation places each path), times the redraws (a quick picture fits about 1 time in 6, a
 standard one 2 in 5): about 0.7 s for the 2,432 examples of the quick test set on one core, 0.9 s for the 1,000 at
-standard, 2.4 s for the 200 of long.
+standard, 2.4 s for the 200 of long. A size where fewer than 10 of 2,000 pictures fit (quick with 2 distractors: 1 in
+2,200) is refused at its first batch, after about 0.3 s of drawing; the geometry is in `pathfinder_geometry.py`.
 """
 
 from __future__ import annotations
@@ -64,39 +65,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from common.options import option, require
+from experiments.tasks import pathfinder_geometry as geometry
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
 from experiments.tasks.images import save_images
 from experiments.tasks.registry import register_task
 
-FLOOD_RADIUS = 2  # pixels within this Chebyshev distance are neighbours: a one-point dash gap is bridged
-SEPARATION = FLOOD_RADIUS + 1  # the least Chebyshev distance between pixels of two different paths
-BREAK_POINTS = 2  # points a broken copy leaves out: its loose ends lie 3 steps apart, beyond FLOOD_RADIUS
-# A break lies farther than BREAK_CLEARANCE from its copy's ends (Chebyshev), so a 9x9 window around a marker sees
-# the same in both classes, and SEGMENT_CLEARANCE or more from the straight segment between them, measured at
-# SEGMENT_SAMPLES points along it, so a reader scanning that straight line finds no gap.
-BREAK_CLEARANCE, SEGMENT_CLEARANCE, SEGMENT_SAMPLES = 4, 2, 65
-MIN_PATH_LENGTH = 2 * (BREAK_CLEARANCE + 1) + BREAK_POINTS  # the i-th point lies at most i pixels from the start
+# The i-th point of a path lies at most i pixels from its start:
+MIN_PATH_LENGTH = 2 * (geometry.BREAK_CLEARANCE + 1) + geometry.BREAK_POINTS
 DISTRACTOR_TRIES = 8  # shapes tried for each distractor before its picture is redrawn
-# Redraw rounds before giving up, each for the examples still without a picture (so fewer rounds draw the same data):
-# 1 in 6 fits at quick (1 in 10^15 left after 200), 1 in 21 with a distractor (1 in 16,000 left: a test set may fail).
-MAX_ROUNDS = 200
+# A size is refused when fewer than FIT_LEAST of FIT_DRAWS pictures drawn with seed 0 fit (1 in 6 does at quick, 1 in
+# 21 with a distractor, 1 in 2,200 with two, 1 in 60 at the docstring's 12x12); above that, MAX_ROUNDS redraw rounds,
+# each for the examples still without a picture, leave (1 - 1/200)^6000 = 9e-14 of them without one.
+FIT_LEAST, FIT_DRAWS, MAX_ROUNDS = 10, 2000, 6000
+_FITS: dict[object, int] = {}  # Options -> how many of their first FIT_DRAWS pictures fit (counted up to FIT_LEAST)
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
 _LARGER_MODEL = {"dim": 128, "depth": 4, "heads": 4}
 
-
-def _pixels(points: torch.Tensor) -> torch.Tensor:
-    """Round float (row, column) points to pixels; floor(x + 0.5), so points one unit apart land on pixels
-    at most one apart on each axis (round-half-to-even could put them two apart)."""
-    return torch.floor(points + 0.5).long()
-
-
-def _nearest(points: torch.Tensor, others: torch.Tensor) -> torch.Tensor:
-    """(n, p): the Chebyshev distance from each of `points` (n, p, 2) to the nearest of `others` (n, q, 2)."""
-    return (points[:, :, None] - others[:, None]).abs().amax(-1).amin(-1)
 
 
 @register_task("pathfinder")
@@ -156,8 +143,8 @@ class Pathfinder(Task):
                     "a square + 1 of at least 5 * 5 + 1 = 26 (the image's pixels, then the query), e.g. 1025 "
                     "for 32x32")
             require(self.min_path_length >= MIN_PATH_LENGTH, "min_path_length", self.min_path_length,
-                    f"an integer >= {MIN_PATH_LENGTH}, so that a copy can break farther than {BREAK_CLEARANCE} "
-                    "pixels from both its ends")
+                    f"an integer >= {MIN_PATH_LENGTH}, so that a copy can break farther than "
+                    f"{geometry.BREAK_CLEARANCE} pixels from both its ends")
             require(self.max_path_length >= self.min_path_length, "max_path_length", self.max_path_length,
                     f"an integer >= min_path_length = {self.min_path_length}")
             require(self.num_distractors >= 0, "num_distractors", self.num_distractors, "an integer >= 0")
@@ -190,92 +177,6 @@ class Pathfinder(Task):
         self.num_classes = 2
         self.chance_accuracy = 0.5
 
-    # ----------------------------------------------------------------------------------------------
-    # Geometry: every path is a curve of unit steps whose heading turns by at most max_turn per step,
-    # drawn relative to its first point and rounded to pixels; a world is the set of paths one image shows.
-
-    def _curves(self, shape: tuple[int, ...], generator: torch.Generator, device: torch.device) -> torch.Tensor:
-        """Curves of max_path_length points from (0, 0) in a uniform random direction, unit steps whose
-        heading turns by at most max_turn each: (*shape, points, 2) float (row, column)."""
-        options = self.options
-        steps = options.max_path_length - 1
-        heading = 2 * math.pi * torch.rand((*shape, 1), generator=generator, device=device)
-        turns = (2 * torch.rand((*shape, steps), generator=generator, device=device) - 1)
-        turns[..., 0] = 0  # the first step goes along `heading`
-        headings = heading + math.radians(options.max_turn) * turns.cumsum(-1)  # (*shape, steps)
-        moves = torch.stack([torch.sin(headings), torch.cos(headings)], -1)  # (*shape, steps, 2)
-        return torch.cat([torch.zeros_like(moves[..., :1, :]), moves.cumsum(-2)], -2)  # (*shape, points, 2)
-
-    def _near(self, occupied: torch.Tensor) -> torch.Tensor:
-        """(n, S, S) float: 1 within FLOOD_RADIUS (Chebyshev) of an occupied pixel of `occupied` (n, S, S)."""
-        size, reach = self.image_size, FLOOD_RADIUS
-        # A square max filter as a pass along columns then along rows, each the max of shifted copies
-        # (faster than max_pool2d on the CPU).
-        padded = F.pad(occupied, (0, 0, reach, reach))  # (n, S + 2r, S)
-        rows = torch.stack([padded[:, shift : shift + size] for shift in range(2 * reach + 1)]).amax(0)
-        padded = F.pad(rows, (reach, reach))  # (n, S, S + 2r)
-        return torch.stack([padded[:, :, shift : shift + size] for shift in range(2 * reach + 1)]).amax(0)
-
-    def _paint(self, points: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
-        """(n, S, S) float: 1 at the present points (n, points, 2) that lie inside the image."""
-        size = self.image_size
-        inside = present & ((points >= 0) & (points < size)).all(-1)  # (n, points)
-        flat = torch.where(inside, points[..., 0] * size + points[..., 1], size * size)  # (n, points)
-        canvas = torch.zeros(points.shape[0], size * size + 1, device=points.device).scatter_(1, flat, 1.0)
-        return canvas[:, :-1].view(-1, size, size)
-
-    def _place(self, curve: torch.Tensor, present: torch.Tensor, blocked: torch.Tensor,
-               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """Translate each curve (n, points, 2) to a uniformly drawn place where all its present points lie
-        inside the image and on no pixel of `blocked` (n, S, S); returns the points and whether a place exists.
-
-        The number of blocked pixels a curve would cover, for every translation at once, is the cross-
-        correlation of `blocked` with the curve's pixels, computed with FFTs; a translation that keeps the
-        curve inside never wraps around, so the circular correlation is exact there.
-        """
-        size = self.image_size
-        big = self.options.max_path_length  # farther than any point, so absent points never set the bounding box
-        low = torch.where(present[..., None], curve, big).amin(1)  # (n, 2)
-        high = torch.where(present[..., None], curve, -big).amax(1)  # (n, 2)
-        extent = high - low  # (n, 2)
-        shape = self._paint(curve - low[:, None, :], present)  # (n, S, S) the curve moved to the top-left corner
-        covered = torch.fft.irfft2(torch.fft.rfft2(blocked) * torch.fft.rfft2(shape).conj(), s=(size, size))
-        index = torch.arange(size, device=curve.device)
-        allowed = ((covered < 0.5) & (index[None, :, None] <= size - 1 - extent[:, 0, None, None])
-                   & (index[None, None, :] <= size - 1 - extent[:, 1, None, None]))  # (n, S, S) top-left corners
-        scores = torch.where(allowed, torch.rand(allowed.shape, generator=generator, device=curve.device), -1.0)
-        corner = scores.flatten(1).argmax(1)  # (n,)
-        corner = torch.stack([corner // size, corner % size], 1)  # (n, 2)
-        return curve - low[:, None, :] + corner[:, None, :], allowed.flatten(1).any(1)
-
-    def _break(self, curve: torch.Tensor, lengths: torch.Tensor,
-               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """Where each curve (n, points, 2) of `lengths` (n,) points may break, and whether it may: (n,) the first
-        of the BREAK_POINTS points left out, drawn uniformly among the places that qualify, and (n,) whether any does.
-
-        A place qualifies when the points left out lie farther than BREAK_CLEARANCE from both of the curve's ends
-        and SEGMENT_CLEARANCE or more from the straight segment between them, and no point before the break lies
-        within SEPARATION of one after it (so the two parts never join).
-        """
-        count, points = curve.shape[:2]
-        rows, index = torch.arange(count, device=curve.device), torch.arange(points, device=curve.device)
-        ends = torch.stack([curve[:, 0], curve[rows, lengths - 1]], 1).double()  # (n, 2, 2)
-        fraction = torch.linspace(0, 1, SEGMENT_SAMPLES, dtype=torch.double, device=curve.device)[None, :, None]
-        segment = ends[:, :1] + fraction * (ends[:, 1:] - ends[:, :1])  # (n, samples, 2)
-        clear = ((_nearest(curve.double(), ends) > BREAK_CLEARANCE)
-                 & (_nearest(curve.double(), segment) >= SEGMENT_CLEARANCE))  # (n, points) may be left out
-        present = index < lengths[:, None]  # (n, points)
-        close = ((curve[:, :, None] - curve[:, None]).abs().amax(-1) < SEPARATION)  # (n, points, points)
-        close &= present[:, :, None] & present[:, None, :]
-        # joined[s - 1, s + BREAK_POINTS]: a point at or before s - 1 lies close to one at or after s + BREAK_POINTS.
-        joined = close.long().cumsum(1).flip(2).cumsum(2).flip(2) > 0  # (n, points, points)
-        starts = torch.arange(1, points - BREAK_POINTS, device=curve.device)  # (starts,) keeping both ends
-        left_out = (index >= starts[:, None]) & (index < starts[:, None] + BREAK_POINTS)  # (starts, points)
-        qualifies = ((clear[:, None] | ~left_out).all(-1) & (starts + BREAK_POINTS < lengths[:, None])
-                     & ~joined[:, starts - 1, starts + BREAK_POINTS])  # (n, starts)
-        scores = torch.where(qualifies, torch.rand(qualifies.shape, generator=generator, device=curve.device), -1.0)
-        return starts[scores.argmax(1)], qualifies.any(1)
-
     def _draw_world(self, count: int, generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
         """One picture per example and the two ways to mark it: `valid` (count,) says whether it fits.
 
@@ -290,17 +191,18 @@ class Pathfinder(Task):
         lengths[:, 1] = lengths[:, 0]
         present = torch.arange(options.max_path_length, device=device) < lengths[..., None]  # (count, paths, pts)
         rows = torch.arange(count, device=device)
-        shape = _pixels(self._curves((count,), generator, device))  # (count, points, 2)
-        start, valid = self._break(shape, lengths[:, 0], generator)
-        valid &= (shape[rows, lengths[:, 0] - 1] - shape[:, 0]).abs().amax(-1) >= SEPARATION  # the markers' distance
+        shape = geometry.curves(count, options.max_path_length, options.max_turn, generator, device)  # (count, pts, 2)
+        start, valid = geometry.break_place(shape, lengths[:, 0], generator)
+        marker_distance = (shape[rows, lengths[:, 0] - 1] - shape[:, 0]).abs().amax(-1)  # (count,) Chebyshev
+        valid &= marker_distance >= geometry.SEPARATION
 
         empty = torch.zeros(count, size, size, device=device)
-        first, placed = self._place(shape, present[:, 0], empty, generator)
+        first, placed = geometry.place(shape, present[:, 0], empty, generator)
         valid &= placed
-        occupied = self._paint(first, present[:, 0])  # (count, S, S)
-        second, placed = self._place(shape, present[:, 1], self._near(occupied), generator)
+        occupied = geometry.paint(first, present[:, 0], size)  # (count, S, S)
+        second, placed = geometry.place(shape, present[:, 1], geometry.near(occupied), generator)
         valid &= placed
-        occupied = (occupied + self._paint(second, present[:, 1])).clamp(max=1)
+        occupied = (occupied + geometry.paint(second, present[:, 1], size)).clamp(max=1)
         distractors, fitted = self._distractors(occupied, present, generator)  # (count, distractors, points, 2)
         valid &= fitted  # a picture without room for all its distractors is redrawn
 
@@ -308,7 +210,7 @@ class Pathfinder(Task):
         intact, broken = torch.where(swap, second, first), torch.where(swap, first, second)  # (count, points, 2)
         index = torch.arange(options.max_path_length, device=device)
         removed = torch.zeros_like(present)  # (count, paths, points)
-        removed[:, 1] = (index >= start[:, None]) & (index < start[:, None] + BREAK_POINTS)
+        removed[:, 1] = (index >= start[:, None]) & (index < start[:, None] + geometry.BREAK_POINTS)
         ends = lengths[:, 0] - 1
         return {
             "points": torch.cat([intact[:, None], broken[:, None], distractors], 1),
@@ -322,21 +224,21 @@ class Pathfinder(Task):
         """Distractor paths clear of the `occupied` pixels (count, S, S) and of one another, with the lengths
         in `present` (count, paths, points), slots 2 onwards: their points (count, num_distractors, points, 2)
         and whether each example found room for all of them after DISTRACTOR_TRIES shapes each (count,)."""
-        count, device = occupied.shape[0], occupied.device
+        (count, size, _), device, options = occupied.shape, occupied.device, self.options
         distractors = []
         fitted = torch.ones(count, dtype=torch.bool, device=device)
         for slot in range(2, present.shape[1]):
-            blocked = self._near(occupied)  # (count, S, S)
+            blocked = geometry.near(occupied)  # (count, S, S)
             points = torch.zeros(count, self.options.max_path_length, 2, dtype=torch.long, device=device)
             placed = torch.zeros(count, dtype=torch.bool, device=device)
             for _ in range(DISTRACTOR_TRIES):
                 retry = (~placed).nonzero()[:, 0]  # the examples still without room for this distractor
                 if len(retry) == 0:
                     break
-                shape = _pixels(self._curves((len(retry),), generator, device))  # (retry, points, 2)
-                points[retry], placed[retry] = self._place(shape, present[retry, slot], blocked[retry], generator)
+                shape = geometry.curves(len(retry), options.max_path_length, options.max_turn, generator, device)
+                points[retry], placed[retry] = geometry.place(shape, present[retry, slot], blocked[retry], generator)
             fitted &= placed
-            occupied = (occupied + self._paint(points, present[:, slot] & placed[:, None])).clamp(max=1)
+            occupied = (occupied + geometry.paint(points, present[:, slot] & placed[:, None], size)).clamp(max=1)
             distractors.append(points)
         if not distractors:
             return torch.zeros(count, 0, self.options.max_path_length, 2, dtype=torch.long, device=device), fitted
@@ -346,14 +248,26 @@ class Pathfinder(Task):
         """The first `count` examples of `batch` as PNG files in `folder` (`experiments.tasks.images`)."""
         return save_images(self, batch, folder, count)
 
-    def sample(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
-        options, size = self.options, self.image_size
-        cells = size * size
-        order = torch.randperm(batch_size, generator=generator, device=device)
-        offset = torch.randint(2, (1,), generator=generator, device=device)
-        label = (order + offset) % 2  # (batch,) exactly half positive (an odd batch: one more of a random class)
-        # Rejection sampling, vectorised: each round draws a geometry for every example still without a
-        # valid one and keeps the valid ones.
+    def _fits(self) -> int:
+        """Pictures that fit among the first FIT_DRAWS drawn with seed 0 on the CPU, counted once per options and
+        only until FIT_LEAST have (so a roomy size stops after a draw or two)."""
+        if self.options not in _FITS:
+            generator, fits, drawn = torch.Generator().manual_seed(0), 0, 0
+            while fits < FIT_LEAST and drawn < FIT_DRAWS:
+                fits += int(self._draw_world(FIT_DRAWS // 10, generator, torch.device("cpu"))["valid"].sum())
+                drawn += FIT_DRAWS // 10
+            _FITS[self.options] = fits
+        return _FITS[self.options]
+
+    def _pictures(self, batch_size: int, generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+        """`_draw_world`'s tensors for batch_size pictures that fit, by rejection sampling, vectorised: each round
+        draws a picture for every example still without one and keeps those that fit."""
+        options, size, fits = self.options, self.image_size, self._fits()
+        if fits < FIT_LEAST:
+            raise ValueError(f"Pathfinder placed {2 + options.num_distractors} paths of up to "
+                             f"{options.max_path_length} points {geometry.SEPARATION} pixels apart, one copy with a "
+                             f"place to break, in {fits} of {FIT_DRAWS} {size}x{size} images; accepted: sizes where "
+                             f"at least {FIT_LEAST} fit (fewer or shorter paths, or a larger image).")
         chosen: dict[str, torch.Tensor] = {}
         pending = torch.arange(batch_size, device=device)
         for _ in range(MAX_ROUNDS):
@@ -365,11 +279,17 @@ class Pathfinder(Task):
                 chosen[name][pending[accepted]] = values[accepted]
             pending = pending[~accepted]
             if len(pending) == 0:
-                break
-        else:
-            raise ValueError(f"Pathfinder could not place {2 + options.num_distractors} paths of up to "
-                             f"{options.max_path_length} points {SEPARATION} pixels apart in a {size}x{size} image, "
-                             f"one copy with a place to break; accepted: fewer or shorter paths, or a larger image.")
+                return chosen
+        raise ValueError(f"Pathfinder found no picture for {len(pending)} of {batch_size} examples in {MAX_ROUNDS} "
+                         f"rounds ({fits} of {FIT_DRAWS} fit at this size); accepted: a roomier size.")
+
+    def sample(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
+        options, size = self.options, self.image_size
+        cells = size * size
+        order = torch.randperm(batch_size, generator=generator, device=device)
+        offset = torch.randint(2, (1,), generator=generator, device=device)
+        label = (order + offset) % 2  # (batch,) exactly half positive (an odd batch: one more of a random class)
+        chosen = self._pictures(batch_size, generator, device)
         positive = label.bool()
         points = chosen["points"]  # (batch, paths, points, 2): the same kind of picture in both classes
         present = chosen["present"]

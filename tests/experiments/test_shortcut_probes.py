@@ -16,7 +16,7 @@ import torch
 from shortcut_probe import PROBES, leak_label, sequence_rows
 
 from experiments import tasks
-from experiments.tasks import pathfinder
+from experiments.tasks import pathfinder_geometry
 
 # What a probe may gain over its baseline: sampling noise of ~1,000 held-out rows (a 95% half-width of 0.03 at
 # p = 0.5), plus a little; the boosted probe, which reads thresholds and interactions, is allowed 0.10.
@@ -183,7 +183,7 @@ def end_cues(path: torch.Tensor, apart: list[torch.Tensor]) -> list[torch.Tensor
     path pixels within the flood radius (a 5x5 box; k = 1, 2, 3) is an end, or the edge of a break, or a sparse
     stretch; per marker and k, the distance to the nearest such pixel and how many lie within END_RADII of it, and
     per k how many there are in the image."""
-    reach = pathfinder.FLOOD_RADIUS
+    reach = pathfinder_geometry.FLOOD_RADIUS
     box = torch.ones(1, 1, 2 * reach + 1, 2 * reach + 1, dtype=torch.double)
     neighbours = torch.nn.functional.conv2d(path[:, None].double(), box, padding=reach)[:, 0] - path.double()
     cues = []
