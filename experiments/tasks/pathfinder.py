@@ -55,7 +55,7 @@ sequence of image_size**2 + 1 tokens; drawing a batch is O(batch * (num_distract
 image_size) (an FFT correlation places each path), times the redraws (a quick picture fits about 1 time in 6, a
 standard one 2 in 5): about 0.7 s for the 2,432 examples of the quick test set on one core, 0.9 s for the 1,000 at
 standard, 2.4 s for the 200 of long. A size where fewer than 10 of 2,000 pictures fit (quick with 2 distractors: 1 in
-2,200) is refused at its first batch, after about 0.3 s of drawing; the geometry is in `pathfinder_geometry.py`.
+2,200) is refused when the task is built, after about 0.3 s of drawing; the geometry is in `pathfinder_geometry.py`.
 """
 
 from __future__ import annotations
@@ -176,6 +176,13 @@ class Pathfinder(Task):
         self.vocabulary = ["different", "same", *(f"g{level}" for level in range(options.grey_levels)), "?"]
         self.num_classes = 2
         self.chance_accuracy = 0.5
+        fits = self._fits()  # here, so that a run refuses a size before it trains, in one sentence
+        if fits < FIT_LEAST:
+            raise ValueError(f"Pathfinder placed {2 + options.num_distractors} paths of up to "
+                             f"{options.max_path_length} points {geometry.SEPARATION} pixels apart, one copy with a "
+                             f"place to break, in {fits} of {FIT_DRAWS} {self.image_size}x{self.image_size} images; "
+                             f"accepted: sizes where at least {FIT_LEAST} fit (fewer or shorter paths, or a larger "
+                             "image).")
 
     def _draw_world(self, count: int, generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
         """One picture per example and the two ways to mark it: `valid` (count,) says whether it fits.
@@ -262,12 +269,6 @@ class Pathfinder(Task):
     def _pictures(self, batch_size: int, generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
         """`_draw_world`'s tensors for batch_size pictures that fit, by rejection sampling, vectorised: each round
         draws a picture for every example still without one and keeps those that fit."""
-        options, size, fits = self.options, self.image_size, self._fits()
-        if fits < FIT_LEAST:
-            raise ValueError(f"Pathfinder placed {2 + options.num_distractors} paths of up to "
-                             f"{options.max_path_length} points {geometry.SEPARATION} pixels apart, one copy with a "
-                             f"place to break, in {fits} of {FIT_DRAWS} {size}x{size} images; accepted: sizes where "
-                             f"at least {FIT_LEAST} fit (fewer or shorter paths, or a larger image).")
         chosen: dict[str, torch.Tensor] = {}
         pending = torch.arange(batch_size, device=device)
         for _ in range(MAX_ROUNDS):
@@ -281,7 +282,7 @@ class Pathfinder(Task):
             if len(pending) == 0:
                 return chosen
         raise ValueError(f"Pathfinder found no picture for {len(pending)} of {batch_size} examples in {MAX_ROUNDS} "
-                         f"rounds ({fits} of {FIT_DRAWS} fit at this size); accepted: a roomier size.")
+                         f"rounds ({self._fits()} of {FIT_DRAWS} fit at this size); accepted: a roomier size.")
 
     def sample(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
         options, size = self.options, self.image_size
