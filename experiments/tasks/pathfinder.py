@@ -85,7 +85,6 @@ _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
 _LARGER_MODEL = {"dim": 128, "depth": 4, "heads": 4}
 
 
-
 @register_task("pathfinder")
 class Pathfinder(Task):
     """Say whether the two marker pixels of a flattened image lie on one dashed path ("same") or two.
@@ -236,7 +235,7 @@ class Pathfinder(Task):
         fitted = torch.ones(count, dtype=torch.bool, device=device)
         for slot in range(2, present.shape[1]):
             blocked = geometry.near(occupied)  # (count, S, S)
-            points = torch.zeros(count, self.options.max_path_length, 2, dtype=torch.long, device=device)
+            points = torch.zeros(count, options.max_path_length, 2, dtype=torch.long, device=device)
             placed = torch.zeros(count, dtype=torch.bool, device=device)
             for _ in range(DISTRACTOR_TRIES):
                 retry = (~placed).nonzero()[:, 0]  # the examples still without room for this distractor
@@ -248,7 +247,7 @@ class Pathfinder(Task):
             occupied = (occupied + geometry.paint(points, present[:, slot] & placed[:, None], size)).clamp(max=1)
             distractors.append(points)
         if not distractors:
-            return torch.zeros(count, 0, self.options.max_path_length, 2, dtype=torch.long, device=device), fitted
+            return torch.zeros(count, 0, options.max_path_length, 2, dtype=torch.long, device=device), fitted
         return torch.stack(distractors, 1), fitted
 
     def save_images(self, batch: Batch, folder: str | Path, count: int) -> list[Path]:
