@@ -106,10 +106,12 @@ def setting(command: str, name: str, default: str = "") -> str:
 
 def stale(record: pd.DataFrame) -> pd.Series:
     """Per row of a record, why its task or variant has been revised since it trained (`experiments.revisions`;
-    the variant as its command names it), or '' where it still measures today's code."""
+    the variant as its command names it, a task revision only where it changed the row's profile), or '' where
+    it still measures today's code."""
     return pd.Series([revisions.stale_because(row["task"], setting(row["command"], "VARIANT"), {
-        revisions.TASK: int(row["task revision"]), revisions.VARIANT: int(row["variant revision"])})
-        for _, row in record.iterrows()], index=record.index, dtype=object)
+        revisions.TASK: int(row["task revision"]), revisions.VARIANT: int(row["variant revision"])}, profile)
+        for (_, row), profile in zip(record.iterrows(), profile_of(record), strict=True)],
+        index=record.index, dtype=object)
 
 
 def stale_lines(record: pd.DataFrame) -> list[str]:

@@ -92,7 +92,7 @@ def test_softmax_rows_go_beside_another_normalisers_rows_only_on_the_tasks_those
 
 def test_a_row_trained_before_its_variant_was_revised_is_marked_stale_with_why_and_how_to_rerun(tmp_path,
                                                                                                 monkeypatch):
-    monkeypatch.setitem(revisions.REVISED[revisions.VARIANT], "local", (2, "its window now ends at the query"))
+    monkeypatch.setitem(revisions.REVISED[revisions.VARIANT], "local", ((2, "its window now ends at the query"),))
     page = results_doc.page(write_calibration(tmp_path, [
         calibration_row("passkey", "dense", "dense", "0.917", "aaaa1111"),
         calibration_row("passkey", "local_w32", "local", "0.283", "bbbb2222", variant_revision="1"),
@@ -106,13 +106,29 @@ def test_a_row_trained_before_its_variant_was_revised_is_marked_stale_with_why_a
 
 
 def test_a_record_written_before_rows_kept_revisions_reads_as_revision_1(tmp_path, monkeypatch):
-    monkeypatch.setitem(revisions.REVISED[revisions.TASK], "passkey", (2, "a longer haystack"))
+    monkeypatch.setitem(revisions.REVISED[revisions.TASK], "passkey", ((2, "a longer haystack"),))
     rows = [calibration_row("passkey", "dense", "dense", "0.917", "aaaa1111")]
     pd.DataFrame(rows).drop(columns=["task revision", "variant revision"]).to_csv(tmp_path / "calibration.csv",
                                                                                    index=False)
     record = read_record(tmp_path / "calibration.csv")
     assert record[["task revision", "variant revision"]].values.tolist() == [["1", "1"]]
     assert stale(record).tolist() == ["task passkey is at revision 2 (a longer haystack), the row at 1"]
+
+
+def test_a_revision_of_one_profile_leaves_the_rows_of_the_others_current_and_the_reason_cites_the_one_that_did(
+        monkeypatch):
+    monkeypatch.setitem(revisions.REVISED[revisions.TASK], "passkey", (
+        (2, "a longer haystack"), (3, "a longer standard haystack", ("standard",))))
+    rows = [calibration_row("passkey", "dense", "dense", "0.917", "aaaa1111") for _ in range(4)]
+    for row, profile, revision in zip(rows, ("quick", "standard", "quick", "quick"), ("2", "2", "1", "3"),
+                                      strict=True):
+        row.update({"command": row["command"].replace("PROFILE=quick", f"PROFILE={profile}"), "seed": revision,
+                    "task revision": revision})
+    assert stale(pd.DataFrame(rows)).tolist() == [
+        "", "task passkey is at revision 3 (a longer standard haystack), the row at 2",
+        "task passkey is at revision 3 (revision 2: a longer haystack), the row at 1", ""]
+    assert revisions.stale_because("passkey", "dense", {}) == (  # a record that keeps no profile: any revision
+        "task passkey is at revision 3 (a longer standard haystack), the row at 1")
 
 
 def test_every_row_of_the_committed_calibration_record_is_in_a_table():
@@ -162,7 +178,7 @@ def test_the_leaderboard_ranks_by_the_average_of_the_recorded_means_within_causa
 
 def test_a_recorded_row_not_within_10_percent_of_denses_parameters_is_listed_unranked_and_a_revised_task_stale(
         monkeypatch):
-    monkeypatch.setitem(revisions.REVISED[revisions.TASK], "t1", (2, "a longer sequence"))
+    monkeypatch.setitem(revisions.REVISED[revisions.TASK], "t1", ((2, "a longer sequence"),))
     board = pd.DataFrame([
         {"variant": variant, "task": task, "chance": "0.5", "test mean": "0.700", "interval half-width": "0.010",
          "seeds completed": "3", "parameters (over both tasks)": parameters}

@@ -104,11 +104,12 @@ def test_depth_metadata_is_the_deepest_bracket_nesting_and_every_depth_occurs():
     assert set(depths) == {1, 2, 3}  # SMALL's max_depth, and no deeper
 
 
-def test_the_standard_profile_nests_no_deeper_than_lra():
-    task = tasks.create_task("listops", profile="standard")
+@pytest.mark.parametrize("profile, deepest", [("standard", 2), ("long", 9)])
+def test_a_profile_nests_no_deeper_than_its_max_depth(profile, deepest):
+    task = tasks.create_task("listops", profile=profile)
     batch = draw(task, 8)
     depths = [nesting(expression(task, batch, index)) for index in range(8)]
-    assert batch.metadata["depth"].tolist() == depths and max(depths) <= 9
+    assert batch.metadata["depth"].tolist() == depths and max(depths) <= deepest == task.options.max_depth
 
 
 def test_med_is_lras_int_median_truncating_the_mean_of_the_middle_two():
