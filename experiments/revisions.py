@@ -27,7 +27,7 @@ REVISED: dict[str, dict[str, tuple[tuple, ...]]] = {
                     (3, "its quick profile draws MIN, MAX and MED only: with SM as well, dense stayed within chance "
                         "+ 0.10", ("quick",)),
                     (4, "its standard profile draws quick's trees (2 deep, MIN, MAX and MED) at lengths 48-127 and "
-                        "trains at lr 1e-3: with LRA's depth 9 and SM dense stayed at chance",
+                        "trains 4 layers at lr 1e-3: with LRA's depth 9 and SM dense stayed at chance",
                      ("standard",))),
     },
     VARIANT: {
