@@ -26,8 +26,8 @@ REVISED: dict[str, dict[str, tuple[tuple, ...]]] = {
                         "tokens nor the root operator predicts it; quick sets grew and quick trains 3,000 steps"),
                     (3, "its quick profile draws MIN, MAX and MED only: with SM as well, dense stayed within chance "
                         "+ 0.10", ("quick",)),
-                    (4, "its standard profile draws trees 2 deep of up to 20 arguments over MIN, MAX and MED, "
-                        "100-255 tokens, at lr 1e-3: with LRA's depth 9 and SM dense stayed at chance",
+                    (4, "its standard profile draws quick's trees at lengths 48-127 and trains quick's model and "
+                        "budget: with LRA's depth 9 and SM dense stayed at chance",
                      ("standard",))),
     },
     VARIANT: {
