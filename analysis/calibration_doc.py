@@ -15,11 +15,12 @@ from analysis.render import markdown_table
 from experiments import tasks
 from experiments.calibration import DEFAULT_VARIANTS
 
-ONE_RUN = ("One run per cell (seed 0) at the profile's default learning rate: the spread over seeds and learning "
-           "rates is not measured, so no difference between two cells is a finding here; `make benchmark` (tuned "
-           "learning rate, several seeds, 95% intervals) is what tells variants apart. A cell marked (stale) trained "
-           "on an earlier revision of its task or variant (`experiments/revisions.py`): it no longer measures today's "
-           "code until its command trains it again.")
+ONE_RUN = ("One run per cell (seed 0; where a cell holds more, each seed's accuracy in the order of its seeds) at the "
+           "profile's default learning rate: the spread over seeds and learning rates is not measured, so no "
+           "difference between two cells is a finding here; `make benchmark` (tuned learning rate, several seeds, 95% "
+           "intervals) is what tells variants apart. A cell marked (stale) trained on an earlier revision of its task "
+           "or variant (`experiments/revisions.py`): it no longer measures today's code until its command trains it "
+           "again.")
 
 
 def is_bidirectional(name: str) -> bool:
@@ -80,14 +81,16 @@ def _task_order(names) -> list[str]:
     return [task for task in tasks.DEFAULT_SUITE if task in set(names)] + sorted(set(names) - set(tasks.DEFAULT_SUITE))
 
 
-def _cell(row: pd.Series | None, name: str, task: str) -> str:
-    """A row's test accuracy with its extra splits and lengths; why a cell the record lacks is empty."""
-    if row is None:
+def _cell(rows: list[pd.Series], name: str, task: str) -> str:
+    """The rows' test accuracies (one per seed, in seed order), each with its extra splits and lengths; why a cell
+    the record lacks is empty."""
+    if not rows:
         needs_causal = task in tasks.list_tasks() and tasks.task_class(task).needs_causal
         return "skipped: needs causality" if needs_causal and is_bidirectional(name) else "–"
-    extras = row["splits and lengths"]
-    return (row["test accuracy"] + (f" ({extras})" if extras not in ("", "–") else "")
-            + (" (stale)" if row["stale"] else ""))
+    shown = [row["test accuracy"] + (f" ({row['splits and lengths']})" if row["splits and lengths"] not in ("", "–")
+                                     else "") + (" (stale)" if row["stale"] else "") for row in rows]
+    seeds = f" (seeds {', '.join(row['seed'] for row in rows)})" if len(rows) > 1 else ""
+    return " / ".join(shown) + seeds
 
 
 def accuracy_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -95,12 +98,14 @@ def accuracy_table(rows: pd.DataFrame) -> pd.DataFrame:
     by registered name, normaliser and described name."""
     ordered = rows.assign(later=rows["name"] != REFERENCE).sort_values(["later", "name", "normaliser", "variant"])
     columns = list(dict.fromkeys(zip(ordered["variant"], ordered["name"], strict=True)))
-    by_key = {(row["task"], row["variant"]): row for _, row in rows.iterrows()}
+    by_key: dict[tuple[str, str], list[pd.Series]] = {}
+    for _, row in rows.sort_values("seed", key=lambda seeds: seeds.astype(int)).iterrows():
+        by_key.setdefault((row["task"], row["variant"]), []).append(row)
     table = []
     for task in _task_order(rows["task"]):
         chances = sorted(set(rows.loc[rows["task"] == task, "chance"]))
         line = {"task": task, "chance": " / ".join(chances)}
-        line.update({variant: _cell(by_key.get((task, variant)), name, task) for variant, name in columns})
+        line.update({variant: _cell(by_key.get((task, variant), []), name, task) for variant, name in columns})
         table.append(line)
     return pd.DataFrame(table)
 

@@ -105,6 +105,15 @@ def test_a_row_trained_before_its_variant_was_revised_is_marked_stale_with_why_a
             "`make experiment VARIANT=local TASK=passkey") in table.replace("local_w32", "local\\_w32")
 
 
+def test_a_cell_with_several_seeds_shows_each_seeds_accuracy_in_seed_order(tmp_path):
+    rows = [calibration_row("passkey", "dense", "dense", accuracy, "aaaa1111") for accuracy in ("0.900", "0.917")]
+    rows[0]["seed"] = "1"  # the record lists seed 1 first: the cell still reads in seed order
+    page = results_doc.page(write_calibration(tmp_path, rows + [
+        calibration_row("passkey", "local_w32", "local", "0.283", "bbbb2222")]))
+    table = section(page, "The calibration's default variants (quick profile)")
+    assert "| passkey | 0.062 | 0.917 / 0.900 (seeds 0, 1) | 0.283 |" in table
+
+
 def test_a_record_written_before_rows_kept_revisions_reads_as_revision_1(tmp_path, monkeypatch):
     monkeypatch.setitem(revisions.REVISED[revisions.TASK], "passkey", ((2, "a longer haystack"),))
     rows = [calibration_row("passkey", "dense", "dense", "0.917", "aaaa1111")]
