@@ -81,16 +81,20 @@ def _task_order(names) -> list[str]:
     return [task for task in tasks.DEFAULT_SUITE if task in set(names)] + sorted(set(names) - set(tasks.DEFAULT_SUITE))
 
 
+def _accuracy(row: pd.Series) -> str:
+    """A row's test accuracy with its extra splits and lengths, and whether it is stale."""
+    extras = row["splits and lengths"]
+    return (row["test accuracy"] + (f" ({extras})" if extras not in ("", "–") else "")
+            + (" (stale)" if row["stale"] else ""))
+
+
 def _cell(rows: list[pd.Series], name: str, task: str) -> str:
-    """The rows' test accuracies (one per seed, in seed order), each with its extra splits and lengths; why a cell
-    the record lacks is empty."""
+    """The rows' test accuracies (one per seed, in seed order); why a cell the record lacks is empty."""
     if not rows:
         needs_causal = task in tasks.list_tasks() and tasks.task_class(task).needs_causal
         return "skipped: needs causality" if needs_causal and is_bidirectional(name) else "–"
-    shown = [row["test accuracy"] + (f" ({row['splits and lengths']})" if row["splits and lengths"] not in ("", "–")
-                                     else "") + (" (stale)" if row["stale"] else "") for row in rows]
     seeds = f" (seeds {', '.join(row['seed'] for row in rows)})" if len(rows) > 1 else ""
-    return " / ".join(shown) + seeds
+    return " / ".join(map(_accuracy, rows)) + seeds
 
 
 def accuracy_table(rows: pd.DataFrame) -> pd.DataFrame:

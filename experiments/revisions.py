@@ -41,14 +41,18 @@ REVISED: dict[str, dict[str, tuple[tuple, ...]]] = {
 }
 
 
+def _latest(kind: str, name: str) -> tuple:
+    return REVISED[kind].get(name, ((1, ""),))[-1]
+
+
 def revision(kind: str, name: str) -> int:
     """The current revision of task or variant (`kind`) `name`."""
-    return REVISED[kind].get(name, ((1, ""),))[-1][0]
+    return _latest(kind, name)[0]
 
 
 def change(kind: str, name: str) -> str:
     """What the current revision of `name` changed ('' at revision 1)."""
-    return REVISED[kind].get(name, ((1, ""),))[-1][1]
+    return _latest(kind, name)[1]
 
 
 def of_run(task: str, variant: str) -> dict[str, int]:

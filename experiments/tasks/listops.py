@@ -74,6 +74,7 @@ from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, REPORT_BUCKETS, Batc
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
+_QUICK_TRAIN = {"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 300}  # quick's and standard's
 _LARGER_MODEL = {"dim": 128, "depth": 2, "heads": 4}
 
 DIGITS = 10
@@ -163,12 +164,10 @@ class ListOps(Task):
             require(self.test_size >= 1, "test_size", self.test_size, "an integer >= 1")
 
     profiles = {
-        "quick": Profile(options={"operators": ("MIN", "MAX", "MED")}, model=_QUICK_MODEL,
-                         train={"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 300}),
+        "quick": Profile(options={"operators": ("MIN", "MAX", "MED")}, model=_QUICK_MODEL, train=_QUICK_TRAIN),
+        # quick's trees, model and budget, at twice to four times its lengths
         "standard": Profile(options={"seq_len": 128, "min_length": 48, "operators": ("MIN", "MAX", "MED"),
-                                     "test_size": 1024},
-                            model=_QUICK_MODEL,
-                            train={"steps": 3000, "batch_size": 64, "lr": 1e-3, "eval_every": 300}),
+                                     "test_size": 1024}, model=_QUICK_MODEL, train=_QUICK_TRAIN),
         "long": Profile(options={"seq_len": 2000, "min_length": 501, "max_depth": 9, "max_args": 10,
                                  "arrangements": 0, "min_answers": 1, "test_size": 2000},
                         model=_LARGER_MODEL,
