@@ -21,7 +21,10 @@ REVISED: dict[str, dict[str, tuple[tuple, ...]]] = {
     TASK: {
         **{name: ((2, QUICK_SETS),) for name in ("flipflop", "induction", "mqar", "passkey", "selective_copy")},
         "pathfinder": ((3, "every picture holds two copies of one path, one broken away from its ends; the marked "
-                           "copy decides the label (the old half-path negatives left local cues); quick is 16x16"),),
+                           "copy decides the label (the old half-path negatives left local cues); quick is 16x16"),
+                       (4, "quick is 24x24, with copies of 28-34 points and two distractors of 8-14, at lr 1e-3 (at "
+                           "16x16 the end cues read the break); distractors draw their lengths apart from the "
+                           "copies'")),
         "listops": ((2, "its answer is drawn uniformly among those its tree's digits reach, so that neither a bag of "
                         "tokens nor the root operator predicts it; quick sets grew and quick trains 3,000 steps"),
                     (3, "its quick profile draws MIN, MAX and MED only: with SM as well, dense stayed within chance "

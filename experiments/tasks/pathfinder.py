@@ -15,18 +15,21 @@ apart (Chebyshev); every picture holds all its distractors (redrawn where they l
 Both classes are the same picture, and the marked ends have the same shape around them (Linsley et al.'s negatives
 mark the ends of two different paths): every picture holds two copies of one path of L points, placed apart, and
 num_distractors distractor paths (L drawn uniformly from min_path_length to max_path_length, then kept with its shape
-only where it has a place to break, so longer paths are commoner: at quick 14, 15 and 16 points make 17%, 35% and 48%
-of the test set). One copy, either at random, is broken: BREAK_POINTS = 2 consecutive points are left out, so its
-loose ends lie beyond the flood radius, at a place drawn among those farther than 4 pixels from the copy's ends and
-at least 2 from the straight segment between them, where its two parts stay 3 apart. "same" marks the intact copy's
-ends, "different" the broken copy's. So the markers lie as far apart, the paths leave them the same way, and a 9x9
-window around each marker or a scan of the straight line between them sees the same in both classes: the shortcut
-probes (tests/experiments/test_shortcut_probes.py, linear and gradient-boosted) read those cues at chance (0.52 and
-0.50 at quick, 2 x 1,000 examples). At standard, whose paths of 24-36 points also hide the break, every cue reads
-chance (0.53 and 0.52, 2 x 400). At quick, where paths end gives the label away (`known_shortcut`): a break's loose
-ends lie within a path's length of a marker in a "different" picture, on the other copy in a "same" one, and with end
-cues (how near each marker paths end or thin out) the probes read 0.77 and 0.76 (the end cues alone 0.76 and 0.78);
-14-16 points in 16x16 leave no room to hide it. A generator that marked two half paths' starts read 0.999.
+only where it has a place to break, so longer paths are commoner; a distractor's points drawn from
+min_distractor_length to max_distractor_length). One copy, either at random, is broken: BREAK_POINTS = 2 consecutive
+points are left out, so its loose ends lie beyond the flood radius, at a place drawn among those farther than 4 pixels
+from the copy's ends and at least 2 from the straight segment between them, where its two parts stay 3 apart. "same"
+marks the intact copy's ends, "different" the broken copy's. So the markers lie as far apart, the paths leave them the
+same way, and a 9x9 window around each marker or a scan of the straight line between them sees the same in both
+classes. The shortcut probes (tests/experiments/test_shortcut_probes.py, linear and gradient-boosted, 2 x 1,000
+examples) read pixel statistics, those local cues and end cues (how near each marker paths end or thin out): 0.56 and
+0.50 at quick, 0.55 and 0.52 at standard. The end cues carry what the linear probe reads: with 4,000 examples a side
+it reads 0.56 at quick, the end cues alone 0.58. Short paths give the break away. In the 16x16 image quick had before
+(copies of 14-16 points, no distractor), a break's loose ends lay within a path's length of the markers in a
+"different" picture and on the other copy in a "same" one: the probes read 0.74 and 0.77, the end cues alone 0.78. A
+20x20 image with copies of 20-26 points and a distractor read 0.65 (2,000 a side). Four arms wired in pairs at a
+junction kept the probes near chance at 16x16, but a rule that reads the junction's wiring and on which sides of it the
+markers lie, following no arm, was right 85% of the time. A generator that marked two half paths' starts read 0.999.
 
 Connectivity (what the label means): lit pixels at most FLOOD_RADIUS = 2 apart on both axes are
 neighbours (a 5x5 neighbourhood). That bridges a dash's one-point gap and never a break or the gap between two
@@ -42,20 +45,24 @@ Distances: only the final `?` is scored; its distance is seq_len - 1 minus the r
 pixel that comes first in row-major order (the first marker). Metadata: `distance` (the same), `path_length` (L, the
 marked copy's points, broken or not).
 
-Profiles: (measured accuracies: docs/calibration.md) quick, 16x16 (seq_len 257): paths of 14-16 points, no distractor
-(the other copy is one), max_turn 45, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000 steps of 64
-at lr 3e-3 after 100 warm-up steps (shorter paths leave no place to break away from the ends and the markers' line).
-standard, 32x32 (1,025 tokens, LRA's Pathfinder): paths of 24-36 points, 2 distractors, max_turn 30, 8 grey levels;
-dim 128, depth 4; 5,000 steps of 32 at lr 5e-4. long, 128x128 (16,385 tokens, LRA's Path-X): paths of 48-96 points,
-10 distractors, max_turn 30, 8 grey levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
+Profiles: (measured accuracies: docs/calibration.md) quick, 24x24 (577 tokens): copies of 28-34 points, two
+distractors of 8-14, max_turn 30, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000 steps of 64 at
+lr 1e-3 after 100 warm-up steps (on the 16x16 image at 3e-3 dense stayed at chance: 3,000 steps causal, 1,400
+bidirectional, 1,800 with sinusoidal positions; at 1e-3 its validation accuracy reached 0.53 by step 3,000). Its
+distractors are shorter than the copies, unlike Linsley et al.'s, so that two fit beside them (about 1 picture in
+4.5 does); their ends are loose ends away from the markers in both classes. standard, 32x32 (1,025 tokens, LRA's
+Pathfinder): paths and distractors of 24-36 points, 2 distractors, 8 grey levels; dim 128, depth 4; 5,000 steps of
+32 at lr 5e-4. long, 128x128 (16,385 tokens, LRA's Path-X): paths and distractors of 48-96 points, 10 distractors, 8
+grey levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
 
 Purpose: can attention follow a curve across the image? The evidence is spread along a path, not held in one token,
-and a pixel's neighbours above and below lie image_size tokens apart in the sequence. Cost: one scored position per
-sequence of image_size**2 + 1 tokens; drawing a batch is O(batch * (num_distractors + 2) * image_size**2 log
-image_size) (an FFT correlation places each path), times the redraws (a quick picture fits about 1 time in 6, a
-standard one 2 in 5): about 0.7 s for the 2,432 examples of the quick test set on one core, 0.9 s for the 1,000 at
-standard, 2.4 s for the 200 of long. A size where fewer than 10 of 2,000 pictures fit (quick with 2 distractors: 1 in
-2,200) is refused when the task is built, after about 0.3 s of drawing; the geometry is in `pathfinder_geometry.py`.
+and a pixel's neighbours above and below lie image_size tokens apart in the sequence.
+
+Cost: one scored position per sequence of image_size**2 + 1 tokens; drawing a batch is O(batch * (num_distractors
++ 2) * image_size**2 log image_size) (an FFT correlation places each path), times the redraws (a quick picture fits
+about 1 time in 4.5, a standard one 2 in 5): about 1.1 s for the 2,432 examples of the quick test set on one core,
+0.4 s for the 1,000 at standard, 1.2 s for the 200 of long. A size where fewer than 10 of 2,000 pictures fit is refused
+when the task is built, after about 0.3 s of drawing; the geometry is in `pathfinder_geometry.py`.
 """
 
 from __future__ import annotations
@@ -90,47 +97,47 @@ class Pathfinder(Task):
     """Say whether the two marker pixels of a flattened image lie on one dashed path ("same") or two.
 
     Worked example: the test set of `create_task("pathfinder", seq_len=145, min_path_length=14,
-    max_path_length=14, test_size=2)`, a 12x12 image (g2 marks a marker, g1 a path pixel; pixels as (row,
-    column)), shown row by row, the query `?` last. It holds two copies of one 14-point path, 6 rows apart. The
-    lower one is intact: from the marker at (9, 11) through (8, 8), (6, 6) and (6, 2) to the marker at (9, 0),
-    every dark point a dash's one-point gap. The upper one leaves out its points (0, 6) and (0, 5), 5 rows from
-    its ends' line. Radius-2 neighbours join the lower copy end to end, so the label is "same" (a "different"
-    example marks the upper copy's ends, (3, 11) and (3, 0)).
+    max_path_length=14, num_distractors=0, max_turn=45, test_size=2)`, a 12x12 image (g2 marks a marker, g1 a path
+    pixel; pixels as (row, column)), shown row by row, the query `?` last. It holds two copies of one 14-point path,
+    7 columns apart. The left one is intact: from the marker at (0, 1) through (4, 2), (6, 4) and (9, 3) to the
+    marker at (11, 2), every dark point a dash's one-point gap. The right one leaves out its two points between
+    (4, 10) and (7, 10), 3 rows apart. Radius-2 neighbours join the left copy end to end, so the label is "same" (a
+    "different" example marks the right copy's ends, (0, 8) and (11, 9)).
 
-        input:    g0 g0 g1 g0 g1 g0 g0 g0 g0 g0 g0 g0
-                  g0 g1 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0
-                  g0 g1 g0 g0 g0 g0 g0 g1 g1 g0 g0 g0
-                  g1 g0 g0 g0 g0 g0 g0 g0 g0 g1 g0 g1
-                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0
-                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0
-                  g0 g0 g1 g1 g1 g0 g1 g0 g0 g0 g0 g0
-                  g0 g0 g0 g0 g0 g0 g0 g1 g0 g0 g0 g0
-                  g0 g1 g0 g0 g0 g0 g0 g1 g0 g0 g0 g0
-                  g2 g0 g0 g0 g0 g0 g0 g0 g0 g1 g1 g2
-                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0
-                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 ?
+        input:    g0 g2 g0 g0 g0 g0 g0 g0 g1 g0 g0 g0
+                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g1 g0 g0
+                  g0 g0 g1 g0 g0 g0 g0 g0 g0 g0 g0 g0
+                  g0 g0 g1 g0 g0 g0 g0 g0 g0 g1 g0 g0
+                  g0 g0 g1 g0 g0 g0 g0 g0 g0 g1 g1 g0
+                  g0 g0 g0 g0 g1 g0 g0 g0 g0 g0 g0 g0
+                  g0 g0 g0 g0 g1 g0 g0 g0 g0 g0 g0 g0
+                  g0 g0 g0 g1 g0 g0 g0 g0 g0 g0 g1 g0
+                  g0 g0 g0 g0 g0 g0 g0 g0 g0 g0 g1 g0
+                  g0 g0 g0 g1 g0 g0 g0 g0 g0 g0 g0 g0
+                  g0 g0 g1 g0 g0 g0 g0 g0 g0 g1 g0 g0
+                  g0 g0 g2 g0 g0 g0 g0 g0 g0 g1 g0 g0 ?
         label:    same (id 1) at position 144, the `?`; every other position IGNORE
-        distance: 144 - 108 = 36 (back to the first marker pixel, (9, 0)); metadata path_length 14
+        distance: 144 - 1 = 143 (back to the first marker pixel, (0, 1)); metadata path_length 14
         task.label_text(batch, 0) == "144: ? -> same"
     """
 
     capacity_option = "num_distractors"  # more paths to tell the connecting one from
     suite_position = 6
-    known_shortcut = {"quick": "a break's loose ends lie nearer the markers on the marked copy (different) than on "
-                               "the other (same), so the probe's end cues read 0.77: in a 16x16 image a break lies "
-                               "too near its own copy's ends to hide it"}
-    not_discriminative = {"quick": "dense stays at chance after its 3,000 steps (docs/calibration.csv; loss ln 2), "
-                                   "and at lr 1e-3 its loss starts falling only near the end; it runs when named"}
+    not_discriminative = {"quick": "dense has not been shown to learn it: on the 16x16 image quick had before it "
+                                   "stayed at chance after its 3,000 steps (ln 2 loss at lr 3e-3), and the 24x24 "
+                                   "image is larger; it runs when named"}
 
     @dataclass(frozen=True)
     class Options:
-        seq_len: int = option(257, "tokens per example: a square image flattened row by row, then the query; "
-                                   "a square + 1 (257 = 16x16 + 1)")
-        min_path_length: int = option(14, "fewest points of a path, markers included (a path of n points spans "
-                                           "at most n - 1 pixels)")
-        max_path_length: int = option(16, "most points of a path, markers included")
-        num_distractors: int = option(0, "paths besides the two copies of the marked shape that every image holds")
-        max_turn: float = option(45.0, "largest change of heading, in degrees, from one step of a path to the next")
+        seq_len: int = option(577, "tokens per example: a square image flattened row by row, then the query; "
+                                   "a square + 1 (577 = 24x24 + 1)")
+        min_path_length: int = option(28, "fewest points of the marked shape's copies, markers included (a path "
+                                           "of n points spans at most n - 1 pixels)")
+        max_path_length: int = option(34, "most points of the marked shape's copies, markers included")
+        num_distractors: int = option(2, "paths besides the two copies of the marked shape that every image holds")
+        min_distractor_length: int = option(8, "fewest points of a distractor path")
+        max_distractor_length: int = option(14, "most points of a distractor path")
+        max_turn: float = option(30.0, "largest change of heading, in degrees, from one step of a path to the next")
         dash_period: int = option(4, "every dash_period-th point of a path is left dark (the dashes)")
         grey_levels: int = option(3, "quantised grey levels: 0 background, 1..grey_levels-2 paths, the top one "
                                      "the markers")
@@ -147,6 +154,10 @@ class Pathfinder(Task):
             require(self.max_path_length >= self.min_path_length, "max_path_length", self.max_path_length,
                     f"an integer >= min_path_length = {self.min_path_length}")
             require(self.num_distractors >= 0, "num_distractors", self.num_distractors, "an integer >= 0")
+            require(self.min_distractor_length >= 2, "min_distractor_length", self.min_distractor_length,
+                    "an integer >= 2")
+            require(self.max_distractor_length >= self.min_distractor_length, "max_distractor_length",
+                    self.max_distractor_length, f"an integer >= min_distractor_length = {self.min_distractor_length}")
             require(0 <= self.max_turn <= 180, "max_turn", self.max_turn, "a number of degrees from 0 to 180")
             require(self.dash_period >= 2, "dash_period", self.dash_period, "an integer >= 2")
             require(self.grey_levels >= 3, "grey_levels", self.grey_levels, "an integer >= 3")
@@ -154,17 +165,18 @@ class Pathfinder(Task):
                     "a positive even number")
 
     profiles = {
-        # 16x16 (the options' defaults): paths of 14-16 points, no distractor but the other copy; a CPU's minutes.
-        "quick": Profile(options={}, model=_QUICK_MODEL, train={"steps": 3000, "batch_size": 64, "lr": 3e-3,
+        # 24x24 (the options' defaults): copies of 28-34 points, two distractors of 8-14.
+        "quick": Profile(options={}, model=_QUICK_MODEL, train={"steps": 3000, "batch_size": 64, "lr": 1e-3,
                                                                "warmup_steps": 100, "eval_every": 250}),
         "standard": Profile(options={"seq_len": 1025, "min_path_length": 24, "max_path_length": 36,
-                                     "num_distractors": 2, "max_turn": 30.0, "grey_levels": 8,
-                                     "test_size": 1000},
+                                     "num_distractors": 2, "min_distractor_length": 24, "max_distractor_length": 36,
+                                     "grey_levels": 8, "test_size": 1000},
                             model=_LARGER_MODEL,
                             train={"steps": 5000, "batch_size": 32, "lr": 5e-4, "eval_every": 500}),
         # 128x128, LRA's Path-X size (16,385 tokens): paths of 48-96 points among 10 distractors.
         "long": Profile(options={"seq_len": 16385, "min_path_length": 48, "max_path_length": 96,
-                                 "num_distractors": 10, "max_turn": 30.0, "grey_levels": 8, "test_size": 200},
+                                 "num_distractors": 10, "min_distractor_length": 48, "max_distractor_length": 96,
+                                 "grey_levels": 8, "test_size": 200},
                         model=_LARGER_MODEL,
                         train={"steps": 5000, "batch_size": 8, "lr": 5e-4, "eval_every": 500}),
     }
@@ -172,13 +184,14 @@ class Pathfinder(Task):
     def __init__(self, options: Options, profile: str) -> None:
         super().__init__(options, profile)
         self.image_size = math.isqrt(options.seq_len - 1)
+        self.points = max(options.max_path_length, options.max_distractor_length)  # a path's points, padded
         self.vocabulary = ["different", "same", *(f"g{level}" for level in range(options.grey_levels)), "?"]
         self.num_classes = 2
         self.chance_accuracy = 0.5
         fits = self._fits()  # here, so that a run refuses a size before it trains, in one sentence
         if fits < FIT_LEAST:
             raise ValueError(f"Pathfinder placed {2 + options.num_distractors} paths of up to "
-                             f"{options.max_path_length} points {geometry.SEPARATION} pixels apart, one copy with a "
+                             f"{self.points} points {geometry.SEPARATION} pixels apart, one copy with a "
                              f"place to break, in {fits} of {FIT_DRAWS} {self.image_size}x{self.image_size} images; "
                              f"accepted: sizes where at least {FIT_LEAST} fit (fewer or shorter paths, or a larger "
                              "image).")
@@ -191,13 +204,14 @@ class Pathfinder(Task):
         copy's: the same picture either way, and the marked ends have the same shape around them.
         """
         options, size = self.options, self.image_size
-        paths = 2 + options.num_distractors  # the two copies, the distractors
-        lengths = torch.randint(options.min_path_length, options.max_path_length + 1, (count, paths),
-                                generator=generator, device=device)  # (count, paths)
-        lengths[:, 1] = lengths[:, 0]
-        present = torch.arange(options.max_path_length, device=device) < lengths[..., None]  # (count, paths, pts)
+        copy = torch.randint(options.min_path_length, options.max_path_length + 1, (count, 1), generator=generator,
+                             device=device)  # (count, 1) both copies' points
+        distractor = torch.randint(options.min_distractor_length, options.max_distractor_length + 1,
+                                   (count, options.num_distractors), generator=generator, device=device)
+        lengths = torch.cat([copy, copy, distractor], 1)  # (count, paths): the two copies, the distractors
+        present = torch.arange(self.points, device=device) < lengths[..., None]  # (count, paths, points)
         rows = torch.arange(count, device=device)
-        shape = geometry.curves(count, options.max_path_length, options.max_turn, generator, device)  # (count, pts, 2)
+        shape = geometry.curves(count, self.points, options.max_turn, generator, device)  # (count, points, 2)
         start, valid = geometry.break_place(shape, lengths[:, 0], generator)
         marker_distance = (shape[rows, lengths[:, 0] - 1] - shape[:, 0]).abs().amax(-1)  # (count,) Chebyshev
         valid &= marker_distance >= geometry.SEPARATION
@@ -214,7 +228,7 @@ class Pathfinder(Task):
 
         swap = torch.randint(2, (count, 1, 1), generator=generator, device=device).bool()
         intact, broken = torch.where(swap, second, first), torch.where(swap, first, second)  # (count, points, 2)
-        index = torch.arange(options.max_path_length, device=device)
+        index = torch.arange(self.points, device=device)
         removed = torch.zeros_like(present)  # (count, paths, points)
         removed[:, 1] = (index >= start[:, None]) & (index < start[:, None] + geometry.BREAK_POINTS)
         ends = lengths[:, 0] - 1
@@ -230,24 +244,24 @@ class Pathfinder(Task):
         """Distractor paths clear of the `occupied` pixels (count, S, S) and of one another, with the lengths
         in `present` (count, paths, points), slots 2 onwards: their points (count, num_distractors, points, 2)
         and whether each example found room for all of them after DISTRACTOR_TRIES shapes each (count,)."""
-        (count, size, _), device, options = occupied.shape, occupied.device, self.options
+        (count, size, _), device, points = occupied.shape, occupied.device, self.points
         distractors = []
         fitted = torch.ones(count, dtype=torch.bool, device=device)
         for slot in range(2, present.shape[1]):
             blocked = geometry.near(occupied)  # (count, S, S)
-            points = torch.zeros(count, options.max_path_length, 2, dtype=torch.long, device=device)
+            path = torch.zeros(count, points, 2, dtype=torch.long, device=device)
             placed = torch.zeros(count, dtype=torch.bool, device=device)
             for _ in range(DISTRACTOR_TRIES):
                 retry = (~placed).nonzero()[:, 0]  # the examples still without room for this distractor
                 if len(retry) == 0:
                     break
-                shape = geometry.curves(len(retry), options.max_path_length, options.max_turn, generator, device)
-                points[retry], placed[retry] = geometry.place(shape, present[retry, slot], blocked[retry], generator)
+                shape = geometry.curves(len(retry), points, self.options.max_turn, generator, device)
+                path[retry], placed[retry] = geometry.place(shape, present[retry, slot], blocked[retry], generator)
             fitted &= placed
-            occupied = (occupied + geometry.paint(points, present[:, slot] & placed[:, None], size)).clamp(max=1)
-            distractors.append(points)
+            occupied = (occupied + geometry.paint(path, present[:, slot] & placed[:, None], size)).clamp(max=1)
+            distractors.append(path)
         if not distractors:
-            return torch.zeros(count, 0, options.max_path_length, 2, dtype=torch.long, device=device), fitted
+            return torch.zeros(count, 0, points, 2, dtype=torch.long, device=device), fitted
         return torch.stack(distractors, 1), fitted
 
     def save_images(self, batch: Batch, folder: str | Path, count: int) -> list[Path]:
@@ -295,7 +309,7 @@ class Pathfinder(Task):
         present = chosen["present"]
         # Dashes: each path leaves every dash_period-th point dark, from a random phase, but for its ends.
         phase = torch.randint(options.dash_period, present.shape[:2], generator=generator, device=device)
-        index = torch.arange(options.max_path_length, device=device)  # (points,)
+        index = torch.arange(self.points, device=device)  # (points,)
         ends = (index == 0) | (index == chosen["lengths"][..., None] - 1)  # (batch, paths, points)
         # A path's two end points stay lit, so a marker never relights a dark point and both classes light
         # as many pixels.

@@ -302,16 +302,16 @@ def test_a_capacity_size_that_cannot_be_built_is_kept_as_skipped_with_its_reason
 
 
 def test_a_capacity_task_size_whose_held_out_sets_cannot_be_drawn_is_skipped_with_the_reason(tmp_path):
-    sets = ["task.test_size=2", "task.num_distractors=1", *TINY_RUNS]  # the quick 16x16 image; x3: 3 distractors
+    sets = ["task.test_size=2", "task.num_distractors=3", *TINY_RUNS]  # the quick 24x24 image; x3: 9 distractors
     bench = plan(tmp_path, task="pathfinder", variants="dense,local", tiny=sets, capacity_widths="none",
                  capacity_scales="3")
     for cell in bench.cells:
         points = {point.multiple: point for point in cell.capacity}
         assert points[1.0].skipped is None
-        assert points[3.0].skipped == ("Pathfinder placed 5 paths of up to 16 points 3 pixels apart, one copy with "
-                                       "a place to break, in 0 of 2000 16x16 images; accepted: sizes where at least "
+        assert points[3.0].skipped == ("Pathfinder placed 11 paths of up to 34 points 3 pixels apart, one copy with "
+                                       "a place to break, in 0 of 2000 24x24 images; accepted: sizes where at least "
                                        "10 fit (fewer or shorter paths, or a larger image).")
-    assert "capacity num_distractors 3 skipped in 2 cells: Pathfinder placed 5 paths" in \
+    assert "capacity num_distractors 9 skipped in 2 cells: Pathfinder placed 11 paths" in \
         benchmark.command.header(bench, workers=1)
 
 

@@ -117,7 +117,7 @@ def one_line_error(result):
     (["run", "--set", "train.steps=abc"], ["'steps'", "'abc'", "integer"]),
     (["run", "--set", "model.dim=30"], ["'dim'", "30", "multiple of heads"]),
     (["run", "--set", "task.seq_len=1"], ["'seq_len'", "1"]),
-    (["run", "--task", "pathfinder", "--set", "task.num_distractors=2"], ["4 paths", "in 0 of 2000", "at least 10"]),
+    (["run", "--task", "pathfinder", "--set", "task.num_distractors=7"], ["9 paths", "in 0 of 2000", "at least 10"]),
     (["run", "--variant", "local", "--set", "variant.window=0"], ["'window'", "0", ">= 1"]),
     (["run", "--variant", "dense", "--set", "variant.window=8"], ["variant.window", "'dense'"]),
     (["resume", "no-such-run"], ["'no-such-run'", "No run"]),

@@ -20,7 +20,7 @@ from experiments.tasks.pathfinder_geometry import FLOOD_RADIUS
 
 @pytest.fixture(scope="module")
 def eval_sets():
-    """The 1,000-example test sets at the quick (16x16) and standard (32x32) sizes, built once, with the
+    """The 1,000-example test sets at the quick (24x24) and standard (32x32) sizes, built once, with the
     CPU seconds each took to build."""
     sets = {}
     for profile in ("quick", "standard"):
@@ -62,8 +62,8 @@ def marker_distance(task, batch):
 def test_vocabulary_numbers_the_answers_first_then_grey_levels_then_the_query():
     task = tasks.create_task("pathfinder", grey_levels=4)
     assert task.vocabulary == ["different", "same", "g0", "g1", "g2", "g3", "?"]
-    assert (task.num_classes, task.chance_accuracy, task.image_size, task.seq_len) == (2, 0.5, 16, 257)
-    assert [tasks.create_task("pathfinder", profile=profile).image_size for profile in tasks.PROFILES] == [16, 32, 128]
+    assert (task.num_classes, task.chance_accuracy, task.image_size, task.seq_len) == (2, 0.5, 24, 577)
+    assert [tasks.create_task("pathfinder", profile=profile).image_size for profile in tasks.PROFILES] == [24, 32, 128]
 
 
 @pytest.mark.parametrize("batch_size", [64, 2, 1001])
@@ -196,9 +196,9 @@ def test_save_images_stops_at_the_batch_size_and_refuses_a_count_below_1(tmp_pat
         save_images(task, batch, tmp_path, 0)
 
 
-def test_the_quick_image_draws_its_eval_set_with_a_distractor_besides_the_other_copy():
-    # A draw is valid about 1 time in 20 there: with too few redraw rounds an example of 1000 gets no picture.
-    task = tasks.create_task("pathfinder", profile="quick", num_distractors=1)
+def test_the_quick_image_draws_its_eval_set_with_five_distractors_besides_the_other_copy():
+    # A draw is valid about 1 time in 40 there: with too few redraw rounds an example of 1000 gets no picture.
+    task = tasks.create_task("pathfinder", profile="quick", num_distractors=5, test_size=1000)
     batch = task.test_set("cpu")
     assert batch.inputs.shape == (task.test_size, task.seq_len) and labels(batch).sum() == task.test_size // 2
 
@@ -212,12 +212,12 @@ def test_options_no_image_can_hold_are_one_sentence():
 
 
 def test_a_size_where_few_pictures_fit_is_refused_at_once_and_one_that_fits_leaves_no_example_without_a_picture():
-    # Two distractors at quick fit about 1 time in 2,200: refused after 2,000 draws, not after minutes of redraws.
+    # Seven distractors at quick fit under 1 time in 2,000: refused after 2,000 draws, not after minutes of redraws.
     start = time.perf_counter()
-    with pytest.raises(ValueError, match=r"^Pathfinder placed 4 paths of up to 16 points 3 pixels apart, one copy "
-                                         r"with a place to break, in \d of 2000 16x16 images; accepted: sizes where"):
-        tasks.create_task("pathfinder", profile="quick", num_distractors=2)
-    assert time.perf_counter() - start < 30  # generous: about 0.2 s; the redraw limit alone took a minute
+    with pytest.raises(ValueError, match=r"^Pathfinder placed 9 paths of up to 34 points 3 pixels apart, one copy "
+                                         r"with a place to break, in \d of 2000 24x24 images; accepted: sizes where"):
+        tasks.create_task("pathfinder", profile="quick", num_distractors=7)
+    assert time.perf_counter() - start < 30  # generous: about 0.6 s; the redraw limit alone took a minute
     # At the sparsest size allowed (10 pictures in 2,000), the redraw rounds leave under 1e-12 of the examples bare.
     assert (1 - pathfinder.FIT_LEAST / pathfinder.FIT_DRAWS) ** pathfinder.MAX_ROUNDS < 1e-12
 
@@ -230,6 +230,9 @@ def test_a_size_where_few_pictures_fit_is_refused_at_once_and_one_that_fits_leav
         ({"min_path_length": 11}, ["'min_path_length'", "11", ">= 12", "farther than 4 pixels"]),
         ({"min_path_length": 13, "max_path_length": 12}, ["'max_path_length'", "12", ">= min_path_length = 13"]),
         ({"num_distractors": -1}, ["'num_distractors'", "-1", ">= 0"]),
+        ({"min_distractor_length": 1}, ["'min_distractor_length'", "1", ">= 2"]),
+        ({"min_distractor_length": 9, "max_distractor_length": 8}, ["'max_distractor_length'", "8",
+                                                                     ">= min_distractor_length = 9"]),
         ({"max_turn": 200}, ["'max_turn'", "200.0", "0 to 180"]),
         ({"dash_period": 1}, ["'dash_period'", "1", ">= 2"]),
         ({"grey_levels": 2}, ["'grey_levels'", "2", ">= 3"]),

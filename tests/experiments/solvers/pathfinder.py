@@ -2,7 +2,8 @@
 
 SMALL = {"seq_len": 197, "min_path_length": 12, "max_path_length": 15, "num_distractors": 0, "grey_levels": 5,
          "test_size": 64}
-WORKED = {"seq_len": 145, "min_path_length": 14, "max_path_length": 14, "test_size": 2}
+WORKED = {"seq_len": 145, "min_path_length": 14, "max_path_length": 14, "num_distractors": 0, "max_turn": 45.0,
+          "test_size": 2}
 RADIUS = 2  # the documented neighbourhood: lit pixels at most 2 apart on both axes are connected
 
 
