@@ -124,7 +124,8 @@ class Pathfinder(Task):
     capacity_option = "num_distractors"  # more paths to tell the connecting one from
     suite_position = 6
     not_discriminative = {"quick": "dense stays at chance after its 3,000 steps (docs/calibration.csv; ln 2 loss), "
-                                   "as it did on the 16x16 image quick had before; it runs when named"}
+                                   "as it did on the 16x16 image quick had before, and so does GRU; it runs when "
+                                   "named"}
 
     @dataclass(frozen=True)
     class Options:
