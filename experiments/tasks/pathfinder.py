@@ -48,12 +48,12 @@ marked copy's points, broken or not).
 Profiles: (measured accuracies: docs/calibration.md) quick, 24x24 (577 tokens): copies of 28-34 points, two
 distractors of 8-14, max_turn 30, dash_period 4, 3 grey levels; model dim 64, depth 2, 4 heads; 3,000 steps of 64 at
 lr 1e-3 after 100 warm-up steps (on the 16x16 image at 3e-3 dense stayed at chance: 3,000 steps causal, 1,400
-bidirectional, 1,800 with sinusoidal positions; at 1e-3 its validation accuracy reached 0.53 by step 3,000). Its
-distractors are shorter than the copies, unlike Linsley et al.'s, so that two fit beside them (about 1 picture in
-4.5 does); their ends are loose ends away from the markers in both classes. standard, 32x32 (1,025 tokens, LRA's
-Pathfinder): paths and distractors of 24-36 points, 2 distractors, 8 grey levels; dim 128, depth 4; 5,000 steps of
-32 at lr 5e-4. long, 128x128 (16,385 tokens, LRA's Path-X): paths and distractors of 48-96 points, 10 distractors, 8
-grey levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
+bidirectional, 1,800 with sinusoidal positions; at 1e-3, on a 12,000-step schedule, its validation accuracy reached
+0.53 by step 3,000). Its distractors are shorter than the copies, unlike Linsley et al.'s, so that two fit beside
+them (about 1 picture in 4.5 does); their ends are loose ends away from the markers in both classes. standard, 32x32
+(1,025 tokens, LRA's Pathfinder): paths and distractors of 24-36 points, 2 distractors, 8 grey levels; dim 128, depth
+4; 5,000 steps of 32 at lr 5e-4. long, 128x128 (16,385 tokens, LRA's Path-X): paths and distractors of 48-96 points,
+10 distractors, 8 grey levels, 200 eval examples; dim 128, depth 4; 5,000 steps of 8 at lr 5e-4.
 
 Purpose: can attention follow a curve across the image? The evidence is spread along a path, not held in one token,
 and a pixel's neighbours above and below lie image_size tokens apart in the sequence.
