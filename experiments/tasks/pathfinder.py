@@ -135,7 +135,8 @@ class Pathfinder(Task):
                                            "of n points spans at most n - 1 pixels)")
         max_path_length: int = option(34, "most points of the marked shape's copies, markers included")
         num_distractors: int = option(2, "paths besides the two copies of the marked shape that every image holds")
-        min_distractor_length: int = option(8, "fewest points of a distractor path")
+        min_distractor_length: int = option(8, "fewest points of a distractor path (Linsley et al.'s are as long as "
+                                                "the marked path; quick's are shorter, so that two fit in 24x24)")
         max_distractor_length: int = option(14, "most points of a distractor path")
         max_turn: float = option(30.0, "largest change of heading, in degrees, from one step of a path to the next")
         dash_period: int = option(4, "every dash_period-th point of a path is left dark (the dashes)")
