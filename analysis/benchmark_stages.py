@@ -22,11 +22,10 @@ import pandas as pd
 
 from analysis.benchmark_axes import capacity_blocks, confirmation_blocks
 from analysis.render import Block, Section, Table, Text
-from analysis.verdicts import wilson
+from common.statistics import mean_interval, wilson
 from experiments.benchmark import CellState, JobState, Ledger, Stage
 from experiments.benchmark.ledger import COMPLETED, SETTLED
 from experiments.benchmark.stages import CONFIRM
-from experiments.sweep.confirm import mean_interval
 
 
 def chance_of(state: CellState) -> float:
@@ -61,7 +60,8 @@ def test_figures(jobs: list[JobState | None], chance: float) -> dict[str, Any]:
     done = [job for job in jobs if job is not None and job.state == COMPLETED]
     accuracies = list(seed_scores(jobs, chance).values())
     mean = statistics.fmean(accuracies) if accuracies else math.nan
-    std, half = mean_interval(accuracies)[1:] if len(accuracies) > 1 else (math.nan, math.nan)
+    interval = mean_interval(accuracies) if len(accuracies) > 1 else None
+    std, half = (interval.std, interval.half_width) if interval else (math.nan, math.nan)
     return {"seeds asked": len(jobs), "seeds completed": len(done), "seeds failed": len(accuracies) - len(done),
             "seeds scored": len(accuracies), "seeds": ",".join(str(job.job.seed) for job in done), "test mean": mean,
             "test std": std, "interval half-width": half}
@@ -77,7 +77,8 @@ def interval_text(row: pd.Series) -> str:
     spread = f" ± {row['interval half-width']:.3f}" if scored > 1 else ""
     lost = f"; {failed} of {scored} diverged or failed, scored at chance" if failed else ""
     test_size = row.get("test size", math.nan)
-    test_set = "" if math.isnan(test_size) else "; test set {:.2f}–{:.2f}".format(*wilson(row["test mean"], test_size))
+    test_set = "" if math.isnan(test_size) else \
+        "; test set {:.2f}–{:.2f}".format(*wilson(row["test mean"] * test_size, test_size))
     return f"{row['test mean']:.3f}{spread} (n={scored}{lost}{test_set})"
 
 

@@ -73,13 +73,3 @@ def log_axes(ax, lengths: Iterable[int], *, y: bool = True) -> None:
 def suptitle(fig: Figure, text: str) -> None:
     """A figure title wrapped to the figure's width (about 9 characters per inch at the report's sizes)."""
     fig.suptitle(textwrap.fill(text, max(30, int(fig.get_figwidth() * 9))))
-
-
-def fit_exponent(x: Iterable[float], y: Iterable[float]) -> float | None:
-    """The slope of log y against log x (least squares): y ~ x^slope. None with fewer than 2 distinct x."""
-    x, y = np.asarray(list(x), dtype=float), np.asarray(list(y), dtype=float)
-    keep = (x > 0) & (y > 0)
-    x, y = x[keep], y[keep]
-    if len(np.unique(x)) < 2:
-        return None
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])

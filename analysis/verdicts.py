@@ -1,6 +1,6 @@
 """Which rows of a benchmark task the confirmation seeds tell apart from the task's best row, and how far apart
 they are: a paired test over the seeds both rows scored, with the fixed test set's own sampling error, its p-values
-Holm-corrected within the task; and the binomial interval of a cell's test set (`wilson`).
+Holm-corrected within the task. The quantile, p-value and correction are `common.statistics`' (scipy, statsmodels).
 
 Every variant trains on the same confirmation seeds (the same seed of initialisation and of the data stream) and
 is scored on the same fixed test set of m examples, so a row is compared with the best row (the highest mean of
@@ -19,9 +19,9 @@ are Welch-Satterthwaite's, the binomial term counting as infinitely many: df = (
 s_d = 0 gives the normal distribution. The p-value is two-sided, from Student's t at df; V = 0 with d̄ = 0 is p = 1.
 The effect size shown is d̄ with its 95% interval, d̄ ± t_{0.975, df} √V.
 
-About 20 rows are compared on a task, so the p-values of a task are corrected together by Holm's step-down method
-(`holm`); a row is told apart from the best when its adjusted p is below ALPHA. Not told apart is not shown equal:
-the interval of the difference says how large a difference the seeds leave possible.
+About 20 rows are compared on a task, so the p-values of a task are corrected together by Holm's step-down method;
+a row is told apart from the best when its adjusted p is below ALPHA. Not told apart is not shown equal: the
+interval of the difference says how large a difference the seeds leave possible.
 """
 
 from __future__ import annotations
@@ -32,12 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
-from scipy import stats
 
 from analysis.render import Block, Table, Text
 from analysis.sections.shared import count, fmt
+from common.statistics import holm, t_test
 
-CONFIDENCE = 0.95  # of every interval: over seeds, of the test set, and of the difference
 ALPHA = 0.05  # a Holm-adjusted p below this tells a row apart from the best
 PROTOCOL = ("Verdicts: per task and per leaderboard table (causal rows and bidirectional rows apart), each row with "
             "2 seeds or more is compared with the row of highest mean by a paired t-test over the confirmation seeds "
@@ -80,30 +79,8 @@ def paired_test(row: Sequence[float], best: Sequence[float], test_size: float) -
     df = math.inf if seeds_part == 0 else (seeds - 1) * variance**2 / seeds_part**2
     if variance == 0:
         return Comparison(seeds, difference, difference, difference, df, 1.0 if difference == 0 else 0.0)
-    error = math.sqrt(variance)
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * error
-    p = 2 * float(stats.t.sf(abs(difference) / error, df))
-    return Comparison(seeds, difference, difference - half, difference + half, df, min(p, 1.0))
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjustment, in the given order: the i-th smallest of k p-values becomes
-    max over j <= i of min(1, (k - j + 1) p_(j))."""
-    order = sorted(range(len(p_values)), key=lambda index: p_values[index])
-    adjusted, running = [math.nan] * len(p_values), 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
-        adjusted[index] = running
-    return adjusted
-
-
-def wilson(mean: float, test_size: float) -> tuple[float, float]:
-    """The Wilson 95% interval of an accuracy `mean` measured on `test_size` examples."""
-    z = float(stats.norm.ppf(0.5 + CONFIDENCE / 2))
-    shrink = 1 + z**2 / test_size
-    centre = (mean + z**2 / (2 * test_size)) / shrink
-    half = z * math.sqrt(mean * (1 - mean) / test_size + z**2 / (4 * test_size**2)) / shrink
-    return max(0.0, centre - half), min(1.0, centre + half)
+    found = t_test(difference, math.sqrt(variance), df)
+    return Comparison(seeds, difference, found.low, found.high, df, found.p)
 
 
 def task_verdicts(task: str, rows: pd.DataFrame, scores: Mapping[tuple[str, str], Mapping[int, float]]) -> pd.DataFrame:

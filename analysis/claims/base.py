@@ -19,21 +19,20 @@ claim that needs no training (a property of the formula at initialisation) has n
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from scipy import stats
-
 from analysis.benchmark_stages import chance_of, seed_scores
 from analysis.verdicts import paired_test
+from common.statistics import MeanInterval, mean_interval
 from experiments.benchmark import Ledger
 from experiments.benchmark.ledger import COMPLETED, SETTLED
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
-CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -70,18 +69,19 @@ class Estimate:
 
     @property
     def half(self) -> float:
-        if len(self.values) < 2:
-            return math.nan
-        error = statistics.stdev(self.values) / math.sqrt(len(self.values))
-        return float(stats.t.ppf(0.5 + CONFIDENCE / 2, len(self.values) - 1)) * error
+        return self._interval.half_width if self._interval else math.nan
 
     @property
     def low(self) -> float:
-        return self.mean - self.half
+        return self._interval.low if self._interval else math.nan
 
     @property
     def high(self) -> float:
-        return self.mean + self.half
+        return self._interval.high if self._interval else math.nan
+
+    @functools.cached_property
+    def _interval(self) -> MeanInterval | None:
+        return mean_interval(self.values) if len(self.values) > 1 else None
 
     def __str__(self) -> str:
         if not self.values:

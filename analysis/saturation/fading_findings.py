@@ -9,9 +9,9 @@ import math
 
 import pandas as pd
 
-from analysis.figures import fit_exponent
 from analysis.saturation.study import MAKE, SaturationStudy
 from analysis.saturation.text import fading_label, listing, number, plus_minus
+from common.statistics import loglog_slope
 
 FADES_LIKE_ONE_OVER_N = 0.05  # a strong weight falling as n^slope, |slope + 1| at most this, fades like 1/n
 
@@ -22,7 +22,7 @@ def _fading_exponents(table: pd.DataFrame) -> str:
     upper = key_counts[min(len(key_counts) // 2, len(key_counts) - 2):]
     parts = []
     for label, group in table[table["num_keys"].isin(upper)].groupby("label", sort=True):
-        slope = fit_exponent(group["num_keys"], group["strong_weight"])
+        slope = loglog_slope(group["num_keys"], group["strong_weight"])
         if slope is None:
             continue
         pace = ("like 1/n" if abs(slope + 1) <= FADES_LIKE_ONE_OVER_N else "slower than 1/n" if slope > -1

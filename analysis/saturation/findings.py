@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from scipy import stats
 
 from analysis.aggregate import over_seeds
 from analysis.saturation.fading_findings import fading_findings
@@ -25,6 +24,7 @@ from analysis.saturation.text import (
     steps_text,
     variance_text,
 )
+from common.statistics import t_half_width
 from experiments.attention_stats import SATURATED
 from experiments.saturation.tables import VANISHING_DERIVATIVE
 
@@ -179,7 +179,7 @@ def _compare(a: pd.Series, b: pd.Series, column: str = "early_accuracy") -> int 
     noise = 0.0
     if combined > 0:
         degrees = combined**2 / (a_se**4 / (a["runs"] - 1) + b_se**4 / (b["runs"] - 1))
-        noise = float(stats.t.ppf(0.5 + CONFIDENCE / 2, degrees)) * math.sqrt(combined)
+        noise = t_half_width(math.sqrt(combined), degrees, CONFIDENCE)
     return 0 if abs(difference) <= noise else (1 if difference > 0 else -1)
 
 

@@ -50,6 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.runs import load_runs, run_metrics
+from common.statistics import standard_error
 from experiments.attention_stats import STATISTICS
 from experiments.saturation import Setting
 from experiments.saturation import tables as saturation_tables
@@ -250,12 +251,6 @@ def load(study_dir: str | Path) -> SaturationStudy:
                  learning_rates=_learning_rates(evaluations, dynamics), lengths=_lengths(runs), skipped=skipped)
 
 
-def _se(values: pd.Series) -> float:
-    """The standard error of the mean over independent runs (NaN from fewer than two)."""
-    values = values.dropna()
-    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
-
-
 def learning_speed(study: SaturationStudy) -> pd.DataFrame:
     """Study B over seeds, per (variant, head dim): runs, runs that reached THRESHOLD, steps to it (mean
     and standard error over those that reached it), early and final accuracy (mean, se), and at the first
@@ -268,12 +263,13 @@ def learning_speed(study: SaturationStudy) -> pd.DataFrame:
     rows = []
     for (name, head_dim), group in steps.groupby(["variant_name", "head_dim"], sort=True):
         reached = group["steps_to_threshold"].dropna()
+        early, final = group["early_accuracy"].dropna(), group["final_accuracy"].dropna()
         first = start.loc[(name, head_dim)] if (name, head_dim) in start.index else None
         rows.append({
             "variant_name": name, "head_dim": head_dim, "runs": len(group), "reached": len(reached),
-            "steps_mean": reached.mean() if len(reached) else math.nan, "steps_se": _se(reached),
-            "early_accuracy_mean": group["early_accuracy"].mean(), "early_accuracy_se": _se(group["early_accuracy"]),
-            "final_accuracy_mean": group["final_accuracy"].mean(), "final_accuracy_se": _se(group["final_accuracy"]),
+            "steps_mean": reached.mean() if len(reached) else math.nan, "steps_se": standard_error(reached),
+            "early_accuracy_mean": group["early_accuracy"].mean(), "early_accuracy_se": standard_error(early),
+            "final_accuracy_mean": group["final_accuracy"].mean(), "final_accuracy_se": standard_error(final),
             **{f"start_{column}": math.nan if first is None else first[column]
                for column in ("max_weight", "saturated_fraction", "grad_norm_q")},
         })

@@ -12,6 +12,7 @@ from analysis.context import Context
 from analysis.render import Block, Figure, Table, Text
 from analysis.sections import shared
 from analysis.sections.registry import section
+from common.statistics import loglog_slope
 from experiments.speed import fits
 
 
@@ -45,7 +46,7 @@ def _markers(frame: pd.DataFrame) -> dict[str, str]:
 def _draw(context: Context, ax, line: pd.DataFrame, x: str, y: str, marker: str, label: str) -> float | None:
     """One line, log-log, labelled with its fitted exponent (also printed after its last point)."""
     colour = context.colour(str(line["variant"].iloc[0]))
-    exponent = figures.fit_exponent(line[x], line[y])
+    exponent = loglog_slope(line[x], line[y])
     shown = f"{'d' if x == 'dim' else 'n'}^{exponent:.2f}" if exponent is not None else "one point"
     ax.plot(line[x], line[y], color=colour, marker=marker, markersize=5, label=f"{label} ({shown})")
     ax.annotate(shown, (line[x].iloc[-1], line[y].iloc[-1]), textcoords="offset points", xytext=(4, 0), fontsize=8,

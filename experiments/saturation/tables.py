@@ -78,6 +78,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 import variants
+from common.statistics import standard_error
 from experiments import tasks
 from experiments.attention_stats import SATURATED
 from experiments.build import build
@@ -162,9 +163,7 @@ def _per_sample(dot_products: Tensor, scale: float, normaliser: str = "softmax",
 
 def _mean_and_standard_error(values: Tensor) -> tuple[float, float]:
     """The mean of independent samples and its standard error (NaN from a single sample)."""
-    if len(values) == 1:
-        return values.item(), math.nan
-    return values.mean().item(), values.std().item() / math.sqrt(len(values))
+    return values.mean().item(), standard_error(values.numpy())
 
 
 def _normaliser(name: Any) -> str:

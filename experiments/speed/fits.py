@@ -19,10 +19,10 @@ agrees with its claim when it rounds to the claimed exponent.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 import variants
+from common.statistics import loglog_slope
 from variants.base import Complexity
 
 SWEEPS = ("length", "dim", "steps")  # the sweeps of `attnlab speed`, in the order a row's `sweep` names them
@@ -69,9 +69,8 @@ def fit(x: pd.Series, y: pd.Series) -> tuple[float | None, str]:
     ("2048-16384"); (None, "") with fewer than two distinct x there."""
     keep = (x >= x.max() / 2**TOP_OCTAVES) & (y > 0)
     x, y = x[keep].astype(float), y[keep].astype(float)
-    if x.nunique() < 2:
-        return None, ""
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0]), f"{int(x.min())}-{int(x.max())}"
+    slope = loglog_slope(x, y)
+    return (None, "") if slope is None else (slope, f"{int(x.min())}-{int(x.max())}")
 
 
 def sweep_tables(table: pd.DataFrame) -> list[str]:
@@ -95,8 +94,8 @@ def slopes(table: pd.DataFrame, low: int = 2048, high: int = 16384) -> pd.DataFr
     ok = ok[ok["seq_len"].between(low, high)]
     rows = []
     for (variant, kernel, causal), group in ok.groupby(["variant", "kernel", "causal"]):
-        if group["seq_len"].nunique() >= 2:
-            slope = np.polyfit(np.log(group["seq_len"]), np.log(group["ms"]), 1)[0]
+        slope = loglog_slope(group["seq_len"], group["ms"])
+        if slope is not None:
             rows.append({"variant": variant, "kernel": kernel, "causal": causal, "slope": slope,
                          "lengths": f"{group['seq_len'].min()}-{group['seq_len'].max()}"})
     return pd.DataFrame(rows, columns=["variant", "kernel", "causal", "slope", "lengths"])

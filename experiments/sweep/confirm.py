@@ -12,15 +12,13 @@ that finished and resumes the interrupted ones from their checkpoints.
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import optuna
-from scipy import stats
 
+from common.statistics import mean_interval
 from experiments import config as configs
 from experiments.launch import start_record
 from experiments.records import RunRecord, Summary
@@ -46,16 +44,6 @@ def confirmation_runs(sweep: Sweep) -> dict[str, RunRecord]:
     return found
 
 
-def mean_interval(accuracies: list[float]) -> tuple[float, float, float]:
-    """The mean, the sample standard deviation and the half-width of the 95% interval of the mean (Student's
-    t, n - 1 degrees of freedom) of two or more values."""
-    count = len(accuracies)
-    if count < 2:
-        raise ValueError(f"an interval of the mean got {count} values; accepted: 2 or more.")
-    mean, std = statistics.fmean(accuracies), statistics.stdev(accuracies)
-    return mean, std, stats.t.ppf(0.975, count - 1) * std / math.sqrt(count)
-
-
 def spread(accuracies: list[float]) -> str:
     """The mean, standard deviation and 95% interval of the mean (Student's t) of the test accuracies."""
     count = len(accuracies)
@@ -63,10 +51,10 @@ def spread(accuracies: list[float]) -> str:
         return "test accuracy: no confirmation run completed"
     if count == 1:
         return f"test accuracy over 1 fresh seed: {accuracies[0]:.4f} (a spread needs 2 seeds or more)"
-    mean, std, half = mean_interval(accuracies)
-    return (f"test accuracy over {count} fresh seeds: mean {mean:.4f}, std {std:.4f}, 95% interval of the mean "
-            f"{mean - half:.4f}..{mean + half:.4f} (Student's t, {count - 1} degree{'s' if count > 2 else ''} of "
-            "freedom)")
+    interval = mean_interval(accuracies)
+    return (f"test accuracy over {count} fresh seeds: mean {interval.mean:.4f}, std {interval.std:.4f}, 95% interval "
+            f"of the mean {interval.low:.4f}..{interval.high:.4f} (Student's t, {count - 1} "
+            f"degree{'s' if count > 2 else ''} of freedom)")
 
 
 def _train_or_keep(config: configs.RunConfig, found: dict[str, RunRecord], sweep: Sweep, *, quiet: bool,

@@ -1,5 +1,3 @@
-import pytest
-
 from analysis import figures
 
 
@@ -11,9 +9,3 @@ def test_the_palette_gives_each_variant_one_colour_whatever_the_order_it_is_met_
     many = figures.palette([f"variant{index}" for index in range(14)])
     assert len(set(many.values())) == 14
 
-
-def test_the_fitted_exponent_is_the_log_log_slope():
-    lengths = [256, 512, 1024, 2048]
-    assert figures.fit_exponent(lengths, [3.0 * length**1.5 for length in lengths]) == pytest.approx(1.5)
-    assert figures.fit_exponent(lengths, [7.0 * length for length in lengths]) == pytest.approx(1.0)
-    assert figures.fit_exponent([512, 512], [1.0, 2.0]) is None

@@ -1,7 +1,7 @@
 """The benchmark's verdicts (`analysis.verdicts`): a paired test over the confirmation seeds that adds the fixed test
-set's binomial error, Holm-corrected within a task, the Wilson interval of a test set; and the saturation study's
-comparison of two means (`analysis.saturation.findings._compare`). Every expected number is computed here, from
-scipy or the formula, not by the code under test."""
+set's binomial error, Holm-corrected within a task; and the saturation study's comparison of two means
+(`analysis.saturation.findings._compare`). Every expected number is computed here, from scipy or the formula, not
+by the code under test."""
 
 import math
 import statistics
@@ -70,13 +70,6 @@ def test_a_spread_out_row_at_three_seeds_is_not_told_apart_and_shows_its_effect_
     assert found.loc["other", "told apart"] == "no"
 
 
-def test_holm_adjusts_step_down():
-    # sorted 0.01, 0.03, 0.04: x3 = 0.03, x2 = 0.06, x1 = 0.04 raised to the running maximum 0.06
-    assert verdicts.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert verdicts.holm([0.5, 0.01]) == pytest.approx([0.5, 0.02])
-    assert verdicts.holm([0.6, 0.7]) == pytest.approx([1.0, 1.0])
-
-
 def test_two_gaps_under_005_alone_are_not_told_apart_after_holm_over_three_comparisons():
     best = [0.9, 0.9, 0.9]
     found = table({"dense": best, "a": [0.84] * 3, "b": [0.83] * 3, "c": [0.89] * 3})
@@ -103,11 +96,6 @@ def test_rows_pair_by_seed_number_over_the_seeds_both_scored():
 def test_equal_rows_without_any_spread_have_p_one():
     assert verdicts.paired_test([1.0, 1.0], [1.0, 1.0], TEST_SIZE).p == 1.0
     assert verdicts.paired_test([0.0, 0.0], [1.0, 1.0], TEST_SIZE).p == 0.0
-
-
-def test_the_wilson_interval_matches_its_published_values():
-    assert verdicts.wilson(0.5, 100) == pytest.approx((0.4038, 0.5962), abs=1e-4)
-    assert verdicts.wilson(0.0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
 
 
 def speed_row(mean: float, se: float, runs: int) -> pd.Series:
