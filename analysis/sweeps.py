@@ -17,11 +17,11 @@ import pandas as pd
 from optuna.exceptions import ExperimentalWarning
 from optuna.importance import FanovaImportanceEvaluator, get_param_importances
 from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from analysis.runs import matches
 from common.options import closest
+from experiments.sweep.storage import journal_backend
 
 STATES = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialState.FAIL: "failed",
           TrialState.RUNNING: "running", TrialState.WAITING: "waiting"}
@@ -116,7 +116,7 @@ def load_studies(runs_dir: Path, only: str | None = None) -> tuple[list[SweepStu
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     for path in journals:
         try:
-            storage = JournalStorage(JournalFileBackend(str(path)))
+            storage = JournalStorage(journal_backend(path))
             for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
                 study = optuna.load_study(study_name=summary.study_name, storage=storage)
                 definition = dict(study.user_attrs.get("definition", {}))

@@ -85,7 +85,7 @@ class TrainConfig:
                 self.interim_validation, "none or an integer >= 1")
         require(self.target_accuracy is None or 0 < self.target_accuracy <= 1, "target_accuracy",
                 self.target_accuracy, "none or a number in (0, 1]")
-        trackers.check_available(self.tracker)
+        trackers.check_usable(self.tracker)
 
 
 @dataclass(frozen=True)

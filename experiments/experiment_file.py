@@ -73,8 +73,10 @@ def _option(path: Path, key: str, value: Any, action: argparse.Action) -> Any:
 
 
 def _check_sections(path: Path, sections: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
-    """Each section's keys and values against what they configure, naming the file: the model and training
-    configs, each listed variant's options (a key any of them has), each listed task's options."""
+    """Each section's keys and values, as the --set assignments they become give them (a value takes what the
+    command line takes: `tracker = "wandb,tensorboard"` is a list), against what they configure, naming the file:
+    the model and training configs, each listed variant's options (a key any of them has), each listed task's
+    options."""
     for name, cls in (("model", configs.ModelConfig), ("train", configs.TrainConfig)):
         build_options(cls, f"Experiment file {path} [{name}]", sections.get(name, {}))
     rows = presets.expand(args.variant or "core")  # only the benchmark has no default: its default set
@@ -120,8 +122,8 @@ def apply(parser: argparse.ArgumentParser, argv: list[str] | None, args: argpars
         defaults[dest] = _option(path, key, value, actions[dest])
     command.set_defaults(**defaults)
     merged = parser.parse_args(argv)  # the command line over the file's values
-    _check_sections(path, sections, merged)
     assignments = [f"{section}.{key}={format_value(value)}" for section, table in sections.items()
                    for key, value in table.items()]
+    _check_sections(path, configs.parse_sets(assignments), merged)
     merged.set = [*assignments, *(merged.set or [])]
     return merged

@@ -14,7 +14,9 @@ under `benchmark-NAME` and their stage, as W&B's `group` and `job_type` and as T
                  folder and hides what the killed run logged after its checkpoint (`purge_step`)
 
 Each package is an extra (`pip install -e '.[wandb]'`, `'.[tensorboard]'`), imported only by a run that asks for
-it; `check_available` refuses a missing one at config resolution, before anything trains.
+it. `check_usable` refuses, at config resolution (before a run folder is made), a missing one and one that could not
+start here: W&B with a setting it refuses (WANDB_MODE=bogus) or online without an API key, TensorBoard with a
+TENSORBOARD_LOGDIR it cannot write.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ PACKAGES = {"wandb": "wandb", "tensorboard": "tensorboard"}
 ITEM_NAMES = ((("lo", "hi"), "d{lo}-{hi}"), (("layer", "head"), "layer{layer}/head{head}"))
 
 
-def check_available(names: tuple[str, ...] | None) -> None:
-    """Refuse, in one sentence, a tracker named twice or one whose package is not installed (found without
-    importing it)."""
+def check_usable(names: tuple[str, ...] | None) -> None:
+    """Refuse, in one sentence, a tracker named twice, one whose package is not installed (found without
+    importing it), and one that could not start here (`check_wandb`, `check_tensorboard_folder`)."""
     names = names or ()
     for name in names:
         if names.count(name) > 1:
@@ -45,6 +47,62 @@ def check_available(names: tuple[str, ...] | None) -> None:
         if importlib.util.find_spec(PACKAGES[name]) is None:
             raise OptionError(f"option 'tracker' got {name!r}, whose package {PACKAGES[name]} is not installed; "
                               f"accepted: pip install -e '.[{name}]', or train.tracker=none.")
+    if "wandb" in names:
+        check_wandb()
+    if "tensorboard" in names:
+        check_tensorboard_folder()
+
+
+def check_wandb() -> None:
+    """W&B's settings and API key as `wandb.init` finds them (the settings from WANDB_* variables and W&B's
+    settings files; the key from WANDB_API_KEY, a netrc entry for the server or the settings), read without
+    starting W&B's service or touching the network: a setting W&B refuses (WANDB_MODE=bogus), or a mode that
+    logs online with no key, is refused. Offline, dryrun and disabled need no key."""
+    import pydantic
+    import wandb
+    from wandb.errors import AuthenticationError
+    from wandb.sdk import wandb_setup
+    from wandb.sdk.lib import wbauth
+
+    try:
+        settings = wandb_setup.singleton().settings
+    except pydantic.ValidationError as error:
+        wandb.teardown()  # W&B keeps the settings it had read when it refused one: start afresh next time
+        (problem, *_) = error.errors()
+        setting = ".".join(map(str, problem["loc"]))
+        raise OptionError(f"option 'tracker' names 'wandb', whose setting {setting!r} got {problem['input']!r} "
+                          f"(WANDB_{setting.upper()}, or a W&B settings file); accepted: "
+                          f"{problem['msg'].removeprefix('Input should be ')}.") from None
+    if settings._offline or settings._noop:  # wandb.init's own test for a run that needs no login
+        return
+    try:
+        key = wbauth.authenticate_session(host=settings.base_url, source="attnlab", prompt=False,
+                                          update_session=False)
+    except AuthenticationError as error:
+        raise OptionError(f"option 'tracker' names 'wandb', whose credentials W&B refuses ({error}); accepted: "
+                          "a key as `wandb login` writes it, or WANDB_MODE=offline.") from None
+    if key is None:
+        raise OptionError(f"option 'tracker' names 'wandb' in W&B mode {settings.mode!r}, which logs to "
+                          f"{settings.base_url} and needs an API key, and none is set; accepted: WANDB_API_KEY or a "
+                          "netrc entry (`wandb login` writes one), WANDB_MODE=offline or WANDB_MODE=disabled.")
+
+
+def check_tensorboard_folder() -> None:
+    """TENSORBOARD_LOGDIR, where set, names a folder that is there or can be made, and can be written (unset, the
+    event files go into the run folder, which the run makes)."""
+    root = os.environ.get("TENSORBOARD_LOGDIR")
+    if not root:
+        return
+    folder = Path(root)
+    existing = next(path for path in (folder, *folder.parents) if path.exists())
+    if not existing.is_dir():
+        where = "is a file" if existing == folder else f"lies under the file {existing}"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        where = f"cannot be written ({existing} is not writable)"
+    else:
+        return
+    raise OptionError(f"option 'tracker' names 'tensorboard', whose TENSORBOARD_LOGDIR {root!r} {where}; accepted: "
+                      "TENSORBOARD_LOGDIR naming a folder you can write, or unset (the run folder's tensorboard/).")
 
 
 def grouping(tags: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -23,7 +23,7 @@ from common.options import OptionError
 from experiments.benchmark.definition import STUDY_PREFIX, Benchmark
 from experiments.benchmark.ledger import COMPLETED, Ledger, at_target
 from experiments.benchmark.stages import TUNE
-from experiments.sweep.storage import stored_definition
+from experiments.sweep.storage import set_aside_torn_line, stored_definition
 
 RECORDS = Path("docs/records")
 SUFFIX = ".journal"
@@ -37,12 +37,16 @@ def path_of(name: str, records: Path | None = None) -> Path:
 def load(path: Path, *, device: str = "cpu") -> Ledger:
     """The benchmark a record holds, its cells resolved again here on `device` (no run needs them), and its state.
     A file that is not one benchmark's storage is a one-sentence error."""
-    with tempfile.TemporaryDirectory() as folder:  # read a copy: reading never changes the committed file
+    # Read a copy: reading leaves the record as it is, but for a last line that was cut off (set aside beside it).
+    with tempfile.TemporaryDirectory() as folder:
         copy = Path(folder) / path.name
         try:
+            set_aside_torn_line(path)
             shutil.copyfile(path, copy)
             storage = JournalStorage(JournalFileBackend(str(copy)))
             names = [name for name in optuna.get_all_study_names(storage) if name.startswith(STUDY_PREFIX)]
+        except OptionError:  # a line of the journal that is not JSON, named in a sentence of its own
+            raise
         except (OSError, ValueError) as error:
             raise OptionError(f"Benchmark record {str(path)!r} cannot be read ({error}); accepted: a benchmark's "
                               "journal file, as `attnlab results --keep NAME` writes it.") from None

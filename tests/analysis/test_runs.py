@@ -93,5 +93,7 @@ def test_a_corrupt_study_journal_is_skipped_with_its_reason(tmp_path):
     (tmp_path / "sweeps" / "broken.journal").write_text('not json\n{"op_code": 0}\n')
     studies, unreadable = load_studies(tmp_path)
     assert studies == []
-    assert unreadable == [{"run": "sweeps/broken.journal",
-                           "reason": "the study journal cannot be read (Expecting value: line 1 column 1 (char 0))"}]
+    assert unreadable == [{"run": "sweeps/broken.journal", "reason": (
+        f"the study journal cannot be read (Journal {tmp_path / 'sweeps' / 'broken.journal'} line 1 is not one of "
+        "Optuna's records (Expecting value: line 1 column 1 (char 0)); accepted: a journal of Optuna's JSON lines: "
+        "restore it from a copy, or remove line 1.)")}]

@@ -126,8 +126,19 @@ def test_only_a_settled_benchmark_is_kept_and_a_file_that_is_no_record_is_refuse
         record.keep("missing", tmp_path, tmp_path / "records")
     broken = tmp_path / "benchmark-broken.journal"
     broken.write_text("not a journal\n")
-    with pytest.raises(OptionError, match="cannot be read|holds 0 benchmarks"):
+    with pytest.raises(OptionError, match="benchmark-broken.journal line 1 is not one of Optuna's records"):
         record.load(broken)
+
+
+def test_a_record_whose_last_line_was_cut_is_read_up_to_its_last_whole_line(kept, tmp_path, capsys):
+    _, path = kept
+    torn = b'{"op_code":6,"worker_id":"9f1c","trial_id":3,"sta'  # a write cut short by a full disk
+    copy = tmp_path / path.name
+    copy.write_bytes(path.read_bytes() + torn)
+    assert record.load(copy).complete
+    (aside,) = tmp_path.glob(f"{path.name}.torn-*")
+    assert aside.read_bytes() == torn and copy.read_bytes() == path.read_bytes()
+    assert f"its last {len(torn)} bytes are set aside in {aside}" in capsys.readouterr().err
 
 
 def test_attnlab_results_keeps_a_benchmark_and_names_what_it_wrote(kept, tmp_path, monkeypatch, capsys):

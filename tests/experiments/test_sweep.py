@@ -7,6 +7,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 import torch
+from optuna.storages.journal import JournalFileSymlinkLock
 from optuna.trial import TrialState
 from poison import poison_forward
 from postgres import free_port, postgres_server
@@ -21,6 +23,7 @@ from postgres import free_port, postgres_server
 import variants
 from experiments import sweep as sweeps
 from experiments.cli import main
+from experiments.sweep.storage import set_aside_torn_line
 
 TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.test_size=64", "task.num_buckets=4", "model.dim=32",
              "model.depth=1", "model.heads=2", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
@@ -214,6 +217,59 @@ def test_joining_a_study_with_other_settings_is_refused(tmp_path):
     in_process_sweep(tmp_path, "variant.window=8:10")
     with pytest.raises(ValueError, match=r"created for another sweep \(its space differ\)"):
         in_process_sweep(tmp_path, "variant.window=8:11")
+
+
+# A worker killed while appending its record of trial 0's parameters: the line stops short of its newline.
+TORN = b'{"op_code":5,"worker_id":"9f1c","trial_id":0,"param_name":"train.lr","param_value_internal":0.00'
+
+
+def test_a_torn_last_journal_line_is_set_aside_beside_it_and_the_sweep_continues(tmp_path, capsys):
+    assert main(sweep_command(tmp_path, "--trials", "1", "--pruner", "none")) == 0
+    journal = tmp_path / "sweeps" / "local-passkey-quick-s0.journal"
+    whole = journal.read_bytes()
+    journal.write_bytes(whole + TORN)
+    capsys.readouterr()
+    assert main(sweep_command(tmp_path, "--trials", "2", "--pruner", "none")) == 0
+    (aside,) = journal.parent.glob(f"{journal.name}.torn-*")
+    assert aside.read_bytes() == TORN  # never deleted: the exact bytes, beside the journal
+    assert journal.read_bytes().startswith(whole) and journal.read_bytes().endswith(b"\n")
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Journal ")]
+    assert said == [f"Journal {journal} ended in a line that was cut off: its last {len(TORN)} bytes are set aside in "
+                    f"{aside}, and it is read up to its last whole line."]
+    study = journal_study(tmp_path, "local-passkey-quick-s0")
+    assert [trial.state for trial in study.trials] == [TrialState.COMPLETE] * 2
+
+
+def test_a_journal_line_that_is_not_json_is_named_by_file_and_number_with_exit_code_2(tmp_path, capsys):
+    in_process_sweep(tmp_path)
+    journal = tmp_path / "sweeps" / "local-passkey-quick-s0.journal"
+    lines = journal.read_bytes().split(b"\n")
+    lines[1] = b'{"op_code" 1}'
+    journal.write_bytes(b"\n".join(lines))
+    before = journal.read_bytes()
+    line = one_line_error(capsys, sweep_command(tmp_path, "--trials", "2", "--pruner", "none"))
+    assert line == (f"attnlab sweep: Journal {journal} line 2 is not one of Optuna's records (Expecting ':' delimiter: "
+                    "line 1 column 12 (char 11)); accepted: a journal of Optuna's JSON lines: restore it from a copy, "
+                    "or remove line 2.")
+    assert journal.read_bytes() == before and sorted(path.name for path in tmp_path.iterdir()) == ["sweeps"]
+
+
+def test_a_line_a_live_worker_is_still_appending_is_waited_for_never_set_aside(tmp_path):
+    journal = tmp_path / "study.journal"
+    journal.write_bytes(b'{"op_code":0,"worker_id":"a"}\n{"op_code":4,')  # the worker's write, half done
+    lock = JournalFileSymlinkLock(str(journal))
+    lock.acquire()  # as Optuna's JournalFileBackend.append_logs holds it while it writes
+    check = threading.Thread(target=set_aside_torn_line, args=(journal,))
+    check.start()
+    time.sleep(0.5)
+    assert check.is_alive()  # waiting for the writer's lock
+    with journal.open("ab") as file:
+        file.write(b'"worker_id":"a"}\n')
+    lock.release()
+    check.join(timeout=30)
+    assert not check.is_alive()
+    assert journal.read_bytes() == b'{"op_code":0,"worker_id":"a"}\n{"op_code":4,"worker_id":"a"}\n'
+    assert not list(tmp_path.glob("*.torn-*"))
 
 
 @pytest.mark.parametrize("name", variants.list_variants())

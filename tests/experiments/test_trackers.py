@@ -1,10 +1,12 @@
 """Trackers (`train.tracker`): every metric line at its step, the resolved config, the summary and the run's id
 reach W&B and TensorBoard, read back from the files each writes (W&B offline: nothing touches a network); runs
-that belong together are grouped; a resumed run continues its own; a missing package is refused before anything
-trains, and neither package is imported unless a run asks for it."""
+that belong together are grouped; a resumed run continues its own; a missing package, W&B without a key or with a
+mode it refuses, and a TensorBoard folder that cannot be written are refused before a run folder is made; neither
+package is imported unless a run asks for it."""
 
 import ast
 import json
+import os
 import sys
 import typing
 from pathlib import Path
@@ -14,8 +16,8 @@ from test_train import new_record, tiny_config
 
 from common.options import OptionError
 from experiments import config as configs
-from experiments import trackers
-from experiments.cli import main
+from experiments import experiment_file, trackers
+from experiments.cli import build_parser, main
 from experiments.records import RunRecord
 from experiments.train import train
 
@@ -42,9 +44,27 @@ def metric(record, name, kind):
     return [(line["step"], line[name]) for line in record.read_metrics() if line["kind"] == kind]
 
 
+@pytest.fixture(autouse=True)
+def wandb_knows_nothing_of_this_machine(tmp_path, monkeypatch):
+    """No W&B variable, key, netrc or settings file of the machine running the tests reaches W&B, and W&B reads its
+    settings afresh in each test (it keeps them for the process once read)."""
+    for name in [name for name in os.environ if name.startswith("WANDB_")] + ["NETRC"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("WANDB_BASE_URL", "https://api.wandb.ai")
+    wandb = sys.modules.get("wandb")
+    if wandb is not None:
+        wandb.teardown()
+    yield
+    if sys.modules.get("wandb") is not None:
+        sys.modules["wandb"].teardown()
+
+
 # -- the option ---------------------------------------------------------------------------------------------
 
-def test_the_tracker_is_none_by_default_and_takes_either_name_or_both():
+def test_the_tracker_is_none_by_default_and_takes_either_name_or_both(monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
     assert tiny_config().train.tracker is None
     assert configs.parse_sets(["train.tracker=wandb,tensorboard"])["train"]["tracker"] == ["wandb", "tensorboard"]
     assert tiny_config(tracker=["wandb", "tensorboard"]).train.tracker == ("wandb", "tensorboard")
@@ -72,6 +92,91 @@ def test_a_missing_tracker_package_is_refused_before_anything_trains_naming_its_
     assert not any(tmp_path.iterdir())  # no run folder: nothing started
 
 
+def refused_run(tmp_path, capsys, tracker):
+    """`attnlab run` with `tracker`: its exit status and its one line on stderr, once sure it made no run folder."""
+    runs = tmp_path / "runs"
+    code = main(["run", "--variant", "dense", "--task", "passkey", "--set", f"train.tracker={tracker}",
+                 "--runs-dir", str(runs), "--quiet"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert not runs.exists() or not any(runs.iterdir())  # no run folder, not even one holding config.json
+    return code, line
+
+
+@pytest.mark.parametrize("tracker", ["wandb", "wandb,tensorboard"])
+def test_wandb_online_without_an_api_key_is_refused_before_a_run_folder_is_made(tmp_path, capsys, tracker):
+    pytest.importorskip("wandb")
+    code, line = refused_run(tmp_path, capsys, tracker)
+    assert code == 2 and line == (
+        "attnlab run: Config section 'train' option 'tracker' names 'wandb' in W&B mode 'online', which logs to "
+        "https://api.wandb.ai and needs an API key, and none is set; accepted: WANDB_API_KEY or a netrc entry "
+        "(`wandb login` writes one), WANDB_MODE=offline or WANDB_MODE=disabled.")
+
+
+@pytest.mark.parametrize("mode", ["bogus", ""])
+def test_a_wandb_mode_wandb_does_not_accept_is_refused_naming_the_modes_it_does(tmp_path, capsys, monkeypatch, mode):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", mode)
+    code, line = refused_run(tmp_path, capsys, "wandb")
+    assert code == 2 and line == (
+        f"attnlab run: Config section 'train' option 'tracker' names 'wandb', whose setting 'mode' got {mode!r} "
+        "(WANDB_MODE, or a W&B settings file); accepted: 'online', 'offline', 'shared', 'disabled', 'dryrun' or 'run'.")
+    monkeypatch.setenv("WANDB_MODE", "offline")  # W&B, refused once, reads its settings afresh
+    assert tiny_config(tracker="wandb").train.tracker == ("wandb",)
+
+
+def test_a_wandb_key_of_the_wrong_form_is_refused_with_what_wandb_says_of_it(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_API_KEY", "short")
+    code, line = refused_run(tmp_path, capsys, "wandb")
+    assert code == 2
+    assert "names 'wandb', whose credentials W&B refuses (WANDB_API_KEY invalid: API key must have 40+ " in line
+
+
+@pytest.mark.parametrize("found_by", ["WANDB_API_KEY", "netrc", "offline", "dryrun", "disabled"])
+def test_wandb_with_a_key_or_a_mode_that_needs_none_resolves(tmp_path, monkeypatch, found_by):
+    """The key as wandb.init finds it (never checked against the server: no test touches the network)."""
+    pytest.importorskip("wandb")
+    key = "k" * 40
+    if found_by == "WANDB_API_KEY":
+        monkeypatch.setenv("WANDB_API_KEY", key)
+    elif found_by == "netrc":
+        (tmp_path / "home").mkdir()
+        (tmp_path / "home" / ".netrc").write_text(f"machine api.wandb.ai\n  login user\n  password {key}\n")
+    else:
+        monkeypatch.setenv("WANDB_MODE", found_by)
+    assert tiny_config(tracker="wandb").train.tracker == ("wandb",)
+
+
+@pytest.mark.parametrize("logdir, where", [("board", "is a file"), ("board/inner", "lies under the file {file}")])
+def test_a_tensorboard_folder_that_is_a_file_is_refused_before_a_run_folder_is_made(tmp_path, capsys, monkeypatch,
+                                                                                    logdir, where):
+    pytest.importorskip("tensorboard")
+    (tmp_path / "board").write_text("")
+    monkeypatch.setenv("TENSORBOARD_LOGDIR", str(tmp_path / logdir))
+    code, line = refused_run(tmp_path, capsys, "tensorboard")
+    assert code == 2 and line == (
+        f"attnlab run: Config section 'train' option 'tracker' names 'tensorboard', whose TENSORBOARD_LOGDIR "
+        f"{str(tmp_path / logdir)!r} {where.format(file=tmp_path / 'board')}; accepted: TENSORBOARD_LOGDIR naming a "
+        "folder you can write, or unset (the run folder's tensorboard/).")
+
+
+def test_a_tensorboard_folder_not_yet_made_resolves(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    monkeypatch.setenv("TENSORBOARD_LOGDIR", str(tmp_path / "not" / "yet"))
+    assert tiny_config(tracker="tensorboard").train.tracker == ("tensorboard",)
+
+
+@pytest.mark.parametrize("written", ['"wandb,tensorboard"', '["wandb", "tensorboard"]'])
+def test_an_experiment_file_takes_the_trackers_as_the_command_line_does(tmp_path, monkeypatch, written):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    path = tmp_path / "exp.toml"
+    path.write_text(f"[train]\ntracker = {written}\n")
+    argv = ["run", "--config", str(path)]
+    parser = build_parser()
+    args = experiment_file.apply(parser, argv, parser.parse_args(argv))
+    assert configs.parse_sets(args.set)["train"]["tracker"] == ["wandb", "tensorboard"]
+
+
 def test_neither_package_is_imported_but_inside_the_trackers_that_need_it():
     """`import experiments.train` (or the command line, or analysis) never imports wandb or tensorboard."""
     found = []
@@ -88,7 +193,7 @@ def test_neither_package_is_imported_but_inside_the_trackers_that_need_it():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(name.split(".")[0] in ("wandb", "tensorboard") or "tensorboard" in name for name in names):
                 found.append((path.relative_to(ROOT).as_posix(), id(node) in inside))
-    assert found == [("experiments/trackers.py", True), ("experiments/trackers.py", True)]
+    assert found and set(found) == {("experiments/trackers.py", True)}
 
 
 # -- what a tracker is sent ---------------------------------------------------------------------------------
