@@ -6,7 +6,6 @@ through `load_runs`), and sees the same colours, labels and skipped records as e
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +16,7 @@ import pandas as pd
 from analysis import figures
 from analysis.runs import run_metrics
 from analysis.sweeps import SweepStudy
+from experiments.records import RecordError
 
 SPEED_KEY = ("variant", "kernel", "seq_len", "causal", "device", "batch", "heads", "head_dim", "dtype")
 SPEED_COLUMNS = (*SPEED_KEY, "status", "ms", "peak_mib")
@@ -124,8 +124,8 @@ class Context:
         for run in runs.itertuples(index=False):
             try:
                 history = run_metrics(run)
-            except (OSError, json.JSONDecodeError) as error:
-                unreadable.append({"run": run.run_id, "reason": f"metrics.jsonl is not JSON lines ({error})"})
+            except (OSError, RecordError) as error:  # unreadable, or not UTF-8 JSON lines
+                unreadable.append({"run": run.run_id, "reason": f"metrics.jsonl is not readable JSON lines ({error})"})
                 continue
             for line in history:
                 if not isinstance(line, dict) or line.get("kind") not in ("train", "eval"):

@@ -41,6 +41,7 @@ from experiments import config as configs
 from experiments.build import Parts, build
 from experiments.config import RunConfig, parse_value
 from experiments.records import RecordError, RunRecord, Summary
+from experiments.train import weights_mismatch
 
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "checkpoint.pt")
 CONFIG_SECTIONS = {"variant_options": "variant", "task_options": "task", "model": "model", "train": "train"}
@@ -161,9 +162,13 @@ def run_parts(run: Any) -> Parts:
 def trained_parts(run: Any) -> Parts:
     """The run's task and its model with the checkpoint's weights, in eval mode; a RecordError when it has
     no checkpoint."""
-    parts, state = run_parts(run), _record(run).load_checkpoint()
+    record = _record(run)
+    parts, state = run_parts(run), record.load_checkpoint()
     if state is None:
         raise RecordError("no checkpoint.pt")
+    wrong = weights_mismatch(state, parts.model)
+    if wrong:
+        raise record.mismatched_checkpoint(wrong)
     parts.model.load_state_dict(state["model"])
     parts.model.eval()
     return parts

@@ -34,7 +34,8 @@ def checked_device(device: str | None) -> str:
 
 
 class StopFlag:
-    """SIGINT/SIGTERM ask the running training loop to checkpoint and stop, marking the run interrupted."""
+    """SIGINT/SIGTERM ask the running training loop to checkpoint and stop, marking the run interrupted; a second
+    one stops it at once (KeyboardInterrupt), leaving the run as its last checkpoint has it."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
@@ -45,7 +46,7 @@ class StopFlag:
     def install(self) -> StopFlag:
         def handler(signum, frame):
             if self.signal is not None:  # a second signal: stop now
-                raise KeyboardInterrupt
+                raise KeyboardInterrupt("stopped by a second signal before its checkpoint was written")
             self.signal = signum
 
         signal.signal(signal.SIGINT, handler)
@@ -86,7 +87,8 @@ def results_table(summaries: list[Summary]) -> str:
 
 def train_runs(pending: list[tuple[Parts, RunRecord]], runs_dir: Path, quiet: bool) -> int:
     """Train each run in turn and print the results table: 0 when all completed, 130 when a signal stopped
-    one (the rest are left untrained), 1 when one diverged or failed."""
+    one (the rest are left untrained; a second signal stops it at once, with one sentence), 1 when one diverged
+    or failed."""
     from experiments.train import train
 
     stop = StopFlag().install()
@@ -94,6 +96,13 @@ def train_runs(pending: list[tuple[Parts, RunRecord]], runs_dir: Path, quiet: bo
     for parts, record in pending:
         try:
             summary = train(parts, record, quiet=quiet, should_stop=stop)
+        except KeyboardInterrupt:  # the second signal (`StopFlag`)
+            print(f"run {record.run_id} interrupted again before its checkpoint was written; its folder "
+                  f"{record.path} keeps the last checkpoint; continue it with: attnlab resume {record.run_id} "
+                  f"--runs-dir {runs_dir}", file=sys.stderr)
+            return 130
+        except RecordError:  # the record itself: another process trains it, or its checkpoint does not match
+            raise
         except ValueError as error:  # inputs were validated before training: this is a bug, show its trace
             raise RuntimeError(f"run {record.run_id} failed") from error
         summaries.append(summary)
@@ -147,5 +156,6 @@ def resume(run_id: str, runs_dir: Path, quiet: bool) -> int:
     if (record.path / "summary.json").exists() and record.read_summary().status == "completed":
         raise RecordError(f"Run {run_id!r} is already completed; accepted: a run that is interrupted, "
                           "failed or was killed.")
-    record.load_checkpoint()  # a corrupt checkpoint is the user's to know about before anything runs
+    # `train` refuses a run another process trains and a checkpoint that does not match the run, before it
+    # writes anything.
     return train_runs([(build(config), record)], runs_dir, quiet)

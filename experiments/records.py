@@ -4,6 +4,7 @@
     runs/<run_id>/metrics.jsonl   one JSON object per logged step or evaluation
     runs/<run_id>/summary.json    status and headline figures (`Summary`), rewritten as the run goes
     runs/<run_id>/checkpoint.pt   model, optimiser, data generator and history, for resuming
+    runs/<run_id>/training.lock   locked while a process trains the run (`RunRecord.training`)
 
 Every file is replaced atomically (write a temporary file, then rename). Checkpoints load with
 `torch.load(weights_only=True)`: a checkpoint cannot run code.
@@ -12,11 +13,15 @@ Every file is replaced atomically (write a temporary file, then rename). Checkpo
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import io
 import json
+import os
 import re
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,7 @@ import torch
 
 from common.files import atomic_write_bytes, atomic_write_text
 
+LOCK_FILE = "training.lock"
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 STATUSES = ("running", "completed", "diverged", "failed", "interrupted", "pruned")
 
@@ -181,12 +187,18 @@ class RunRecord:
 
     # -- JSON files ---------------------------------------------------------------------------------
 
+    def _not_json(self, name: str, reason: ValueError | str) -> RecordError:
+        """The error for a file of the record that is not UTF-8 JSON (`reason`: the JSON or UTF-8 decoding error)."""
+        return RecordError(f"{self.path / name} is not valid UTF-8 JSON ({reason}); accepted: the file a run wrote.")
+
     def _read_json(self, name: str) -> Any:
         try:
-            return json.loads((self.path / name).read_text())
-        except (OSError, json.JSONDecodeError) as error:
+            return json.loads((self.path / name).read_text(encoding="utf-8"))
+        except OSError as error:
             raise RecordError(f"{self.path / name} cannot be read as JSON ({error}); accepted: the file "
                               "a run wrote.") from None
+        except ValueError as error:  # json.JSONDecodeError, UnicodeDecodeError
+            raise self._not_json(name, error) from None
 
     def write_config(self, config: dict[str, Any]) -> None:
         atomic_write_text(self.path / "config.json", json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -213,7 +225,17 @@ class RunRecord:
         path = self.path / "metrics.jsonl"
         if not path.exists():
             return []
-        return [metric_line_as_today(json.loads(line)) for line in path.read_text().splitlines()]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise self._not_json("metrics.jsonl", error) from None
+        lines = []
+        for number, line in enumerate(text.splitlines(), 1):
+            try:
+                lines.append(metric_line_as_today(json.loads(line)))
+            except json.JSONDecodeError as error:
+                raise self._not_json("metrics.jsonl", f"line {number}: {error.msg}") from None
+        return lines
 
     # -- checkpoint ---------------------------------------------------------------------------------
 
@@ -232,11 +254,37 @@ class RunRecord:
             return None
         try:
             state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
-        except Exception as error:  # torch raises several types for truncated or foreign files
-            reason = str(error).splitlines()[0][:200]
+        except Exception as error:  # torch raises several types for truncated or foreign files, some without a message
+            reason = ("the file is empty" if self.checkpoint_path.stat().st_size == 0
+                      else next(iter(str(error).splitlines()), "")[:200] or type(error).__name__)
             raise RecordError(f"Checkpoint {self.checkpoint_path} is corrupt or not a checkpoint ({reason}); "
                               "accepted: a checkpoint.pt written by attnlab.") from None
-        if not isinstance(state, dict) or "step" not in state or "model" not in state:
-            raise RecordError(f"Checkpoint {self.checkpoint_path} lacks the model or the step; accepted: a "
-                              "checkpoint.pt written by attnlab.")
+        if not isinstance(state, dict):
+            raise self.mismatched_checkpoint(f"it holds a {type(state).__name__}, not a dict")
         return state
+
+    def mismatched_checkpoint(self, what: str) -> RecordError:
+        """The error for a checkpoint that loads but that this run cannot resume from (`what`: why)."""
+        return RecordError(f"Checkpoint {self.checkpoint_path} does not match this run: {what}; accepted: the "
+                           "checkpoint.pt this run wrote, or none (then the run starts again from step 0).")
+
+    # -- lock -----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def training(self) -> Iterator[None]:
+        """Hold the run's lock (an advisory lock on its training.lock) while the block trains it, so that no two
+        processes write one record: a run another process holds is a RecordError naming it. The operating system
+        lets go of the lock when the process ends, however it ends, so a killed run leaves no stale lock."""
+        with open(self.path / LOCK_FILE, "a+", encoding="utf-8") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                holder = lock.read().strip()
+                raise RecordError(f"Run {self.run_id!r} is being trained by another process (pid {holder or '?'}); "
+                                  "accepted: a run no process is training, so resume it once that one has ended "
+                                  "(Ctrl-C stops it at a checkpoint).") from None
+            lock.truncate(0)
+            lock.write(f"{os.getpid()}\n")  # who holds it, for the refusal above
+            lock.flush()
+            yield

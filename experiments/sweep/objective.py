@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 
 from experiments import config as configs
 from experiments.launch import start_record
-from experiments.records import RunRecord
+from experiments.records import RecordError, RunRecord
 from experiments.sweep.definition import Sweep
 from experiments.sweep.liveness import machine
 from experiments.train import train
@@ -90,6 +90,8 @@ class Objective:
         try:
             summary = train(config, record, quiet=self.quiet, should_stop=self.should_stop, should_prune=should_prune,
                             tags={"study": self.sweep.study_name, "trial": trial.number})
+        except RecordError:  # the record itself: another process trains it, or its checkpoint does not match
+            raise
         except ValueError as error:  # inputs were validated before training: this is a bug, show its trace
             raise RuntimeError(f"run {record.run_id} of trial {trial.number} failed") from error
         trial.set_user_attr("status", summary.status)

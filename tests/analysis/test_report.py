@@ -110,7 +110,7 @@ def test_strings_from_runs_are_shown_as_text_in_html_and_markdown(report):
 def test_a_corrupt_record_is_listed_as_skipped_with_its_reason(report):
     skipped = _table(report, "skipped-records")
     assert list(skipped["run"]) == [CORRUPT_RUN]
-    assert "cannot be read as JSON" in skipped["reason"].iloc[0]
+    assert "is not valid UTF-8 JSON" in skipped["reason"].iloc[0]
     assert CORRUPT_RUN in report.read_text()
 
 

@@ -46,7 +46,7 @@ def test_sweep_trials_carry_their_study_and_trial_number(runs_dir):
 def test_a_corrupt_record_is_skipped_with_its_reason_not_a_crash(runs_dir):
     skipped = load_runs(runs_dir).attrs["skipped"]
     assert [entry["run"] for entry in skipped] == [CORRUPT_RUN]
-    assert "summary.json cannot be read as JSON" in skipped[0]["reason"]
+    assert "summary.json is not valid UTF-8 JSON" in skipped[0]["reason"]
 
 
 def test_a_missing_runs_folder_is_a_one_sentence_error(tmp_path):
