@@ -145,8 +145,9 @@ def saved_config(run: Any) -> dict[str, Any]:
 
 
 def run_config(run: Any) -> RunConfig:
-    """The run's config, typed and re-validated; a ValueError says why it no longer resolves."""
-    return configs.from_dict(saved_config(run))
+    """The run's config, typed and re-validated; a ValueError says why it no longer resolves. It is read, not
+    trained here, so its trackers need not be able to start here."""
+    return configs.from_dict(saved_config(run), trains_here=False)
 
 
 def run_metrics(run: Any) -> list[dict[str, Any]]:

@@ -85,7 +85,7 @@ class TrainConfig:
                 self.interim_validation, "none or an integer >= 1")
         require(self.target_accuracy is None or 0 < self.target_accuracy <= 1, "target_accuracy",
                 self.target_accuracy, "none or a number in (0, 1]")
-        trackers.check_usable(self.tracker)
+        trackers.check_available(self.tracker)
 
 
 @dataclass(frozen=True)
@@ -170,9 +170,11 @@ def check_model_fits_task(model: ModelConfig, task: tasks.Task) -> None:
 
 
 def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, kernel: str = "auto",
-            overrides: dict[str, dict[str, Any]] | None = None) -> RunConfig:
+            overrides: dict[str, dict[str, Any]] | None = None, trains_here: bool = True) -> RunConfig:
     """Profile defaults, then overrides, then every option of the variant and the task filled in. `variant` is a
-    name or a preset (`relative:kind=alibi`, `variants.presets`): the config holds the name and the options."""
+    name or a preset (`relative:kind=alibi`, `variants.presets`): the config holds the name and the options.
+    `trains_here`: the run is to train in this environment, so its trackers must be able to start here; the
+    analysis of a saved run passes False (a run tracked online elsewhere still reads without a W&B key)."""
     overrides = overrides or {section: {} for section in SECTIONS}
     variant, variant_values = presets.with_preset(variant, overrides["variant"])  # a preset: its options fixed
     variants.check_kernel_name(variant, kernel)
@@ -184,6 +186,11 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     check_variant_fits_model(variant, model, task_obj)
     check_model_fits_task(model, task_obj)
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
+    if trains_here:
+        try:
+            trackers.check_usable(train.tracker)
+        except OptionError as error:
+            raise OptionError(f"Config section 'train' {error}") from None
     if variants.is_baseline(variant):
         refuse_attention_settings(variant, model, train, task_obj.default_model)
     return RunConfig(
@@ -262,8 +269,8 @@ def refuse_attention_settings(variant: str, model: ModelConfig, train: TrainConf
                           "does not have; accepted: false.")
 
 
-def from_dict(data: dict[str, Any]) -> RunConfig:
-    """A saved config.json back to a RunConfig, re-validated field by field."""
+def from_dict(data: dict[str, Any], *, trains_here: bool = True) -> RunConfig:
+    """A saved config.json back to a RunConfig, re-validated field by field (`trains_here`: as `resolve`'s)."""
     names = {item.name for item in dataclasses.fields(RunConfig)}
     unknown = set(data) - names
     missing = {item.name for item in dataclasses.fields(RunConfig)
@@ -276,6 +283,7 @@ def from_dict(data: dict[str, Any]) -> RunConfig:
         device=data["device"], kernel=data.get("kernel", "auto"),
         overrides={"variant": data.get("variant_options", {}), "task": data.get("task_options", {}),
                    "model": data.get("model", {}), "train": data.get("train", {})},
+        trains_here=trains_here,
     )
 
 

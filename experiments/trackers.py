@@ -14,8 +14,8 @@ under `benchmark-NAME` and their stage, as W&B's `group` and `job_type` and as T
                  folder and hides what the killed run logged after its checkpoint (`purge_step`)
 
 Each package is an extra (`pip install -e '.[wandb]'`, `'.[tensorboard]'`), imported only by a run that asks for
-it. `check_usable` refuses, at config resolution (before a run folder is made), a missing one and one that could not
-start here: W&B with a setting it refuses (WANDB_MODE=bogus) or online without an API key, TensorBoard with a
+it. At config resolution (before a run folder is made) `check_available` refuses a missing one, and, where the config
+is to train here, `check_usable` one that could not start: W&B with a setting it refuses (WANDB_MODE=bogus) or online without an API key, TensorBoard with a
 TENSORBOARD_LOGDIR it cannot write.
 """
 
@@ -37,9 +37,9 @@ PACKAGES = {"wandb": "wandb", "tensorboard": "tensorboard"}
 ITEM_NAMES = ((("lo", "hi"), "d{lo}-{hi}"), (("layer", "head"), "layer{layer}/head{head}"))
 
 
-def check_usable(names: tuple[str, ...] | None) -> None:
-    """Refuse, in one sentence, a tracker named twice, one whose package is not installed (found without
-    importing it), and one that could not start here (`check_wandb`, `check_tensorboard_folder`)."""
+def check_available(names: tuple[str, ...] | None) -> None:
+    """Refuse, in one sentence, a tracker named twice and one whose package is not installed (found without
+    importing it)."""
     names = names or ()
     for name in names:
         if names.count(name) > 1:
@@ -47,6 +47,12 @@ def check_usable(names: tuple[str, ...] | None) -> None:
         if importlib.util.find_spec(PACKAGES[name]) is None:
             raise OptionError(f"option 'tracker' got {name!r}, whose package {PACKAGES[name]} is not installed; "
                               f"accepted: pip install -e '.[{name}]', or train.tracker=none.")
+
+
+def check_usable(names: tuple[str, ...] | None) -> None:
+    """Refuse, in one sentence, a tracker that could not start here (`check_wandb`, `check_tensorboard_folder`):
+    asked where a run is about to train, not where a saved config is only read (`experiments.config.resolve`)."""
+    names = names or ()
     if "wandb" in names:
         check_wandb()
     if "tensorboard" in names:

@@ -370,3 +370,14 @@ def test_a_resumed_run_continues_the_wandb_run_of_its_id(tmp_path, wandb_offline
     assert ids == [[record.run_id], [record.run_id]]
     assert sorted(history(first)) == [5, 10, 15, 20, 25] and sorted(history(second)) == [25, 30, 35, 40]
     assert history(second)[40]["test_accuracy"] == record.read_summary().test_accuracy
+
+
+def test_a_saved_run_tracked_online_is_read_by_the_analysis_where_wandb_has_no_key(tmp_path, monkeypatch):
+    from analysis.runs import run_config
+
+    saved = tiny_config(tracker="tensorboard").to_dict()
+    saved["train"]["tracker"] = ["wandb"]  # trained where W&B had a key
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert run_config({"path": str(tmp_path)}).train.tracker == ("wandb",)
+    with pytest.raises(OptionError, match="needs an API key"):
+        configs.from_dict(saved)  # to train it again here is refused, as a new run is
