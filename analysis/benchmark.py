@@ -1,6 +1,7 @@
 """The benchmark's page, `reports/benchmark-<name>/`: the leaderboard (variant x task, mean and 95% interval
-of the test accuracy over the confirmation seeds beside its test set's own interval, the average over tasks, the
-rank; the bidirectional rows in a table of their own), which differences a paired test over the seeds tells apart
+of the test accuracy over the confirmation seeds beside its test set's own interval and, for a layout variant, the
+share of the pairs its layout attends, the average over tasks, the rank; a layout cell that computes dense says so
+instead; the bidirectional rows in a table of their own), which differences a paired test over the seeds tells apart
 per task (`analysis.verdicts`), a section per stage of the benchmark (`analysis.benchmark_stages`: tuning;
 accuracy against distance and length and the speed of learning; accuracy against model width and task size),
 every cell with its tuning and its cost, the cost per variant, the cells, sizes and jobs that were skipped,
@@ -21,7 +22,16 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.benchmark_stages import chance_of, interval_text, run_setup, seed_scores, stage_sections, test_figures
+import variants
+from analysis.benchmark_stages import (
+    cell_config,
+    chance_of,
+    interval_text,
+    run_setup,
+    seed_scores,
+    stage_sections,
+    test_figures,
+)
 from analysis.render import Block, Section, Table, Text
 from analysis.report import write_page
 from analysis.sections.provenance import environment
@@ -33,9 +43,56 @@ from experiments.benchmark.ledger import COMPLETED, SETTLED
 from experiments.benchmark.parity import REFERENCE, TOLERANCE
 
 UNMATCHED = f"parameters not within {TOLERANCE:.0%} of {REFERENCE}'s"  # the cells table's column: why, or ''
+PAIRS_ATTENDED = "pairs attended"  # the cells table's column: `coverage_text`, or '–' where the variant has no layout
 CELL_COLUMNS = ("variant", "task", "status", "validation accuracy per learning rate", "best lr", "test accuracy",
-                "seeds", "size", "parameters", f"{REFERENCE} parameters", f"parameters / {REFERENCE}", UNMATCHED,
-                "runs", "steps", "tokens", "wall seconds", "reason")
+                PAIRS_ATTENDED, "seeds", "size", "parameters", f"{REFERENCE} parameters", f"parameters / {REFERENCE}",
+                UNMATCHED, "runs", "steps", "tokens", "wall seconds", "reason")
+
+
+# A cell of a layout variant whose layout attends more than this fraction of its task's pairs computes dense attention
+# (BigBird's blocks of 16 with a global and two random blocks cover every key up to 80 positions): it compares dense
+# with dense, so it is neither ranked nor compared.
+DENSE_COVERAGE = 0.5
+DENSE_RULE = ("A cell of a layout variant (a local window, a sparse pattern) states the share of its task's pairs its "
+              "layout attends at the task's length (causal: of the pairs j <= i), and one that attends more than "
+              f"{DENSE_COVERAGE:.0%} of them computes dense attention: it says so in place of its accuracy and is left "
+              "out of the average, the ranks and the verdicts.")
+
+
+def layout_coverage(ledger: Ledger, state: CellState) -> dict[str, float]:
+    """A cell's sequence length as its model's blocks see it (the task's seq_len, a pair's towers apart) and the
+    fraction of its pairs the variant's layout attends there (`variants.coverage`, causal where the model is: of the
+    pairs j <= i), averaged over the model's blocks and heads as its confirmation run builds them; NaN where the cell
+    is skipped or the variant has no layout."""
+    config = cell_config(ledger, state)
+    if config is None:
+        return {"length": math.nan, "coverage": math.nan}
+    length = config.task_options.seq_len // tasks.task_class(config.task).towers
+    found = variants.coverage(config.variant, length, causal=config.model.causal, num_heads=config.model.heads,
+                              head_dim=config.model.attention_head_dim, layers=config.model.depth,
+                              run_seed=config.seed, options=config.variant_options)
+    return {"length": float(length), "coverage": math.nan if found is None else found}
+
+
+def computes_dense(cells: pd.DataFrame) -> pd.Series:
+    """Per cell, whether its layout attends more than DENSE_COVERAGE of its pairs (False where it has no layout)."""
+    return cells["coverage"] > DENSE_COVERAGE
+
+
+def coverage_text(row: pd.Series) -> str:
+    """'attends 46% of the causal pairs at length 64' (of the pairs, where the cell's model is bidirectional)."""
+    pairs = "causal pairs" if row["causal"] else "pairs"
+    return f"attends {row['coverage']:.0%} of the {pairs} at length {int(row['length'])}"
+
+
+def cell_text(row: pd.Series) -> str:
+    """A leaderboard cell: 'skipped'; 'computes dense: attends 100% of the causal pairs at length 64'; or its accuracy
+    (`interval_text`), followed by its layout's share of the pairs where the variant has a layout."""
+    if row["status"] == "skipped":
+        return "skipped"
+    if row["coverage"] > DENSE_COVERAGE:
+        return f"computes dense: {coverage_text(row)}"
+    return interval_text(row) + ("" if math.isnan(row["coverage"]) else f", {coverage_text(row)}")
 
 
 def _count(value: float) -> str:
@@ -90,6 +147,7 @@ def cell_rows(ledger: Ledger) -> pd.DataFrame:
             "best lr": state.best_lr if state.best_lr is not None else math.nan,
             "best validation accuracy": best.result["val_accuracy"] if best is not None else math.nan,
             **test_figures(state.confirmation, chance), "chance": chance, **run_setup(ledger, state),
+            **layout_coverage(ledger, state),
             **_sizes(state),
             "runs": len(results), "steps": sum(result["steps"] for result in results),
             "tokens": sum(result["tokens"] for result in results),
@@ -100,9 +158,9 @@ def cell_rows(ledger: Ledger) -> pd.DataFrame:
 
 def not_ranked(cells: pd.DataFrame, tasks: tuple[str, ...]) -> dict[str, str]:
     """Why each row that is listed but not ranked is not: a task it skipped or has no result on (ranks compare
-    rows over the same tasks), a seed that diverged or failed (its cell scores it at chance, which a rank would
-    hide), a model not within 10% of dense's parameters on a task (with why no size is: `Cell.size`), or a single
-    seed per task (no interval to rank by)."""
+    rows over the same tasks), a task where its layout computes dense (`computes_dense`), a seed that diverged or
+    failed (its cell scores it at chance, which a rank would hide), a model not within 10% of dense's parameters on
+    a task (with why no size is: `Cell.size`), or a single seed per task (no interval to rank by)."""
     reasons = {}
     for variant, rows in cells.groupby("variant", sort=False):
         ran = rows[rows["status"] != "skipped"]
@@ -113,6 +171,10 @@ def not_ranked(cells: pd.DataFrame, tasks: tuple[str, ...]) -> dict[str, str]:
             (f"not within {TOLERANCE:.0%} of {REFERENCE}'s parameters on",
              [f"{task} ({why})" for task, why in zip(ran["task"], ran[UNMATCHED], strict=True) if why]
              if UNMATCHED in ran else [])) if names]
+        dense = ran[computes_dense(ran)]["task"].tolist()
+        if dense:
+            why.append(f"computes dense on {', '.join(dense)} (its layout attends more than {DENSE_COVERAGE:.0%} of "
+                       "the pairs there)")
         failed = int(ran["seeds failed"].sum())
         if failed:
             why.append(f"{failed} of {int(ran['seeds scored'].sum())} seeds diverged or failed")
@@ -124,11 +186,12 @@ def not_ranked(cells: pd.DataFrame, tasks: tuple[str, ...]) -> dict[str, str]:
 
 
 def leaderboard(cells: pd.DataFrame, ledger: Ledger) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Variant x task test accuracy (shown: `interval_text`; data: the means), the average over the tasks each row
+    """Variant x task test accuracy (shown: `cell_text`; data: the means), the average over the tasks each row
     has, how many, the row's table (`attention`), and the rank by average within its table among the rows that
-    `not_ranked` leaves (every task, every seed settled normally, a comparable size, two seeds or more), with why
-    each other row is not ranked; causal rows first."""
-    means = cells.pivot(index="variant", columns="task", values="test mean").reindex(
+    `not_ranked` leaves (every task, no cell that computes dense, every seed settled normally, a comparable size,
+    two seeds or more), with why each other row is not ranked; causal rows first. A cell that computes dense shows
+    so (`cell_text`) and is left out of its row's average."""
+    means = cells[~computes_dense(cells)].pivot(index="variant", columns="task", values="test mean").reindex(
         index=list(ledger.benchmark.variants), columns=list(ledger.benchmark.tasks))
     data = means.copy()
     data["average"] = means.mean(axis=1, skipna=True)
@@ -143,8 +206,7 @@ def leaderboard(cells: pd.DataFrame, ledger: Ledger) -> tuple[pd.DataFrame, pd.D
     shown = data.copy()
     indexed = cells.set_index(["variant", "task"])
     for task in ledger.benchmark.tasks:
-        shown[task] = [interval_text(indexed.loc[(variant, task)]) if indexed.loc[(variant, task), "status"] !=
-                       "skipped" else "skipped" for variant in data["variant"]]
+        shown[task] = [cell_text(indexed.loc[(variant, task)]) for variant in data["variant"]]
     shown["average"] = data["average"].map(fmt)
     shown["rank"] = data["rank"].map(lambda rank: "–" if pd.isna(rank) else str(int(rank)))
     order = data.assign(after=data["attention"] != "causal", at=data["rank"].fillna(math.inf)).sort_values(
@@ -172,7 +234,8 @@ LEADERBOARD = ("Test accuracy of each variant on each task at its chosen learnin
                "fixed test set (test set low–high), its own sampling error; a seed whose run diverged or failed "
                "counts, scored at the task's chance accuracy, and is named. The average is over the tasks a row has; "
                "rows are ranked by it only among rows over the same tasks with every seed settled normally, a model "
-               "within 10% of dense's size and two seeds or more; every other row is listed with why it is not ranked.")
+               "within 10% of dense's size and two seeds or more; every other row is listed with why it is not "
+               "ranked. " + DENSE_RULE)
 BIDIRECTIONAL = ("The rows below run bidirectional attention (model.causal false): each position sees the whole "
                  "sequence, later inputs included, so they are not comparable with the causal rows above; they are "
                  "ranked among themselves, and their verdicts compare them only with each other.")
@@ -200,7 +263,8 @@ def leaderboard_blocks(ledger: Ledger, cells: pd.DataFrame, shown: pd.DataFrame,
         boards += [*([] if kind == "causal" else [Text(BIDIRECTIONAL)]),
                    Table("leaderboard" + ("" if kind == "causal" else f"-{kind}"), caption,
                          shown[rows].drop(columns="attention"), data=board[rows])]
-        verdicts += verdict_blocks(cells[cells["variant"].isin(board.loc[rows, "variant"])], scores,
+        verdicts += verdict_blocks(cells[cells["variant"].isin(board.loc[rows, "variant"]) & ~computes_dense(cells)],
+                                   scores,
                                    tuple(ledger.benchmark.tasks), "" if kind == "causal" else kind)
     shortcuts = [line for task in ledger.benchmark.tasks for line in tasks.caveats(task, ledger.benchmark.profile)]
     return [*boards, *(Text(line) for line in [*shortcuts, *unranked_text(board)]),
@@ -331,7 +395,9 @@ def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
     costs = cost(cells).set_index("variant")
     counts = ", ".join(f"{number} {stage} jobs {state}" for (stage, state), number in sorted(ledger.counts().items()))
     shown_cells = cells.assign(**{
-        "test accuracy": cells.apply(interval_text, axis=1), "parameters": cells["parameters"].map(_count),
+        "test accuracy": cells.apply(interval_text, axis=1),
+        PAIRS_ATTENDED: cells.apply(lambda row: "–" if math.isnan(row["coverage"]) else coverage_text(row), axis=1),
+        "parameters": cells["parameters"].map(_count),
         f"{REFERENCE} parameters": cells[f"{REFERENCE} parameters"].map(_count),
         f"parameters / {REFERENCE}": cells[f"parameters / {REFERENCE}"].map(lambda ratio: fmt(ratio, 2)),
         "wall seconds": cells["wall seconds"].map(lambda seconds: fmt(seconds, 1))})[list(CELL_COLUMNS)]

@@ -26,6 +26,7 @@ from common.statistics import mean_interval, wilson
 from experiments.benchmark import CellState, JobState, Ledger, Stage
 from experiments.benchmark.ledger import COMPLETED, SETTLED
 from experiments.benchmark.stages import CONFIRM
+from experiments.config import RunConfig
 
 
 def chance_of(state: CellState) -> float:
@@ -41,14 +42,19 @@ def seed_scores(jobs: list[JobState | None], chance: float) -> dict[int, float]:
             for job in jobs if job is not None and job.state in SETTLED}
 
 
-def run_setup(ledger: Ledger, state: CellState) -> dict[str, Any]:
-    """Whether a cell's model is causal and how many examples its fixed test set holds, from the run config the
-    benchmark gives its jobs (so a storage written before results recorded them reads the same); NaN for a
-    skipped cell, which has no jobs."""
+def cell_config(ledger: Ledger, state: CellState) -> RunConfig | None:
+    """The run config the benchmark gives a cell's first confirmation job (its first job where none is), so that a
+    storage written before results recorded a setting reads the same; None for a skipped cell, which has no jobs."""
     jobs = [job for job in state.called if job.stage == CONFIRM] or state.called
-    if not jobs:
+    return ledger.benchmark.config(jobs[0]) if jobs else None
+
+
+def run_setup(ledger: Ledger, state: CellState) -> dict[str, Any]:
+    """Whether a cell's model is causal and how many examples its fixed test set holds (`cell_config`); NaN for a
+    skipped cell."""
+    config = cell_config(ledger, state)
+    if config is None:
         return {"causal": math.nan, "test size": math.nan}
-    config = ledger.benchmark.config(jobs[0])
     return {"causal": config.model.causal, "test size": float(config.task_options.test_size)}
 
 

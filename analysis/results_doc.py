@@ -17,6 +17,7 @@ A calibration cell is one run at one learning rate, so the page states no findin
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,7 +25,7 @@ import pandas as pd
 
 from analysis import benchmark as benchmark_page
 from analysis import reproduce
-from analysis.benchmark import REFERENCE, UNMATCHED, VERDICTS, boards, leaderboard, leaderboard_blocks
+from analysis.benchmark import DENSE_RULE, REFERENCE, UNMATCHED, VERDICTS, boards, leaderboard, leaderboard_blocks
 from analysis.calibration import read_record
 from analysis.calibration_doc import calibration_sections, is_bidirectional
 from analysis.render import Table, Text, markdown_table, md_escape
@@ -78,10 +79,12 @@ def _board(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """A benchmark leaderboard record as the benchmark page draws it (`analysis.benchmark.leaderboard`; a variant
     with no causal form is ranked among the bidirectional rows; a row not within 10% of dense's parameters is not
     ranked). The record keeps each cell's mean and interval, not its accuracy per seed, so the page's paired
-    verdicts (`analysis.verdicts`) cannot be drawn from it."""
+    verdicts (`analysis.verdicts`) cannot be drawn from it, nor its run configs, so no cell states the share of the
+    pairs a layout attends (`analysis.benchmark.layout_coverage`)."""
     numbers = ["chance", "test mean", "interval half-width", "seeds completed"]
     frame = frame.assign(**{column: pd.to_numeric(frame[column]) for column in numbers})
     cells = frame.assign(status="completed", causal=[not is_bidirectional(name) for name in frame["variant"]],
+                         length=math.nan, coverage=math.nan,
                          **{"seeds scored": frame["seeds completed"], "seeds failed": 0, UNMATCHED: _unmatched(frame)})
     # leaderboard reads the variants and tasks, in order, from the ledger's benchmark definition: the record's
     layout = SimpleNamespace(variants=tuple(dict.fromkeys(frame["variant"])), tasks=tuple(dict.fromkeys(frame["task"])))
@@ -168,15 +171,15 @@ def record_section(path: Path) -> list[str]:
 
 def board_lines(ledger: Ledger, readme: bool = False) -> list[str]:
     """A benchmark's leaderboard and paired verdicts as its page shows them (`analysis.benchmark`), in Markdown;
-    for the README, the leaderboard without its parameter columns and each task's verdict as its sentence, the
-    definitions and the verdict tables being on the results page."""
+    for the README, the leaderboard without its parameter columns, the rule for cells that compute dense and each
+    task's verdict as its sentence, the other definitions and the verdict tables being on the results page."""
     cells, shown, board = boards(ledger)
     blocks = leaderboard_blocks(ledger, cells, shown, board)
     if not readme:
         return [line for block in blocks for line in (
             [md_escape(block.text)] if isinstance(block, Text) else
             [f"**{md_escape(block.caption)}**", "", *markdown_table(block.frame)]) + [""]]
-    lines, verdicts = [README_BOARD, ""], False
+    lines, verdicts = [f"{README_BOARD} {DENSE_RULE}", ""], False
     for block in blocks:
         if isinstance(block, Table) and block.name.startswith("leaderboard"):
             frame = block.frame.drop(columns=[column for column in block.frame if column.startswith("parameters")])

@@ -18,6 +18,7 @@ from common.registry import import_modules
 from variants.base import Attention
 from variants.registry import (
     check_kernel_name,
+    coverage,
     create,
     describe,
     describe_variants,
@@ -39,6 +40,7 @@ __all__ = [
     "Baseline",
     "OptionError",
     "check_kernel_name",
+    "coverage",
     "create",
     "create_baseline",
     "describe",

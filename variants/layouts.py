@@ -188,6 +188,19 @@ def tiles(layout: Layout | None, seq_q: int, seq_k: int, causal: bool, size: int
     return Tiles(size, partial, full, int(counts.sum()))
 
 
+def pairs_in_view(seq_len: int, causal: bool) -> int:
+    """How many (query, key) pairs a sequence of `seq_len` positions has: those with j <= i when causal, else all."""
+    return seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
+
+
+def coverage(layout: Layout, seq_len: int, causal: bool) -> float:
+    """The fraction of a sequence's pairs (`pairs_in_view`) that the layout attends, averaged over its heads (BigBird
+    draws its random blocks per head): 1.0 is dense attention. Counted by `tiles`, which reads the block map and the
+    rule through `pairs` as every kernel does, so it is what runs, in O(candidate tiles * block_size^2) work."""
+    attended = tiles(layout, seq_len, seq_len, causal, layout.block_size).attended
+    return attended / (layout.heads * pairs_in_view(seq_len, causal))
+
+
 def _power_of_two_at_most(value: float, low: int, high: int) -> int:
     """The largest power of two <= value, clamped to [low, high]."""
     value = max(value, 1)

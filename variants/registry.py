@@ -111,6 +111,19 @@ def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", la
     return module
 
 
+def coverage(name: str, seq_len: int, *, causal: bool, num_heads: int, head_dim: int, layers: int = 1,
+             run_seed: int = 0, options: Any = None) -> float | None:
+    """The fraction of the pairs of a sequence of `seq_len` (causal: of the pairs j <= i) that a model of `layers`
+    blocks of variant `name` attends, averaged over its blocks and heads (`Attention.coverage`; BigBird draws its
+    random blocks per layer and head from `run_seed`): 1.0 computes dense attention. None for a baseline, and for a
+    variant any of whose blocks has no layout (Based's linear blocks: a layout decides only its window blocks)."""
+    if is_baseline(name):
+        return None
+    found = [create(name, num_heads=num_heads, head_dim=head_dim, layer_index=layer, run_seed=run_seed,
+                    max_len=seq_len, options=options).coverage(seq_len, causal=causal) for layer in range(layers)]
+    return None if None in found else sum(found) / len(found)
+
+
 # How many blocks `attnlab list` looks at for a variant whose class differs per block (Based's window layers).
 LISTED_LAYERS = 8
 

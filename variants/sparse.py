@@ -15,7 +15,9 @@
   `num_random_blocks` blocks drawn for I among the others (the past ones when causal; all of them where
   fewer exist). As in the paper the draw differs per head, and per layer: each module draws from the
   run's seed (or `seed`, when given) combined with its layer index, each head from that and its index.
-  O(n block_size (3 + globals + random)).
+  O(n block_size (3 + globals + random)). On a sequence of at most num_global_blocks + num_random_blocks + 2
+  blocks (80 positions at the defaults) those blocks are every key block: it computes dense attention
+  (`variants.coverage` gives the share of the pairs a layout attends at a length).
 
 With causal=True every pattern is intersected with j <= i (a window then keeps its half before the
 query). All run on the blocked kernel, which gathers only the allowed key blocks (CPU), and on flex,
@@ -73,7 +75,8 @@ class Sparse(Attention):
         window: int | None = option(None, "longformer: the paper's w, window // 2 keys on each side, "
                                           "|i - j| <= window // 2 (default 64)", tag="w")
         num_global: int | None = option(None, "longformer: leading positions that are global (default 1)", tag="g")
-        block_size: int | None = option(None, "bigbird: block size (default 16)", tag="b")
+        block_size: int | None = option(None, "bigbird: block size (default 16); dense attention on sequences of "
+                                              "at most num_global_blocks + num_random_blocks + 2 blocks", tag="b")
         num_global_blocks: int | None = option(None, "bigbird: leading global blocks (default 1)", tag="g")
         num_random_blocks: int | None = option(None, "bigbird: random key blocks per query block (default 2)",
                                                tag="r")

@@ -1,7 +1,8 @@
 """The benchmark's page: the leaderboard's means and 95% intervals over seeds, averages and ranks, the rows
 over 10% larger than dense flagged, the bidirectional rows in a table of their own, which differences the paired
-test tells apart, skipped cells and failed jobs listed with their reasons (escaped), the capacity table and
-figures, and the protocol with the command, from a benchmark's storage."""
+test tells apart, layout cells that compute dense neither ranked nor compared, skipped cells and failed jobs listed
+with their reasons (escaped), the capacity table and figures, and the protocol with the command, from a benchmark's
+storage."""
 
 import html
 import math
@@ -72,20 +73,24 @@ def prepare(tmp_path, variants, task_names, seeds, widths="none", scales="none")
                              heartbeat_seconds=1)
 
 
-@pytest.fixture
-def ledger(tmp_path):
-    bench = prepare(tmp_path, "dense,local,linformer", "passkey,flipflop", seeds=3)
+def filled(bench, figures=FIGURES):
+    """`bench`'s ledger once every tuning and confirmation job of each cell that runs has its `figures`."""
     study = optuna.create_study()
     for cell in bench.cells:
         if cell.skipped is not None:
             continue
-        validation, test, parameters = FIGURES[cell.variant, cell.task]
+        validation, test, parameters = figures[cell.variant, cell.task]
         for job, value in zip(bench.stage("tune").jobs(bench, cell), validation, strict=True):
             add(study, job, value, parameters)
         best = bench.learning_rates(cell)[validation.index(max(validation))]
         for job, value in zip(bench.stage("confirm").jobs(bench, cell, best), test, strict=True):
             add(study, job, value, parameters)
     return Ledger(bench, study.get_trials())
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    return filled(prepare(tmp_path, "dense,local,linformer", "passkey,flipflop", seeds=3))
 
 
 def test_a_task_with_a_known_shortcut_is_named_on_the_leaderboard_with_its_shortcut(ledger, tmp_path, monkeypatch):
@@ -108,7 +113,8 @@ def test_the_leaderboard_shows_the_mean_and_t_interval_over_seeds_the_average_an
     # local's failed third seed counts, scored at flip-flop's chance (0.25): 0.6, 0.6, 0.25
     failed_half = T_975_TWO_DEGREES * statistics.stdev([0.6, 0.6, 0.25]) / math.sqrt(3)
     assert rows.loc["local", "flipflop"] == (f"{(0.6 + 0.6 + 0.25) / 3:.3f} ± {failed_half:.3f} (n=3; 1 of 3 "
-                                             f"diverged or failed, scored at chance; {wilson_text(1.45 / 3)})")
+                                             f"diverged or failed, scored at chance; {wilson_text(1.45 / 3)}), "
+                                             "attends 46% of the causal pairs at length 64")
     assert rows.loc["linformer", "flipflop"] == "skipped"
     assert board.loc["dense", "average"] == pytest.approx((0.7 + 0.8) / 2)
     assert "linformer" not in board.index  # bidirectional: in a table of its own
@@ -307,7 +313,37 @@ def test_a_row_without_a_result_on_a_task_is_not_ranked_against_rows_that_have_e
         {"variant": "dense", "task": "b", "status": "done", "test mean": 0.5, "seeds scored": 3, "seeds failed": 0},
         {"variant": "local", "task": "a", "status": "done", "test mean": 0.95, "seeds scored": 3, "seeds failed": 0},
         {"variant": "local", "task": "b", "status": "pending", "test mean": math.nan, "seeds scored": 0,
-         "seeds failed": 0}])
+         "seeds failed": 0}]).assign(coverage=[math.nan, math.nan, 0.4, math.nan])
     assert page.not_ranked(cells, ("a", "b")) == {"local": "no result on b"}
     assert page.not_ranked(cells.assign(**{"seeds failed": [0, 1, 0, 0]}), ("a", "b")) == {
         "dense": "1 of 6 seeds diverged or failed", "local": "no result on b"}
+
+
+def test_a_layout_cell_attending_more_than_half_its_pairs_says_it_computes_dense_and_is_neither_ranked_nor_compared(
+        tmp_path):
+    # BigBird at quick (blocks of 16, a global and two random blocks) covers every key block of flip-flop's 64
+    # positions, and 81% of passkey's 128; local's window of 32 attends 25% and 46% of them
+    bigbird = "sparse:pattern=bigbird"
+    figures = {**FIGURES, (bigbird, "passkey"): ([0.3, 0.9, 0.5], [0.68, 0.70, 0.71], 1000),
+               (bigbird, "flipflop"): ([0.5, 0.6, 0.7], [0.8, 0.8, 0.8], 1000)}
+    ledger = filled(prepare(tmp_path, f"dense,local,{bigbird}", "passkey,flipflop", seeds=3), figures)
+    index, shown = page.write(ledger, tmp_path / "reports")
+    rows = shown.set_index("variant")
+    assert rows.loc[bigbird, "passkey"] == "computes dense: attends 81% of the causal pairs at length 128"
+    assert rows.loc[bigbird, "flipflop"] == "computes dense: attends 100% of the causal pairs at length 64"
+    assert rows.loc["local", "passkey"].endswith("), attends 25% of the causal pairs at length 128")
+    assert rows.loc["dense", "passkey"].endswith(")")  # no layout: no share stated
+    assert rows.loc[bigbird, "rank"] == "–" and rows.loc[bigbird, "average"] == "–"
+    assert rows.loc[bigbird, "not ranked because"] == ("computes dense on passkey, flipflop (its layout attends more "
+                                                       "than 50% of the pairs there)")
+    assert rows.loc["dense", "rank"] == "1"
+    tables = index.parent / "tables"
+    for task in ("passkey", "flipflop"):
+        verdicts = pd.read_csv(tables / f"verdicts-{task}.csv")
+        assert bigbird not in set(verdicts["variant"]) | set(verdicts["compared with"])
+    cells = pd.read_csv(tables / "cells.csv").set_index(["variant", "task"])
+    assert cells.loc[(bigbird, "flipflop"), "coverage"] == 1.0
+    assert cells.loc[(bigbird, "passkey"), "coverage"] == pytest.approx(6720 / 8256)
+    assert math.isnan(cells.loc[("dense", "passkey"), "coverage"])
+    assert html.escape(page.DENSE_RULE) in index.read_text()
+

@@ -1,8 +1,19 @@
-"""Local and sparse layouts: the rules element by element, the blocked kernel on many blocks, and cost."""
+"""Local and sparse layouts: the rules element by element, the blocked kernel on many blocks, cost, and the share
+of the pairs each attends (coverage), which says where a layout computes dense attention."""
 
 import pytest
 import torch
-from cases import assert_close_relative, build_pair, output_and_grads, random_inputs
+from cases import (
+    HEADS,
+    assert_close_relative,
+    build_pair,
+    case_id,
+    create_case,
+    output_and_grads,
+    random_inputs,
+    skip_if_bidirectional,
+    variant_cases,
+)
 
 import variants
 from variants.kernels import blocked
@@ -197,3 +208,68 @@ def test_blocked_plans_are_cached_per_layout_and_never_shared_between_layouts():
     plans = [blocked.plan(layer.block_layout, 100, 100, False, cpu, 1 << 20) for layer in layers]
     assert not torch.equal(plans[0].chunks[0].allowed, plans[1].chunks[0].allowed) or not torch.equal(
         plans[0].chunks[0].key_blocks, plans[1].chunks[0].key_blocks)  # each layer gathers its own blocks
+
+
+@pytest.mark.parametrize("causal, attended", [
+    # causal: query i sees min(i, 16) keys before it and itself: 1 + ... + 16 for i < 16, then 17 for 48 queries
+    (True, sum(range(1, 17)) + 17 * 48),
+    # full: the diagonal, and both sides of each offset d = 1..16, of which 64 - d pairs lie in the square
+    (False, 64 + 2 * sum(64 - d for d in range(1, 17))),
+], ids=["causal", "full"])
+def test_local_window_coverage_is_its_share_of_the_pairs_counted_by_hand(causal, attended):
+    pairs = 64 * 65 // 2 if causal else 64 * 64
+    found = variants.coverage("local", 64, causal=causal, num_heads=4, head_dim=8, layers=2, options={"window": 32})
+    assert found == pytest.approx(attended / pairs, abs=1e-12)
+
+
+# The quick profile's BigBird: blocks of 16, one global block, two random blocks, 4 heads in 2 blocks of the model.
+QUICK_BIGBIRD = {"pattern": "bigbird", "block_size": 16, "num_global_blocks": 1, "num_random_blocks": 2}
+
+
+@pytest.mark.parametrize("seq_len, expected", [
+    (64, 1.0),  # 4 blocks: the neighbours, the global block and two random ones are every key block in the past
+    # 8 blocks: query block I sees block I (16 * 17 / 2 pairs) and whole blocks I - 1, 0 and min(2, I - 2) random
+    # ones among 1..I-2: 0, 1, 2, 3, 4, 4, 4, 4 whole blocks for I = 0..7
+    (128, (8 * 16 * 17 // 2 + 22 * 16 * 16) / (128 * 129 // 2)),
+])
+def test_bigbird_at_the_quick_settings_attends_every_causal_pair_at_64_and_81_percent_at_128(seq_len, expected):
+    found = variants.coverage("sparse", seq_len, causal=True, num_heads=4, head_dim=16, layers=2, run_seed=3,
+                              options=QUICK_BIGBIRD)
+    masks = torch.cat([variants.create("sparse", num_heads=4, head_dim=16, layer_index=layer, run_seed=3,
+                                       **QUICK_BIGBIRD).allowed(torch.arange(seq_len), torch.arange(seq_len), True,
+                                                                None)[0] for layer in range(2)])  # (8, n, n)
+    assert masks.shape == (8, seq_len, seq_len)
+    brute_force = masks.sum().item() / (8 * seq_len * (seq_len + 1) // 2)
+    assert found == pytest.approx(expected, abs=1e-12) and found == pytest.approx(brute_force, abs=1e-12)
+    assert round(found, 2) == (1.0 if seq_len == 64 else 0.81)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("num_global_blocks, num_random_blocks", [(1, 2), (0, 1), (2, 0)])
+def test_bigbird_computes_dense_up_to_global_plus_random_plus_two_blocks_and_no_further(
+        num_global_blocks, num_random_blocks, causal):
+    options = {"pattern": "bigbird", "block_size": 4, "num_global_blocks": num_global_blocks,
+               "num_random_blocks": num_random_blocks}
+    dense_blocks = num_global_blocks + num_random_blocks + 2
+    at = [variants.coverage("sparse", 4 * blocks, causal=causal, num_heads=HEADS, head_dim=8, options=options)
+          for blocks in (dense_blocks, dense_blocks + 1)]
+    assert at[0] == 1.0 and at[1] < 1.0
+
+
+@pytest.mark.parametrize("seq_len", [1, 37, 64])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("case", variant_cases(), ids=case_id)
+def test_coverage_is_the_share_of_the_pairs_the_reference_kernels_mask_attends(case, causal, seq_len):
+    name, options = case
+    skip_if_bidirectional(name, causal)
+    module = create_case(name, options, max_len=64)
+    positions = torch.arange(seq_len)
+    mask = module.allowed(positions, positions, causal, None)  # what the reference kernel masks with
+    found = module.coverage(seq_len, causal=causal)
+    in_view = torch.ones(seq_len, seq_len, dtype=torch.bool)
+    in_view = in_view.tril() if causal else in_view
+    if module.block_layout is None:  # no layout: no mask beyond causality, and no share to state
+        assert found is None and (mask is None or torch.equal(mask[0, 0], in_view))
+        return
+    assert found == pytest.approx((mask[0].sum(dim=(1, 2)).double() / in_view.sum()).mean().item(), abs=1e-12)
+
