@@ -289,9 +289,22 @@ def write(out: Path = Path("docs/results.md"), records: Path = Path("docs"),
     return out
 
 
+def check_checkout() -> None:
+    """Refuse, before anything is written, a folder that is not the checkout `attnlab results` rewrites: one without
+    README.md (and its generated block) or without the records under docs/records/."""
+    readme, records = Path("README.md"), record.RECORDS
+    missing = [str(path) for path, there in ((readme, readme.is_file()), (records, records.is_dir())) if not there]
+    if missing:
+        raise ValueError(f"{Path.cwd()} has no {' and no '.join(missing)}, and `attnlab results` rewrites README.md's "
+                         "generated block and docs/ from docs/records/; accepted: run it from the attnlab checkout.")
+    with_headline(readme.read_text(encoding="utf-8"), "")  # a README without the block is refused, naming the markers
+
+
 def regenerate(keep: str | None, runs_dir: Path, out: Path) -> list[str]:
     """`attnlab results`: keep benchmark `keep` as a record first (none: keep nothing), then write docs/results.md,
-    the README's block and each benchmark of record's page under `out`; what it wrote, a line each."""
+    the README's block and each benchmark of record's page under `out`; what it wrote, a line each. Run outside the
+    checkout, it is refused before anything is written."""
+    check_checkout()
     kept = [f"kept {record.keep(keep, runs_dir)}"] if keep else []
     written = [f"wrote {write()} and the results block of README.md",
                f"wrote {reproduce.write(out)} and {reproduce.DOC}"]

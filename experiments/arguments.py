@@ -12,6 +12,7 @@ QUIET = {"action": "store_true", "default": bool(os.environ.get("CI")),
          "help": "no progress bar (the default when CI is set)"}
 SETS = {"action": "append", "metavar": "SECTION.FIELD=VALUE",
         "help": "override any config field: variant.*, task.*, model.*, train.* (repeatable)"}
+RUNS_DIR_OPTION = "--runs-dir (or RUNS_DIR)"  # how a sentence about the runs folder names where it came from
 PROFILE_HELP = f"one of {', '.join(tasks.PROFILES)} (default: quick); lra for the tasks that read LRA's files"
 
 

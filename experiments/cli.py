@@ -15,8 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from common.files import refusal, writable_folder
 from experiments import benchmark_options, catalogue, experiment_file, launch, sweep_options
-from experiments.arguments import QUIET, SETS, add_run_selection, runs_dir
+from experiments.arguments import QUIET, RUNS_DIR_OPTION, SETS, add_run_selection, runs_dir
 
 # Each command reads its arguments here and hands the work to the module of its job. Sweeps (optuna),
 # reports (the analysis), the saturation studies and the benchmarks are imported by their command only.
@@ -24,12 +25,12 @@ from experiments.arguments import QUIET, SETS, add_run_selection, runs_dir
 
 def _run(args: argparse.Namespace) -> int:
     return launch.run(variant_names=args.variant, task_names=args.task, profile=args.profile, seed=args.seed,
-                      device=args.device, kernel=args.kernel, sets=args.set or [], runs_dir=Path(args.runs_dir),
-                      quiet=args.quiet)
+                      device=args.device, kernel=args.kernel, sets=args.set or [],
+                      runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), quiet=args.quiet)
 
 
 def _resume(args: argparse.Namespace) -> int:
-    return launch.resume(args.run_id, Path(args.runs_dir), args.quiet)
+    return launch.resume(args.run_id, writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), args.quiet)
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -39,8 +40,8 @@ def _sweep(args: argparse.Namespace) -> int:
         variant=args.variant, task=args.task, profile=args.profile, seed=args.seed,
         device=launch.checked_device(args.device), kernel=args.kernel, sets=args.set or [],
         space_args=args.space or [], space_file=args.space_file, study=args.study, storage=args.storage,
-        runs_dir=Path(args.runs_dir), trials=args.trials, pruner=args.pruner, prune_after=args.prune_after,
-        heartbeat_seconds=args.heartbeat_seconds, confirm_seeds=args.confirm_seeds,
+        runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), trials=args.trials, pruner=args.pruner,
+        prune_after=args.prune_after, heartbeat_seconds=args.heartbeat_seconds, confirm_seeds=args.confirm_seeds,
     )
     return sweep.run(plan, workers=args.workers, quiet=args.quiet)
 
@@ -53,21 +54,23 @@ def _benchmark(args: argparse.Namespace) -> int:
     plan = benchmark.prepare(
         variant_names=args.variant, task_names=args.task, profile=args.profile, seed=args.seed,
         device=launch.checked_device(args.device), kernel=args.kernel, sets=args.set or [],
-        runs_dir=Path(args.runs_dir), **benchmark_options.values(args))
+        runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), **benchmark_options.values(args))
     if args.estimate:
         return estimate.run(plan, workers=args.workers, quiet=args.quiet)
     if args.estimate_check:
         return check.run(plan, workers=args.workers)
+    out = writable_folder(Path(args.out), "--out")  # the page, written once every run has trained
     check.keep_estimate(plan)
     exit_code, state = benchmark.run(plan, workers=args.workers, quiet=args.quiet)
-    index, board = page.write(state, Path(args.out))
+    index, board = page.write(state, out)
     print(board.to_string(index=False), f"wrote {index}", sep="\n")
     return exit_code
 
 
 def _sample(args: argparse.Namespace) -> int:
+    images = writable_folder(Path(args.images), "--images") if args.images else None
     catalogue.print_samples(args.task, profile=args.profile, sets=args.set or [], count=args.count, seed=args.seed,
-                            format=args.format, images=Path(args.images) if args.images else None)
+                            format=args.format, images=images)
     return 0
 
 
@@ -83,8 +86,8 @@ def _list(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from analysis import build_report
 
-    index = build_report(Path(args.runs_dir), Path(args.out), study=args.study, filters=args.filter, name=args.name,
-                         table_format=args.format)
+    index = build_report(Path(args.runs_dir), writable_folder(Path(args.out), "--out"), study=args.study,
+                         filters=args.filter, name=args.name, table_format=args.format)
     print(f"wrote {index}")
     return 0
 
@@ -96,7 +99,8 @@ def _saturation(args: argparse.Namespace) -> int:
     workers = saturation.default_workers() if args.workers is None else args.workers
     if workers < 1:
         raise ValueError(f"--workers got {workers}; accepted: an integer >= 1.")
-    out = Path(args.out) if args.out else Path(args.runs_dir) / "saturation" / args.setting
+    out = (writable_folder(Path(args.out), "--out") if args.out
+           else writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION) / "saturation" / args.setting)
     problems = saturation.run(saturation.setting_named(args.setting), out, workers=workers, quiet=args.quiet)
     written = readback.write(out)  # the read-back: tables, figures and findings of what ran
     for problem in problems:
@@ -110,11 +114,13 @@ def _calibration(args: argparse.Namespace) -> int:
     from experiments import calibration
     from variants.presets import expand
     device = launch.checked_device(args.device)
+    runs = writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION)
+    writable_folder(Path(args.out).parent, "The folder of --out")
     table.read_record(Path(args.out).with_suffix(".csv"))  # a record it could not merge into is refused before training
     problems = calibration.run(list(expand(args.variant)), args.task.split(",") if args.task else None,
-                               profile=args.profile, seed=args.seed, device=device, runs_dir=Path(args.runs_dir),
+                               profile=args.profile, seed=args.seed, device=device, runs_dir=runs,
                                quiet=args.quiet, sets=args.set or [])
-    written = table.write(calibration.runs_folder(Path(args.runs_dir), args.profile), Path(args.out))
+    written = table.write(calibration.runs_folder(runs, args.profile), Path(args.out))
     for problem in problems:
         print(f"run {problem}", file=sys.stderr)
     print(f"wrote {written}")
@@ -124,7 +130,7 @@ def _calibration(args: argparse.Namespace) -> int:
 def _results(args: argparse.Namespace) -> int:
     from analysis import results_doc
 
-    print(*results_doc.regenerate(args.keep, Path(args.runs_dir), Path(args.out)), sep="\n")
+    print(*results_doc.regenerate(args.keep, Path(args.runs_dir), writable_folder(Path(args.out), "--out")), sep="\n")
     return 0
 
 
@@ -138,8 +144,8 @@ def _speed(args: argparse.Namespace) -> int:
         specs=kernels.chosen_specs(args.variants), kernels=args.kernels, lengths=args.lengths,
         causal_modes={"yes": [True], "no": [False], "both": [False, True]}[args.causal], batch=args.batch,
         heads=args.heads, head_dim=args.head_dim, repeats=args.repeats, budget=args.budget, device=device,
-        out_dir=Path(args.out), quiet=args.quiet, dims=args.dims, dim_length=args.dim_length,
-        step_lengths=args.step_lengths,
+        out_dir=writable_folder(Path(args.out), "--out"), quiet=args.quiet, dims=args.dims,
+        dim_length=args.dim_length, step_lengths=args.step_lengths,
     )
     return 0
 
@@ -156,14 +162,15 @@ def _reproduce(args: argparse.Namespace) -> int:
     from analysis import reproduce
 
     return reproduce.run(args.claim, workers=args.workers, device=launch.checked_device(args.device),
-                         storage=args.storage, runs_dir=Path(args.runs_dir), out=Path(args.out), quiet=args.quiet,
+                         storage=args.storage, runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION),
+                         out=writable_folder(Path(args.out), "--out"), quiet=args.quiet,
                          estimate_only=args.estimate, lr_multiples=args.lr_multiples)
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
     from experiments import gpu_check
 
-    return gpu_check.run(Path(args.out), budget=args.seconds)
+    return gpu_check.run(writable_folder(Path(args.out), "--out"), budget=args.seconds)
 
 
 # -- the parser: one function per command ---------------------------------------------------------
@@ -387,3 +394,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:  # a user's bad value (variant, task, option, run id, checkpoint): one sentence
         print(f"attnlab {args.command}: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # the filesystem refused (read-only, full, not permitted): the environment's, a sentence
+        print(f"attnlab {args.command}: {refusal(error)}", file=sys.stderr)
+        return 1

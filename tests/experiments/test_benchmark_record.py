@@ -146,6 +146,7 @@ def test_attnlab_results_keeps_a_benchmark_and_names_what_it_wrote(kept, tmp_pat
     monkeypatch.setattr(results_doc, "write", lambda: Path("docs/results.md"))
     monkeypatch.setattr(results_doc.reproduce, "write", lambda out: out / "reproductions" / "index.html")
     monkeypatch.setattr(record, "RECORDS", tmp_path / "records")
+    (tmp_path / "records").mkdir()  # the checkout's records folder, where `results` runs
     monkeypatch.setattr(record, "records", lambda folder=None: [])  # no page to rebuild here
     assert main(["results", "--keep", "tiny", "--runs-dir", str(folder / "runs"), "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
