@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from common.files import writable_folder
 from common.options import OptionError
 
 # Each tracker's name, and the package (and the extra that installs it) it needs.
@@ -94,21 +95,14 @@ def check_wandb() -> None:
 
 
 def check_tensorboard_folder() -> None:
-    """TENSORBOARD_LOGDIR, where set, names a folder that is there or can be made, and can be written (unset, the
-    event files go into the run folder, which the run makes)."""
+    """TENSORBOARD_LOGDIR, where set, names a folder that is there or can be made, and can be written
+    (`common.files.writable_folder`; unset, the event files go into the run folder, which the run makes)."""
     root = os.environ.get("TENSORBOARD_LOGDIR")
-    if not root:
-        return
-    folder = Path(root)
-    existing = next(path for path in (folder, *folder.parents) if path.exists())
-    if not existing.is_dir():
-        where = "is a file" if existing == folder else f"lies under the file {existing}"
-    elif not os.access(existing, os.W_OK | os.X_OK):
-        where = f"cannot be written ({existing} is not writable)"
-    else:
-        return
-    raise OptionError(f"option 'tracker' names 'tensorboard', whose TENSORBOARD_LOGDIR {root!r} {where}; accepted: "
-                      "TENSORBOARD_LOGDIR naming a folder you can write, or unset (the run folder's tensorboard/).")
+    if root:
+        try:
+            writable_folder(Path(root), "TENSORBOARD_LOGDIR")
+        except ValueError as error:
+            raise OptionError(f"option 'tracker' names 'tensorboard', whose {error}") from None
 
 
 def grouping(tags: dict[str, Any]) -> tuple[str | None, str | None]:

@@ -188,14 +188,7 @@ def test_a_disk_that_fills_mid_run_ends_in_one_sentence_and_keeps_the_last_check
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "failed" and "No space left on device" in summary["error"]
     assert sorted(path.name for path in run.iterdir()) == ["checkpoint.pt", "config.json", "metrics.jsonl",
-                                                           "summary.json"]
-
-
-def test_a_tensorboard_folder_that_is_a_file_ends_in_one_sentence(a_file, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("TENSORBOARD_LOGDIR", str(a_file))
-    line = refusal(capsys, ["run", *SHORT, "--set", "train.tracker=tensorboard",
-                            "--runs-dir", str(tmp_path / "runs"), "--quiet"], 1)
-    assert line.startswith(f"attnlab run: The filesystem refused {a_file}/") and line.endswith(": Not a directory.")
+                                                           "summary.json", "training.lock"]
 
 
 # -- attnlab results, which rewrites the checkout it runs in ---------------------------------------------------------

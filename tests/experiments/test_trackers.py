@@ -147,7 +147,7 @@ def test_wandb_with_a_key_or_a_mode_that_needs_none_resolves(tmp_path, monkeypat
     assert tiny_config(tracker="wandb").train.tracker == ("wandb",)
 
 
-@pytest.mark.parametrize("logdir, where", [("board", "is a file"), ("board/inner", "lies under the file {file}")])
+@pytest.mark.parametrize("logdir, where", [("board", "is a file"), ("board/inner", "lies under {file}, which is a file")])
 def test_a_tensorboard_folder_that_is_a_file_is_refused_before_a_run_folder_is_made(tmp_path, capsys, monkeypatch,
                                                                                     logdir, where):
     pytest.importorskip("tensorboard")
@@ -156,8 +156,21 @@ def test_a_tensorboard_folder_that_is_a_file_is_refused_before_a_run_folder_is_m
     code, line = refused_run(tmp_path, capsys, "tensorboard")
     assert code == 2 and line == (
         f"attnlab run: Config section 'train' option 'tracker' names 'tensorboard', whose TENSORBOARD_LOGDIR "
-        f"{str(tmp_path / logdir)!r} {where.format(file=tmp_path / 'board')}; accepted: TENSORBOARD_LOGDIR naming a "
-        "folder you can write, or unset (the run folder's tensorboard/).")
+        f"{tmp_path / logdir} {where.format(file=tmp_path / 'board')}; accepted: a folder, existing or new, with no "
+        "file along its path.")
+
+
+def test_a_tensorboard_folder_this_user_cannot_write_is_refused_before_a_run_folder_is_made(tmp_path, capsys,
+                                                                                             monkeypatch):
+    pytest.importorskip("tensorboard")
+    from test_filesystem_errors import deny_writing  # as root, chmod stops no one: the refusal is simulated
+
+    (tmp_path / "board").mkdir()
+    deny_writing(monkeypatch, tmp_path / "board")
+    monkeypatch.setenv("TENSORBOARD_LOGDIR", str(tmp_path / "board"))
+    code, line = refused_run(tmp_path, capsys, "tensorboard")
+    assert code == 1 and line == (f"attnlab run: The filesystem refused {tmp_path / 'board'}: Permission denied; "
+                                  "choose a folder this user can write, or let it write there.")
 
 
 def test_a_tensorboard_folder_not_yet_made_resolves(tmp_path, monkeypatch):
