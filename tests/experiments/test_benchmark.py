@@ -564,6 +564,13 @@ def test_joining_a_benchmark_with_other_settings_is_refused(tmp_path):
         benchmark.open_study(plan(tmp_path, task="passkey", seeds=3))
 
 
+
+def test_a_benchmark_created_under_one_protocol_is_not_continued_under_another(tmp_path):
+    earlier = plan(tmp_path, task="passkey")
+    benchmark.open_study(earlier)
+    with pytest.raises(ValueError, match=r"created for another benchmark \(its protocol differ\)"):
+        benchmark.open_study(dataclasses.replace(earlier, protocol=earlier.protocol + 1))
+
 def make_benchmark(*variables, target="benchmark"):
     """The `attnlab benchmark` command `make TARGET` runs with these variables, on one line (make -n)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("MAKE", "MFLAGS"))}
