@@ -32,12 +32,13 @@ from analysis.benchmark_stages import (
     stage_sections,
     test_figures,
 )
+from analysis.benchmark_stale import marked, stale_lines
 from analysis.render import Block, Section, Table, Text
 from analysis.report import write_page
 from analysis.sections.provenance import environment
 from analysis.sections.shared import fmt
 from analysis.verdicts import PROTOCOL, verdict_blocks
-from experiments import tasks
+from experiments import revisions, tasks
 from experiments.benchmark import Benchmark, CellState, Ledger
 from experiments.benchmark.ledger import COMPLETED, SETTLED
 from experiments.benchmark.parity import REFERENCE, TOLERANCE
@@ -249,7 +250,8 @@ VERDICTS = ("Verdicts, per task: each row with 2 seeds or more against the row o
 
 def leaderboard_blocks(ledger: Ledger, cells: pd.DataFrame, shown: pd.DataFrame, board: pd.DataFrame) -> list[Block]:
     """The leaderboard section: the causal rows' table, the bidirectional rows' table apart, then each table's
-    verdicts per task (`analysis.verdicts`)."""
+    verdicts per task (`analysis.verdicts`); a stale cell is marked, and why is said (`analysis.benchmark_stale`)."""
+    shown = marked(shown, ledger)
     scores = {(state.cell.variant, state.cell.task): seed_scores(state.confirmation, chance_of(state))
               for state in ledger.cells}
     boards: list[Block] = [Text(LEADERBOARD)]
@@ -268,7 +270,7 @@ def leaderboard_blocks(ledger: Ledger, cells: pd.DataFrame, shown: pd.DataFrame,
                                    scores,
                                    tuple(ledger.benchmark.tasks), "" if kind == "causal" else kind)
     shortcuts = [line for task in ledger.benchmark.tasks for line in tasks.caveats(task, ledger.benchmark.profile)]
-    return [*boards, *(Text(line) for line in [*shortcuts, *unranked_text(board)]),
+    return [*boards, *(Text(line) for line in [*shortcuts, *unranked_text(board), *stale_lines(ledger)]),
             *(verdicts if len(verdicts) > 1 else [])]
 
 
@@ -364,6 +366,7 @@ def protocol(ledger: Ledger) -> list[Block]:
                       for job in state.jobs if job.result})
     return [
         Text(f"Command: {benchmark.command()}"),
+        Text(f"Protocol version {benchmark.protocol}: {revisions.protocol(benchmark.protocol)}."),
         Text(f"Cells: {len(benchmark.variants)} variants x {len(benchmark.tasks)} tasks at the {benchmark.profile} "
              "profile; a variant that cannot run a task by construction is listed as skipped with its reason."),
         *(Text(stage.protocol(benchmark)) for stage in benchmark.stages),

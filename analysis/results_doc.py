@@ -26,6 +26,7 @@ import pandas as pd
 from analysis import benchmark as benchmark_page
 from analysis import reproduce
 from analysis.benchmark import DENSE_RULE, REFERENCE, UNMATCHED, VERDICTS, boards, leaderboard, leaderboard_blocks
+from analysis.benchmark_stale import stale_lines
 from analysis.calibration import read_record
 from analysis.calibration_doc import calibration_sections, is_bidirectional
 from analysis.render import Table, Text, markdown_table, md_escape
@@ -171,8 +172,9 @@ def record_section(path: Path) -> list[str]:
 
 def board_lines(ledger: Ledger, readme: bool = False) -> list[str]:
     """A benchmark's leaderboard and paired verdicts as its page shows them (`analysis.benchmark`), in Markdown;
-    for the README, the leaderboard without its parameter columns, the rule for cells that compute dense and each
-    task's verdict as its sentence, the other definitions and the verdict tables being on the results page."""
+    for the README, the leaderboard without its parameter columns, the rule for cells that compute dense, each
+    task's verdict as its sentence and what is stale (`analysis.benchmark_stale`), the other definitions and the
+    verdict tables being on the results page."""
     cells, shown, board = boards(ledger)
     blocks = leaderboard_blocks(ledger, cells, shown, board)
     if not readme:
@@ -187,7 +189,7 @@ def board_lines(ledger: Ledger, readme: bool = False) -> list[str]:
         verdicts = verdicts or (isinstance(block, Text) and block.text == VERDICTS)
         if verdicts and isinstance(block, Text) and block.text != VERDICTS:
             lines.append(f"- {md_escape(block.text)}")
-    return [*lines, ""]
+    return [*lines, *(f"- {md_escape(line)}" for line in stale_lines(ledger)), ""]
 
 
 def journal_section(path: Path, readme: bool = False) -> list[str]:

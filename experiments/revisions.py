@@ -8,6 +8,11 @@ name's revision here, with one line saying what changed. A run records the revis
 stale, with the reason, until it is trained again. A change that alters no result (a refactor, a faster kernel
 that matches the reference) raises nothing. A revision that changed some of a task's profiles only names them, and
 leaves the rows of its other profiles current.
+
+The benchmark's protocol (`experiments.benchmark`: its stages, its stopping rule, what its page concludes) has
+versions the same way: a change to the protocol raises `PROTOCOL` with one line saying what the new version is. A
+benchmark stores the version it was created under in its definition, every job's result stores the revisions it
+trained on, and the benchmark's page and the README mark a result whose protocol or revisions are behind as stale.
 """
 
 from __future__ import annotations
@@ -42,6 +47,27 @@ REVISED: dict[str, dict[str, tuple[tuple, ...]]] = {
         "reformer": ((2, "its causal form, which let a query see later keys, is refused: it runs bidirectionally"),),
     },
 }
+
+
+# The benchmark's protocol versions, oldest first: (version, what it is). A definition stored before benchmarks kept
+# their version ran version 1.
+PROTOCOLS = (
+    (1, "each cell tunes a grid of learning rates at one seed, every run stopping at the target accuracy, the best "
+        "rate by validation accuracy up to the target; confirmation seeds and capacity points train at that rate; "
+        "rows ranked by mean test accuracy, each against the task's best by a paired test"),
+)
+PROTOCOL = PROTOCOLS[-1][0]  # the version a benchmark created today runs
+
+
+def protocol(version: int) -> str:
+    """What benchmark protocol `version` is."""
+    return dict(PROTOCOLS)[version]
+
+
+def protocol_behind(recorded: int) -> str:
+    """Why a benchmark stored under protocol `recorded` no longer measures today's protocol, or '' when it does."""
+    return (f"the benchmark's protocol is at version {PROTOCOL} ({protocol(PROTOCOL)}), the record at {recorded}"
+            if recorded < PROTOCOL else "")
 
 
 def _latest(kind: str, name: str) -> tuple:

@@ -16,7 +16,7 @@ from typing import Any
 
 from common.options import OptionError, format_value, parse_value
 from experiments import config as configs
-from experiments import tasks
+from experiments import revisions, tasks
 from experiments.benchmark import capacity, parity
 from experiments.benchmark.capacity import Point
 from experiments.benchmark.parity import Size
@@ -76,6 +76,7 @@ class Benchmark:
     # its end only, its interim evaluations on this many validation examples (None: all).
     interim_test: bool = True
     interim_validation: int | None = None
+    protocol: int = revisions.PROTOCOL  # the protocol version it was created under (`experiments.revisions`)
 
     @property
     def folder(self) -> Path:
@@ -113,7 +114,7 @@ class Benchmark:
             "capacity_seeds": self.capacity_seeds, "stages": [stage.name for stage in self.stages],
             "extend_grid": self.extend_grid, "size_to_dense": self.size_to_dense,
             "target_accuracy": self.target_accuracy, "interim_test": self.interim_test,
-            "interim_validation": self.interim_validation,
+            "interim_validation": self.interim_validation, "protocol": self.protocol,
         }))
 
     @classmethod
@@ -133,6 +134,9 @@ class Benchmark:
         if unknown:
             raise OptionError(f"The {where} runs stage {unknown[0]!r}, which this version does not have; accepted: "
                               f"{', '.join(known)}.")
+        if read("protocol") not in dict(revisions.PROTOCOLS):
+            raise OptionError(f"The {where} runs protocol {read('protocol')!r}, which this version does not have; "
+                              f"accepted: {', '.join(str(version) for version, _ in revisions.PROTOCOLS)}.")
         return build(name=study_name.removeprefix(STUDY_PREFIX), variant_names=tuple(read("variants")),
                      task_names=tuple(read("tasks")), profile=read("profile"), seed=read("seed"), seeds=read("seeds"),
                      lr_multiples=tuple(read("lr_multiples")), capacity_widths=tuple(read("capacity_widths")),
@@ -141,7 +145,8 @@ class Benchmark:
                      runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
                      stages=tuple(known[name] for name in read("stages")), extend_grid=read("extend_grid"),
                      size_to_dense=read("size_to_dense"), target_accuracy=read("target_accuracy"),
-                     interim_test=read("interim_test"), interim_validation=read("interim_validation"))
+                     interim_test=read("interim_test"), interim_validation=read("interim_validation"),
+                     protocol=read("protocol"))
 
     def learning_rates(self, cell: Cell, multiples: tuple[float, ...] | None = None) -> list[float]:
         """The cell's grid (or `multiples`): each multiple of the task's profile learning rate, to 4 significant
@@ -220,9 +225,9 @@ def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
     every benchmark then ran; one stored before the grid was extended extends none, and one stored before cells
     were sized to dense's parameters keeps its cells' own sizes (the page still flags those outside 10%); one
     stored before runs stopped at a target trains every step, and one stored before interim evaluations reads every
-    held-out set at each evaluation."""
+    held-out set at each evaluation; one stored before benchmarks kept their protocol's version ran version 1."""
     return {"stages": list(UNNAMED_STAGES), "extend_grid": 0, "size_to_dense": False, "target_accuracy": None,
-            "interim_test": True, "interim_validation": None, **stored}
+            "interim_test": True, "interim_validation": None, "protocol": 1, **stored}
 
 
 def parse_target(text: str) -> float | None:
@@ -329,7 +334,7 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
           storage_url: str | None, runs_dir: Path, heartbeat_seconds: int,
           stages: tuple[Stage, ...] = DEFAULT_STAGES, extend_grid: int = 0, size_to_dense: bool = True,
           target_accuracy: float | None = None, interim_test: bool = True,
-          interim_validation: int | None = None) -> Benchmark:
+          interim_validation: int | None = None, protocol: int = revisions.PROTOCOL) -> Benchmark:
     """Validate a benchmark's values and resolve every cell, its size and its capacity points, touching nothing: a
     bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
     _check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds, extend_grid)
@@ -368,7 +373,7 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
                      sets=sets, storage_url=storage_url, runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
                      cells=cells, stages=stages, extend_grid=extend_grid, size_to_dense=size_to_dense,
                      target_accuracy=target_accuracy, interim_test=interim_test,
-                     interim_validation=interim_validation)
+                     interim_validation=interim_validation, protocol=protocol)
 
 
 def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,

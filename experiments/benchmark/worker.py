@@ -25,6 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
 from experiments import config as configs
+from experiments import revisions
 from experiments.benchmark.definition import Benchmark, Job
 from experiments.benchmark.ledger import (
     DIVERGED,
@@ -64,10 +65,12 @@ def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[s
     """The figures of a job's run that the storage keeps, so that the result needs no run folder: the
     `RESULT_FIELDS` of its summary, the tokens it trained on, its validation accuracy at each evaluation (`curve`:
     step, wall seconds, accuracy; interim evaluations read part of the set, `experiments.evaluation`) and the target
-    it stopped at (train.target_accuracy, or None)."""
+    it stopped at (train.target_accuracy, or None). Its `revisions` are those of the task and variant it trained on
+    (`experiments.revisions`): the summary's, or, for a run that failed before writing one, this code's."""
     curve = [[line["step"], line["wall_seconds"], line.get("val_accuracy", line.get("test_accuracy"))]
              for line in metrics if line["kind"] == "eval"]  # a line from before validation sets: the test set's
     return {**{name: getattr(summary, name) for name in RESULT_FIELDS},
+            "revisions": summary.revisions or revisions.of_run(config.task, config.variant),
             "tokens": (summary.steps or 0) * config.train.batch_size * config.task_options.seq_len, "curve": curve,
             "target_accuracy": config.train.target_accuracy}
 

@@ -1,8 +1,9 @@
 """The benchmark's page: the leaderboard's means and 95% intervals over seeds, averages and ranks, the rows
 over 10% larger than dense flagged, the bidirectional rows in a table of their own, which differences the paired
 test tells apart, layout cells that compute dense neither ranked nor compared, skipped cells and failed jobs listed
-with their reasons (escaped), the capacity table and figures, and the protocol with the command, from a benchmark's
-storage."""
+with their reasons (escaped), the capacity table and figures, the protocol with the command, and the results that
+are stale (a task or variant revised since, an earlier protocol) or that were stored without their revisions, from
+a benchmark's storage."""
 
 import html
 import math
@@ -15,7 +16,9 @@ from optuna.trial import TrialState, create_trial
 from scipy import stats
 
 from analysis import benchmark as page
-from experiments import benchmark, tasks
+from analysis import results_doc
+from analysis.benchmark_stale import stale_lines
+from experiments import benchmark, revisions, tasks
 from experiments.benchmark.ledger import OUTCOME, RESULT, Ledger
 from experiments.tasks.base import QUICK_EVAL_SIZE
 
@@ -41,9 +44,12 @@ def wilson_text(mean, examples=TEST_SIZE):
     return f"test set {centre - half:.2f}–{centre + half:.2f}"
 
 
-def add(study, job, value, parameters):
-    """A trial holding `job` with the figures a worker writes; a value of None: its run failed."""
-    result = {"status": "completed", "val_accuracy": value, "test_accuracy": value, "chance": 0.25,
+def add(study, job, value, parameters, recorded=True):
+    """A trial holding `job` with the figures a worker writes, the revisions today's code trains on among them (none
+    where not `recorded`: a worker from before results kept them); a value of None: its run failed."""
+    result = {**({"revisions": revisions.of_run(job.task, job.variant)} if recorded else {}),
+              "git_commit": "c8d502593777d131e5fd5c3adef279ad92854ebc",
+              "status": "completed", "val_accuracy": value, "test_accuracy": value, "chance": 0.25,
               "parameters": parameters, "steps": 20, "tokens": 3840, "wall_seconds": 1.5,
               "run_id": f"run-{len(study.trials)}", "error": None, "device": "cpu", "device_name": "",
               # evaluations at steps 10 and 20 (95% of the final accuracy, then all of it); flip-flop is also
@@ -347,3 +353,56 @@ def test_a_layout_cell_attending_more_than_half_its_pairs_says_it_computes_dense
     assert math.isnan(cells.loc[("dense", "passkey"), "coverage"])
     assert html.escape(page.DENSE_RULE) in index.read_text()
 
+def leaderboard_cell(ledger, variant, task):
+    """What the leaderboard shows for `variant` on `task`."""
+    cells, shown, board = page.boards(ledger)
+    (table,) = [block for block in page.leaderboard_blocks(ledger, cells, shown, board)
+                if getattr(block, "name", "") == "leaderboard"]
+    return table.frame.set_index("variant").loc[variant, task]
+
+
+def test_a_cell_trained_before_its_variant_was_revised_is_marked_stale_on_the_page_and_in_the_readme(
+        ledger, tmp_path, monkeypatch):
+    monkeypatch.setitem(revisions.REVISED[revisions.VARIANT], "local", ((2, "its window now ends at the query"),))
+    reason = "variant local is at revision 2 (its window now ends at the query), the row at 1"
+    line = f"Stale: local on passkey: {reason}; its results stand as measured then until a benchmark trains them again."
+    assert line in html.unescape(page.write(ledger, tmp_path)[0].read_text())
+    assert leaderboard_cell(ledger, "local", "passkey").endswith(" (stale)")
+    assert not leaderboard_cell(ledger, "dense", "passkey").endswith(" (stale)")  # dense is at the revision it ran
+    assert f"- {line}" in results_doc.board_lines(ledger, readme=True)
+    assert stale_lines(ledger) == [line, line.replace("passkey", "flipflop")]
+
+
+def test_a_benchmark_of_an_earlier_protocol_marks_every_result_stale_and_says_why(ledger, tmp_path, monkeypatch):
+    monkeypatch.setattr(revisions, "PROTOCOLS", (*revisions.PROTOCOLS, (2, "every run trains its whole budget")))
+    monkeypatch.setattr(revisions, "PROTOCOL", 2)
+    line = ("Stale: the benchmark's protocol is at version 2 (every run trains its whole budget), the record at 1; "
+            "every result here was measured under protocol 1 and stands as measured then.")
+    assert stale_lines(ledger) == [line]
+    text = html.unescape(page.write(ledger, tmp_path)[0].read_text())
+    assert line in text and "Protocol version 1: each cell tunes a grid of learning rates" in text
+    assert all(leaderboard_cell(ledger, variant, task).endswith(" (stale)")
+               for variant in ("dense", "local") for task in ("passkey", "flipflop"))
+    assert f"- {line}" in results_doc.board_lines(ledger, readme=True)
+
+
+def test_a_record_stored_before_protocols_and_revisions_reads_as_protocol_1_and_says_its_revisions_are_unknown(
+        tmp_path, monkeypatch):
+    monkeypatch.setitem(revisions.REVISED[revisions.VARIANT], "local", ((2, "its window now ends at the query"),))
+    bench = prepare(tmp_path, "dense,local", "passkey", seeds=1)
+    stored = {key: value for key, value in bench.definition().items() if key != "protocol"}
+    older = benchmark.Benchmark.from_definition(stored, study_name=bench.study_name, device="cpu", storage_url=None,
+                                                runs_dir=tmp_path, heartbeat_seconds=1)
+    study = optuna.create_study()
+    for cell in older.cells:
+        validation, test, parameters = FIGURES[cell.variant, cell.task]
+        for job, value in zip(older.stage("tune").jobs(older, cell), validation, strict=True):
+            add(study, job, value, parameters, recorded=False)
+    ledger = Ledger(older, study.get_trials())
+    assert older.protocol == 1
+    # Not given revision 1, which would call local stale, nor today's, which would call it current: unknown.
+    assert stale_lines(ledger) == [
+        "Revisions not recorded: 6 of 6 results were stored before results kept the revisions of their task and "
+        "variant; they trained at commit c8d502593777, whose experiments/revisions.py lists the revisions then; "
+        "whether a revision since has left them stale is not known here."]
+    assert not leaderboard_cell(ledger, "local", "passkey").endswith(" (stale)")

@@ -20,7 +20,8 @@ from optuna.trial import TrialState, create_trial
 from poison import poison_forward
 from postgres import postgres_server
 
-from experiments import benchmark, benchmark_options
+from common.options import OptionError
+from experiments import benchmark, benchmark_options, revisions
 from experiments.benchmark import Job, estimate, record, worker
 from experiments.benchmark.definition import upgraded
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
@@ -226,6 +227,19 @@ def test_every_job_reads_its_test_set_once_at_its_end_and_a_validation_subset_be
     assert {key: upgraded({"variants": ["dense"]})[key] for key in ("interim_test", "interim_validation")} == {
         "interim_test": True, "interim_validation": None}
 
+
+
+def test_a_benchmark_stores_the_protocol_it_runs_and_a_definition_stored_before_reads_as_protocol_1(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense")
+    assert bench.protocol == bench.definition()["protocol"] == revisions.PROTOCOL
+    assert upgraded({"variants": ["dense"]})["protocol"] == 1
+    stored = {key: value for key, value in bench.definition().items() if key != "protocol"}
+    older = benchmark.Benchmark.from_definition(stored, study_name=bench.study_name, device="cpu", storage_url=None,
+                                                runs_dir=tmp_path, heartbeat_seconds=1)
+    assert older.protocol == 1
+    with pytest.raises(OptionError, match=r"runs protocol 99, which this version does not have; accepted: 1\."):
+        benchmark.Benchmark.from_definition({**bench.definition(), "protocol": 99}, study_name=bench.study_name,
+                                            device="cpu", storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
 
 def settle_tuning_and_confirmation(bench, study):
     """A new benchmark's tuning completed (the middle learning rate best), then its confirmation."""
@@ -549,6 +563,13 @@ def test_joining_a_benchmark_with_other_settings_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"created for another benchmark \(its seeds differ\).*--name"):
         benchmark.open_study(plan(tmp_path, task="passkey", seeds=3))
 
+
+
+def test_a_benchmark_created_under_one_protocol_is_not_continued_under_another(tmp_path):
+    earlier = plan(tmp_path, task="passkey")
+    benchmark.open_study(earlier)
+    with pytest.raises(ValueError, match=r"created for another benchmark \(its protocol differ\)"):
+        benchmark.open_study(dataclasses.replace(earlier, protocol=earlier.protocol + 1))
 
 def make_benchmark(*variables, target="benchmark"):
     """The `attnlab benchmark` command `make TARGET` runs with these variables, on one line (make -n)."""

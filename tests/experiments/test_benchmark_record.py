@@ -12,11 +12,12 @@ import pytest
 
 from analysis import results_doc
 from common.options import OptionError
-from experiments import benchmark, benchmark_options
+from experiments import benchmark, benchmark_options, revisions
 from experiments.benchmark import check, estimate, record
 from experiments.benchmark.ledger import Ledger, busy_seconds
 from experiments.benchmark.progress import JobBar
 from experiments.cli import main
+from variants import presets
 
 TINY = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4", "task.test_size=32",
         "model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
@@ -34,7 +35,7 @@ def kept(tmp_path_factory):
     return folder, record.keep("tiny", folder / "runs", folder / "records")
 
 
-def test_a_kept_record_holds_every_job_with_where_it_stopped_and_the_commit_it_ran_at(kept):
+def test_a_kept_record_holds_every_job_with_where_it_stopped_the_commit_and_the_revisions_it_ran_at(kept):
     _, path = kept
     assert path.name == "benchmark-tiny.journal"
     ledger = record.load(path)
@@ -42,6 +43,9 @@ def test_a_kept_record_holds_every_job_with_where_it_stopped_and_the_commit_it_r
     results = [job.result for state in ledger.cells for job in state.jobs]
     assert len(results) == 2 * (3 + 2) and {result["steps"] for result in results} == {10}
     assert {result["target_step"] for result in results} == {10} and all(result["git_commit"] for result in results)
+    assert ledger.benchmark.protocol == revisions.PROTOCOL and all(
+        result["revisions"] == revisions.of_run("passkey", presets.base(variant)) for variant, result in zip(
+            (state.cell.variant for state in ledger.cells for _ in state.jobs), results, strict=True))
     steps = record.earlier_steps(ledger)
     assert steps[("dense", "passkey", "own", "tune")] == [10, 10, 10] and len(steps) == 4
     assert all(runs == [10] * len(runs) for runs in steps.values())

@@ -1,11 +1,13 @@
-"""A benchmark job's stored figures are its run's Summary under the Summary's own names, and a storage written
-before they were (its chance level under `chance`) still reads under today's names."""
+"""A benchmark job's stored figures are its run's Summary under the Summary's own names, with the revisions of the
+task and variant it trained on, and a storage written before they were (its chance level under `chance`) still reads
+under today's names."""
 
 import dataclasses
 
 import optuna
 
 from experiments import config as configs
+from experiments import revisions
 from experiments.benchmark.ledger import RESULT, JobState
 from experiments.benchmark.stages import TUNE, Job
 from experiments.benchmark.worker import RESULT_FIELDS, job_result
@@ -31,3 +33,13 @@ def test_a_result_stored_before_the_summarys_names_reads_under_them():
                                                                       "test_accuracy": 0.75}})
     state = JobState(Job(TUNE, "dense", "passkey", 1e-3, 0), [trial], "completed")
     assert state.result == {"status": "completed", "chance_accuracy": 0.25, "test_accuracy": 0.75}
+
+
+def test_a_job_result_carries_the_task_and_variant_revisions_its_run_trained_on():
+    config = configs.resolve(variant="sparse:pattern=bigbird", task="mqar", profile="quick", seed=0, device="cpu")
+    trained = Summary(run_id="r", status="completed", steps=10, revisions={"task": 2, "variant": 3})
+    assert job_result(trained, config, [])["revisions"] == {"task": 2, "variant": 3}
+    # A run that failed before writing its summary trained on this code's revisions.
+    failed = Summary(run_id="r", status="failed", error="ValueError: no summary")
+    assert job_result(failed, config, [])["revisions"] == revisions.of_run("mqar", "sparse") == {
+        "task": revisions.revision("task", "mqar"), "variant": revisions.revision("variant", "sparse")}
