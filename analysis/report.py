@@ -27,7 +27,7 @@ from pathlib import Path
 from analysis import figures
 from analysis.context import Context, read_speed
 from analysis.render import Figure, Section, Table, to_html, to_markdown
-from analysis.runs import load_runs, parse_filters, select
+from analysis.runs import check_selects, load_runs, parse_filters, select
 from analysis.sections import registry
 from analysis.sweeps import load_studies, select_studies
 from analysis.tables import FORMATS, write_table
@@ -86,6 +86,7 @@ def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study
     else:
         parsed = parse_filters(filters, columns)
     studies, unreadable_journals = load_studies(runs_dir, study)
+    check_selects(runs, parsed)
     selected = select(runs, parsed)
     if study is not None:
         selected = selected[selected["study"].isna() | (selected["study"] == study)]

@@ -38,6 +38,13 @@ class Parts:
         """The variant as the model's first block describes itself, e.g. `local_w16`."""
         return self.model.variant_module.describe()
 
+    @property
+    def attends_every_pair(self) -> bool:
+        """Whether the variant's layout attends every pair at the longest length the task has (a window that
+        covers the whole sequence, say): it then computes dense attention, at its own kernel's cost."""
+        layout = getattr(self.model.variant_module, "block_layout", None)  # a baseline's mixer has none
+        return layout is not None and layout.attends_every_pair(self.task.max_len, self.config.model.causal)
+
 
 def build_task(config: RunConfig) -> tasks.Task:
     """The run's task at its profile with the config's options."""

@@ -62,6 +62,20 @@ class Layout:
         """Bool, broadcast from query positions i and key positions j; None when every pair is allowed."""
         return None
 
+    def attends_every_pair(self, seq: int, causal: bool) -> bool:
+        """Whether the layout attends every pair of a sequence of `seq` positions (every j <= i when causal), and
+        so computes what dense attention computes (a window that covers the whole sequence, say). Here: every
+        block is in the block map, and where a rule refines it, every pair expanded (O(seq^2): the layouts of
+        this module with a rule say it in closed form instead)."""
+        blocks = attended_blocks(self, seq, seq, causal)
+        wanted = causal_blocks(blocks.shape[1], blocks.shape[2]) if causal else torch.ones_like(blocks[0])
+        if not (blocks | ~wanted).all():
+            return False
+        if type(self).rule is Layout.rule:
+            return True
+        attended = dense(self, seq, seq, causal)
+        return bool((attended | ~torch.ones(seq, seq, dtype=torch.bool).tril() if causal else attended).all())
+
     def _block_offsets(self, query_blocks: int, key_blocks: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Smallest and largest i - j over the pairs of each (query block, key block): two (Q, K) tensors."""
         b = self.block_size
@@ -225,6 +239,9 @@ class Local(_Band):
     def rule(self, i, j):
         return (i - j).abs() <= self.reach
 
+    def attends_every_pair(self, seq: int, causal: bool) -> bool:
+        return self.reach >= seq - 1
+
 
 @dataclass(frozen=True)
 class Strided(Layout):
@@ -244,6 +261,9 @@ class Strided(Layout):
 
     def rule(self, i, j):
         return ((i - j).abs() < self.stride) | ((i - j) % self.stride == 0)
+
+    def attends_every_pair(self, seq: int, causal: bool) -> bool:
+        return self.stride >= seq - 1 or self.stride == 1  # no distance past the stride but itself, a multiple
 
 
 @dataclass(frozen=True)
@@ -272,6 +292,9 @@ class Fixed(Layout):
     def rule(self, i, j):
         return (j // self.stride == i // self.stride) | (j % self.stride >= self.stride - self.summary)
 
+    def attends_every_pair(self, seq: int, causal: bool) -> bool:
+        return self.stride >= seq or self.summary >= self.stride  # one stride group, or every key a summary
+
 
 @dataclass(frozen=True)
 class Longformer(_Band):
@@ -289,6 +312,9 @@ class Longformer(_Band):
 
     def rule(self, i, j):
         return ((i - j).abs() <= self.reach) | (i < self.num_global) | (j < self.num_global)
+
+    def attends_every_pair(self, seq: int, causal: bool) -> bool:
+        return self.reach >= seq - 1 - self.num_global  # the farthest pair of two positions past the global ones
 
 
 @dataclass(frozen=True)
