@@ -17,10 +17,10 @@ PROFILE_HELP = f"one of {', '.join(tasks.PROFILES)} (default: quick); lra for th
 
 
 class CommandParser(argparse.ArgumentParser):
-    """attnlab's parser: a value that starts with '-' and a digit (`--lr-multiples -1,3`, `--seed -5`) is read as
-    the option's value, so that the command's own check names what it accepts, where argparse would read -1,3 as
-    an unknown option and answer "expected one argument" (it reads only a bare number such as -5 or -.5 as a
-    value). No option of attnlab starts with '-' and a digit."""
+    """attnlab's parser: a value that starts with '-' and a digit (`--lr-multiples -1,3`, `--capacity-scales -2,2`)
+    is read as the option's value, so that the command's own check names what it accepts, where argparse would read
+    -1,3 as an unknown option and answer "expected one argument" (it reads only a bare number such as -5 or -.5 as
+    a value). No option of attnlab starts with '-' and a digit."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -112,7 +112,7 @@ def test_a_sample_too_large_for_memory_is_refused_naming_its_size_before_allocat
 
 def test_an_experiment_file_cannot_hold_help(tmp_path, capsys):
     (tmp_path / "run.toml").write_text("help = true\n")
-    line = one_sentence(capsys, ["run", "--config", str(tmp_path / "run.toml"), "--runs-dir", str(tmp_path)])
+    line = one_sentence(capsys, ["run", "--config", str(tmp_path / "run.toml"), *TINY_RUN, "--runs-dir", str(tmp_path)])
     assert line == (f"attnlab run: Experiment file {tmp_path / 'run.toml'} has 'help', which attnlab run does not "
                     "take; accepted: device, kernel, profile, seed, tasks, variants, and the tables [variant], [task], "
                     "[model], [train].")
