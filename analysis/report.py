@@ -27,7 +27,7 @@ from pathlib import Path
 from analysis import figures
 from analysis.context import Context, read_speed
 from analysis.render import Figure, Section, Table, to_html, to_markdown
-from analysis.runs import load_runs, parse_filters, select
+from analysis.runs import check_selects, load_runs, parse_filters, select
 from analysis.sections import registry
 from analysis.sweeps import load_studies, select_studies
 from analysis.tables import FORMATS, write_table
@@ -69,7 +69,8 @@ def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study
         and of the sweep trials only its own; ordinary runs are all shown (narrow them with filters).
         Filters on variant, task, profile or seed also select the studies whose definition matches.
     filters: "column=value,column=value" over `load_runs` columns (a column named twice accepts either value),
-        or that parsed as a mapping; an unknown column is a ValueError naming the known ones.
+        or that parsed as a mapping; an unknown column is a ValueError naming the known ones, and filters that
+        select no run one naming the values the column has.
     name: the report folder's name (default: the study, the filters, or "all").
     speed_dir: where `make speed` CSVs are (default: `runs_dir/speed`).
     table_format: "csv" or "parquet", the files under tables/.
@@ -86,6 +87,7 @@ def build_report(runs_dir: str | Path, out_dir: str | Path = "reports", *, study
     else:
         parsed = parse_filters(filters, columns)
     studies, unreadable_journals = load_studies(runs_dir, study)
+    check_selects(runs, parsed)
     selected = select(runs, parsed)
     if study is not None:
         selected = selected[selected["study"].isna() | (selected["study"] == study)]

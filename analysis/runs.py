@@ -240,3 +240,23 @@ def select(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataFrame:
     for column, texts in filters.items():
         keep &= runs[column].map(lambda cell, texts=texts: matches(cell, texts)).astype(bool)
     return runs[keep]
+
+
+SHOWN_VALUES = 20  # the most values of a column an error lists
+
+
+def check_selects(runs: pd.DataFrame, filters: dict[str, list[str]]) -> None:
+    """Refuse filters that select no run, in one sentence: the first filter that matches none, with the values
+    its column has; or, where each matches some runs alone, that together they match none."""
+    if not filters or len(select(runs, filters)):
+        return
+    for column, texts in filters.items():
+        if not len(select(runs, {column: texts})):
+            values = sorted({str(cell) for cell in runs[column].dropna()})
+            more = f" and {len(values) - SHOWN_VALUES} more" if len(values) > SHOWN_VALUES else ""
+            has = f": {', '.join(values[:SHOWN_VALUES])}{more}" if values else ", of which there are none"
+            raise ValueError(f"Filter {column}={' or '.join(texts)} matches none of the {len(runs)} runs; accepted: "
+                             f"one of the values column {column} has{has}.")
+    shown = ", ".join(f"{column}={' or '.join(texts)}" for column, texts in filters.items())
+    raise ValueError(f"Filters {shown} each match some runs but no run matches them all; accepted: filters that "
+                     "one run meets together.")

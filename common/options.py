@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any, Literal
@@ -79,6 +80,8 @@ def _coerce(owner: str, name: str, annotation: Any, value: Any) -> Any:
     elif annotation is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         value = float(value) if ok else value
+        if ok and not math.isfinite(value):  # inf and nan pass range checks as numbers, and a run then diverges
+            raise OptionError(f"{owner} option {name!r} got {value!r}; accepted: a finite number.")
     elif annotation is str:  # a folder's path, say: text as given
         ok = isinstance(value, str)
     else:  # pragma: no cover - a variant author declared a type this module does not know

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 
 from experiments import tasks
 
@@ -14,6 +15,17 @@ SETS = {"action": "append", "metavar": "SECTION.FIELD=VALUE",
         "help": "override any config field: variant.*, task.*, model.*, train.* (repeatable)"}
 RUNS_DIR_OPTION = "--runs-dir (or RUNS_DIR)"  # how a sentence about the runs folder names where it came from
 PROFILE_HELP = f"one of {', '.join(tasks.PROFILES)} (default: quick); lra for the tasks that read LRA's files"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """attnlab's parser: a value that starts with '-' and a digit (`--lr-multiples -1,3`, `--capacity-scales -2,2`)
+    is read as the option's value, so that the command's own check names what it accepts, where argparse would read
+    -1,3 as an unknown option and answer "expected one argument" (it reads only a bare number such as -5 or -.5 as
+    a value). No option of attnlab starts with '-' and a digit."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"-\.?\d")
 
 
 def runs_dir(parser: argparse.ArgumentParser) -> None:

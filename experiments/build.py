@@ -20,6 +20,7 @@ import torch
 from experiments import tasks
 from experiments.config import RunConfig
 from experiments.model import Transformer
+from variants import layouts
 
 
 @dataclass
@@ -37,6 +38,13 @@ class Parts:
     def described(self) -> str:
         """The variant as the model's first block describes itself, e.g. `local_w16`."""
         return self.model.variant_module.describe()
+
+    @property
+    def attends_every_pair(self) -> bool:
+        """Whether the variant's layout attends every pair at the longest length the task has (a window that
+        covers the whole sequence, say): it then computes dense attention, at its own kernel's cost."""
+        layout = getattr(self.model.variant_module, "block_layout", None)  # a baseline's mixer has none
+        return layout is not None and layouts.coverage(layout, self.task.max_len, self.config.model.causal) == 1.0
 
 
 def build_task(config: RunConfig) -> tasks.Task:

@@ -7,11 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 import variants
+from common.memory import check_fits
+from common.options import OptionError
 from experiments import config as configs
 from experiments import tasks
+from experiments.build import build_task
 from variants import presets
 from variants.kernels import KERNELS
 
@@ -35,11 +36,17 @@ def print_catalogue() -> None:
 def print_samples(task_name: str, *, profile: str, sets: list[str], count: int, seed: int, format: str,
                   images: Path | None) -> None:
     """`attnlab sample`: `count` examples of a task drawn with `seed`, one per line; with `images`, also
-    saved there as PNG files (tasks with images only)."""
-    overrides = configs.parse_sets(sets)
-    task = tasks.create_task(task_name, profile=profile, **overrides["task"])
-    generator = torch.Generator().manual_seed(seed)
-    batch = task.batch(count, generator, torch.device("cpu"))
+    saved there as PNG files (tasks with images only). The seed and --set are resolved as `attnlab run` resolves
+    them (for its default variant, dense), so that what one refuses the other refuses too."""
+    config = configs.resolve(variant="dense", task=task_name, profile=profile, seed=seed, device="cpu",
+                             overrides=configs.parse_sets(sets))
+    task = build_task(config)
+    if count < 1:
+        raise OptionError(f"--count got {count}; accepted: an integer >= 1, the examples to print.")
+    one = task.batch(1, tasks.train_generator(seed), "cpu")
+    check_fits(f"--count {count} of task {task_name!r}, at {one.nbytes:,} bytes an example,", count * one.nbytes,
+               "cpu", "fewer examples")
+    batch = task.batch(count, tasks.train_generator(seed), "cpu")
     written = task.save_images(batch, images, count) if images else []
     for index in range(count):
         print(json.dumps(task.example(batch, index)) if format == "json" else task.text(batch, index))

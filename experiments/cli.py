@@ -17,7 +17,7 @@ from pathlib import Path
 
 from common.files import refusal, writable_folder
 from experiments import benchmark_options, catalogue, experiment_file, launch, sweep_options
-from experiments.arguments import QUIET, RUNS_DIR_OPTION, SETS, add_run_selection, runs_dir
+from experiments.arguments import QUIET, RUNS_DIR_OPTION, SETS, CommandParser, add_run_selection, runs_dir
 
 # Each command reads its arguments here and hands the work to the module of its job. Sweeps (optuna),
 # reports (the analysis), the saturation studies and the benchmarks are imported by their command only.
@@ -374,8 +374,7 @@ def _add_data_check(commands) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnlab", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog="attnlab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_benchmark, _add_list, _add_speed,
                 _add_report, _add_saturation, _add_calibration, _add_results, _add_speed_train, _add_gpu_check,

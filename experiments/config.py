@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import variants
+from common.memory import check_fits
 from common.options import OptionError, build_options, closest, format_value, option, parse_value, require
 from experiments import tasks, trackers
 from variants import presets
@@ -178,14 +179,14 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     overrides = overrides or {section: {} for section in SECTIONS}
     variant, variant_values = presets.with_preset(variant, overrides["variant"])  # a preset: its options fixed
     variants.check_kernel_name(variant, kernel)
-    require(isinstance(seed, int) and 0 <= seed < tasks.MAX_TRAIN_SEED, "seed", seed,
-            f"an integer from 0 to {tasks.MAX_TRAIN_SEED - 1}")
+    tasks.check_train_seed(seed)
     task_obj = tasks.create_task(task, profile=profile, **overrides["task"])
     model = build_options(ModelConfig, "Config section 'model'",
                           {**task_obj.default_model, **variant_defaults(variant), **overrides["model"]})
     check_variant_fits_model(variant, model, task_obj)
     check_model_fits_task(model, task_obj)
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
+    check_model_fits_memory(model, task_obj, device)
     if trains_here:
         try:
             trackers.check_usable(train.tracker)
@@ -198,6 +199,22 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
         variant_options=variants.options_of(variant, variant_values, head_dim=model.attention_head_dim),
         task_options=task_obj.options, model=model, train=train,
     )
+
+
+# What training holds per parameter: the float32 weight, its gradient and AdamW's two moments.
+TRAINING_BYTES_PER_PARAMETER = 16
+
+
+def check_model_fits_memory(model: ModelConfig, task: tasks.Task, device: str) -> None:
+    """Refuse, in one sentence and before anything is allocated, a model whose training cannot fit in all the
+    memory of `device`, counted from below: the parameters every variant's model has (the token embedding, learned
+    positions, each block's MLP; the attention or token mixer beside it only adds to them)."""
+    positions = task.max_len * model.dim if model.positions == "learned" else 0
+    parameters = task.vocab_size * model.dim + positions + model.depth * 2 * model.mlp_ratio * model.dim**2
+    check_fits(f"A model of at least {parameters:,} parameters (model.dim={model.dim}, model.depth={model.depth}, "
+               f"model.mlp_ratio={model.mlp_ratio}) on task {task.name!r}, trained with AdamW,",
+               parameters * TRAINING_BYTES_PER_PARAMETER, device,
+               "a smaller model.dim, model.depth or model.mlp_ratio")
 
 
 def variant_defaults(variant: str) -> dict[str, Any]:

@@ -108,7 +108,9 @@ def apply(parser: argparse.ArgumentParser, argv: list[str] | None, args: argpars
     (commands,) = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
     command = commands.choices[args.command]
     data = read(path)
-    actions = {action.dest: action for action in command._actions if action.dest not in NOT_IN_FILES}
+    # An action that stores nothing (default SUPPRESS: -h/--help) is no option a file can hold.
+    actions = {action.dest: action for action in command._actions
+               if action.dest not in NOT_IN_FILES and action.default != argparse.SUPPRESS}
     sections = {name: data.pop(name) for name in configs.SECTIONS if isinstance(data.get(name), dict)}
     defaults = {}
     for key, value in data.items():

@@ -169,6 +169,8 @@ def render(table: pd.DataFrame) -> str:
 
 def run(out_dir: Path, budget: float = SECONDS) -> int:
     """The whole check; 0 when there is no GPU or the gpu tests pass, 1 when they fail."""
+    if not budget > 0:
+        raise ValueError(f"--seconds got {budget:g}; accepted: a number of seconds > 0, the time for the whole check.")
     if not torch.cuda.is_available():
         print("gpu-check: no CUDA device on this machine, so there is nothing to check here "
               "(make test covers what runs on CPU).")

@@ -144,6 +144,10 @@ def run(*, variant_names: str, task_names: str | None, profile: str, seed: int, 
     if not resolved:
         raise configs.Incompatible(f"no run of {', '.join(names)} on {', '.join(task_list)} can run; see the "
                                    "reasons above.")
+    for parts in resolved:
+        if parts.attends_every_pair:  # allowed (a window grown to dense is a point of a curve), but said
+            print(f"note: {parts.described} attends every pair of the {parts.task.max_len} positions of task "
+                  f"{parts.config.task!r}, so it computes dense attention.", file=sys.stderr)
     pending = [(parts, start_record(runs_dir, parts.config)) for parts in resolved]
     return train_runs(pending, runs_dir, quiet)
 

@@ -15,8 +15,8 @@ under `benchmark-NAME` and their stage, as W&B's `group` and `job_type` and as T
 
 Each package is an extra (`pip install -e '.[wandb]'`, `'.[tensorboard]'`), imported only by a run that asks for
 it. At config resolution (before a run folder is made) `check_available` refuses a missing one, and, where the config
-is to train here, `check_usable` one that could not start: W&B with a setting it refuses (WANDB_MODE=bogus) or online without an API key, TensorBoard with a
-TENSORBOARD_LOGDIR it cannot write.
+is to train here, `check_usable` one that could not start: W&B with a setting it refuses (WANDB_MODE=bogus) or online
+without an API key, TensorBoard with a TENSORBOARD_LOGDIR it cannot write.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ whose held-out sets cannot be drawn) is kept as skipped with the reason, never d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,13 +48,14 @@ def parse_multiples(text: str, what: str, of: str) -> tuple[float, ...]:
     (the confirmation runs are 1x), or one listed twice, is a one-sentence error."""
     if text.strip().lower() in ("", "none"):
         return ()
-    accepted = (f"accepted: comma-separated multiples of {of}, each > 0, other than 1 (the confirmation runs are "
-                f"1x) and listed once, e.g. 0.5,2, or none")
+    accepted = (f"accepted: comma-separated multiples of {of}, each > 0 and finite, other than 1 (the confirmation "
+                f"runs are 1x) and listed once, e.g. 0.5,2, or none")
     try:
         multiples = tuple(float(item) for item in text.split(","))
     except ValueError:
         raise OptionError(f"Benchmark {what} got {text!r}; {accepted}.") from None
-    if min(multiples) <= 0 or 1.0 in multiples or len(set(multiples)) < len(multiples):
+    if not all(0 < multiple < math.inf for multiple in multiples) or 1.0 in multiples \
+            or len(set(multiples)) < len(multiples):
         raise OptionError(f"Benchmark {what} got {text!r}; {accepted}.")
     return multiples
 

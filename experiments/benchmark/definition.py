@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +28,9 @@ from experiments.sweep.storage import field_of, shown
 from variants import presets
 
 MIN_LEARNING_RATES = 3  # the grid MAD's protocol sweeps has 3 values or more
-GRID_ACCEPTED = (f"accepted: at least {MIN_LEARNING_RATES} distinct numbers > 0, comma-separated, e.g. 0.3,1,3 (tuned "
-                 "on the validation set), or one (every cell at that multiple of its task's learning rate, untuned)")
+GRID_ACCEPTED = (f"accepted: at least {MIN_LEARNING_RATES} distinct finite numbers > 0, comma-separated, e.g. 0.3,1,3 "
+                 "(tuned on the validation set), or one (every cell at that multiple of its task's learning rate, "
+                 "untuned)")
 STUDY_PREFIX = "benchmark-"  # the study of benchmark NAME is benchmark-NAME
 EXTEND_ACCEPTED = "accepted: an integer >= 0, the most learning rates tuned beyond an edge of the grid (0: none)"
 
@@ -318,7 +320,7 @@ def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capac
         raise OptionError(f"Benchmark seed {seed} with {seeds} seeds passes the largest seed; accepted: seed + seeds "
                           f"below {tasks.MAX_TRAIN_SEED}.")
     if len(lr_multiples) in range(2, MIN_LEARNING_RATES) or len(set(lr_multiples)) < len(lr_multiples) \
-            or min(lr_multiples) <= 0:
+            or not all(0 < multiple < math.inf for multiple in lr_multiples):
         raise OptionError(f"Benchmark lr-multiples got {','.join(map(str, lr_multiples))}; {GRID_ACCEPTED}.")
     if len(lr_multiples) == 1 and extend_grid:
         raise OptionError(f"Benchmark extend-grid got {extend_grid} with the one learning rate "

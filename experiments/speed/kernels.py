@@ -42,6 +42,7 @@ from tqdm import tqdm
 
 import variants
 from common.files import atomic_write_text
+from common.options import closest
 from experiments.speed import fits
 from experiments.speed.memory import peak_memory_bytes, settled_allocator
 from experiments.speed.plan import GROWTH, Attend, Contender, TimedCase, axis, plan
@@ -72,6 +73,17 @@ def torch_sdpa_masked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal:
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed.tril() if causal else allowed)
 
 
+# The direct contenders by kernel label: (name, the call timed).
+DIRECT = {"naive": ("tutorial-naive", tutorial_naive), "direct": ("torch-sdpa", torch_sdpa),
+          "masked": ("torch-sdpa-masked", torch_sdpa_masked)}
+MIXER_KERNEL = "torch"  # the label of the baselines' token mixers
+
+
+def accepted_kernels() -> list[str]:
+    """What --kernels takes: auto, every kernel's name, the direct contenders' labels and the mixers'."""
+    return ["auto", *KERNELS, *DIRECT, MIXER_KERNEL]
+
+
 def _direct(variant: str, kernel: str, attend: Attend, head_dim: int) -> Contender:
     return Contender(variant, kernel, lambda max_len, head_dim: attend, (None, head_dim), name=variant)
 
@@ -93,14 +105,12 @@ def contenders(specs: list[str], kernel_names: list[str] | None, heads: int, hea
     """The direct baselines (kernels `naive`, `direct` and `masked`), then every spec on every kernel it lists,
     or only the kernels asked for. The kernel `auto` picks is timed once, labelled `auto=<kernel>`. `attend`
     is built at (max_len, head_dim); `build` builds at any other sizes."""
-    baselines = [_direct("tutorial-naive", "naive", tutorial_naive, head_dim),
-                 _direct("torch-sdpa", "direct", torch_sdpa, head_dim),
-                 _direct("torch-sdpa-masked", "masked", torch_sdpa_masked, head_dim)]
-    chosen = [baseline for baseline in baselines if kernel_names is None or baseline.kernel in kernel_names]
+    chosen = [_direct(variant, kernel, attend, head_dim) for kernel, (variant, attend) in DIRECT.items()
+              if kernel_names is None or kernel in kernel_names]
     for spec in specs:
         name, options = parse_spec(spec)
         if variants.is_baseline(name):
-            if kernel_names is None or {"auto", "torch"} & set(kernel_names):
+            if kernel_names is None or {"auto", MIXER_KERNEL} & set(kernel_names):
                 chosen.append(mixer_contender(name, options, heads, head_dim, device))
             continue
         chosen.extend(_variant_contenders(name, options, kernel_names, heads, (max_len, head_dim), device))
@@ -144,7 +154,7 @@ def mixer_contender(name: str, options: dict, heads: int, head_dim: int, device:
         return attend
 
     described = variants.describe(name, options)
-    return Contender(described, "torch", build, (None, head_dim), name=name, family="baseline", swept=True)
+    return Contender(described, MIXER_KERNEL, build, (None, head_dim), name=name, family="baseline", swept=True)
 
 
 def _available_bytes() -> float:
@@ -263,7 +273,18 @@ def measure_case(case: TimedCase, entries: list[tuple[Contender, list[str]]], *,
     return rows
 
 
-def _check_sizes(heads: int, dims: list[int], lengths: list[int]) -> None:
+def _check_settings(*, kernels: list[str] | None, batch: int, heads: int, head_dim: int, repeats: int,
+                    budget: float, dims: list[int], lengths: list[int]) -> None:
+    """Refuse, in one sentence, a setting at which no case could be timed."""
+    for flag, value in (("--batch", batch), ("--heads", heads), ("--head-dim", head_dim), ("--repeats", repeats)):
+        if value < 1:
+            raise ValueError(f"{flag} got {value}; accepted: an integer >= 1.")
+    if not budget > 0:
+        raise ValueError(f"--budget got {budget:g}; accepted: a number of seconds > 0 (inf: no budget).")
+    for kernel in kernels or []:
+        if kernel not in accepted_kernels():
+            raise ValueError(f"--kernels got {kernel!r}{closest(kernel, accepted_kernels())}; accepted: "
+                             f"{', '.join(accepted_kernels())}.")
     for dim in dims:
         if dim < heads or dim % heads:
             raise ValueError(f"--dims got {dim}, which {heads} heads cannot share; accepted: multiples of --heads "
@@ -280,8 +301,12 @@ def run(*, specs: list[str], kernels: list[str] | None, lengths: list[int], caus
     """Measure the three sweeps (`dims` and `step_lengths` empty: the length sweep only) and write the table
     to out_dir/variants-<time>.csv."""
     every_length = [*lengths, *([dim_length] if dims else []), *step_lengths]
-    _check_sizes(heads, list(dims), every_length)
+    _check_settings(kernels=kernels, batch=batch, heads=heads, head_dim=head_dim, repeats=repeats, budget=budget,
+                    dims=list(dims), lengths=every_length)
     field = contenders(specs, kernels, heads, head_dim, device, max_len=max(every_length))
+    if not field:
+        raise ValueError(f"--kernels {' '.join(kernels or [])} runs none of the variants asked for on {device.type}; "
+                         "accepted: a kernel they list that runs there (`attnlab list` names each variant's).")
     cases = plan(field, lengths=lengths, causal_modes=causal_modes, batch=batch, heads=heads, head_dim=head_dim,
                  dims=list(dims), dim_length=dim_length, step_lengths=list(step_lengths))
     rows, last = [], {}

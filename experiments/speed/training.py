@@ -86,6 +86,8 @@ def harness_tokens_per_second(config: configs.RunConfig, runs_dir: Path, round_i
 
 
 def run(*, variant: str, task: str, steps: int, rounds: int, device: str) -> dict[str, float]:
+    if rounds < 1:
+        raise ValueError(f"--rounds got {rounds}; accepted: an integer >= 1 (the median of that many rounds).")
     overrides = {section: {} for section in configs.SECTIONS}
     overrides["train"] = {"steps": steps, "eval_every": steps, "checkpoint_every": steps, "log_every": 10}
     config = configs.resolve(variant=variant, task=task, profile="quick", seed=0, device=device,

@@ -11,9 +11,9 @@ with an `eval_lengths` option is also evaluated at those sequence lengths (lengt
 come from `extra_test_sets` and are reported separately, never mixed into the main accuracy.
 
 Seeds: training batches come from a generator the trainer seeds with the run seed, which must lie in
-[0, MAX_TRAIN_SEED = 2**31) (`train_generator` checks it). The test set is drawn on the CPU from
-`test_seed(name)` = TEST_SEED_OFFSET + crc32(name) mod 2**31, which lies in [2**31, 2**32) and so is
-never a training seed, then moved to the device: the same examples on every call and every device.
+[0, MAX_TRAIN_SEED = 2**31) (`check_train_seed`: `train_generator` and the config apply it). The test set is
+drawn on the CPU from `test_seed(name)` = TEST_SEED_OFFSET + crc32(name) mod 2**31, which lies in [2**31, 2**32)
+and so is never a training seed, then moved to the device: the same examples on every call and every device.
 
 Validation set: sweeps select hyperparameters on it, so the test set stays an untouched test set. It is
 drawn like the test set (`sample_test`, `validation_size` examples, test_size unless a task says otherwise)
@@ -57,14 +57,19 @@ def validation_seed(name: str) -> int:
     return VALIDATION_SEED_OFFSET + zlib.crc32(f"validation/{name}".encode()) % 2**31
 
 
+def check_train_seed(seed: int) -> None:
+    """The one rule for the seeds a user gives (a run's, a sample's): an integer in [0, MAX_TRAIN_SEED)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < MAX_TRAIN_SEED:
+        raise ValueError(f"Training seed got {seed!r}; accepted: an integer from 0 to 2**31 - 1 "
+                         f"(seeds from 2**31 up are kept for test sets).")
+
+
 def train_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """A generator on `device` seeded with a training seed, which must be in [0, MAX_TRAIN_SEED).
 
     Use: `task.batch(batch_size, generator, device)` with `generator = train_generator(run_seed, device)`.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < MAX_TRAIN_SEED:
-        raise ValueError(f"Training seed got {seed!r}; accepted: an integer from 0 to 2**31 - 1 "
-                         f"(seeds from 2**31 up are kept for test sets).")
+    check_train_seed(seed)
     return torch.Generator(device=device).manual_seed(seed)
 
 
@@ -94,6 +99,11 @@ class Batch:
     targets: torch.Tensor  # (batch, seq) long: the answer's token id where scored, IGNORE elsewhere
     distance: torch.Tensor  # (batch, seq) long: positions back to the answer's evidence where scored, -1 elsewhere
     metadata: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (batch,) per-example extras
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes its tensors hold."""
+        return sum(tensor.nbytes for tensor in (self.inputs, self.targets, self.distance, *self.metadata.values()))
 
     def to(self, device: torch.device | str) -> Batch:
         """The same batch on `device`."""

@@ -1,9 +1,11 @@
 import json
 
+import pandas as pd
 import pytest
 from conftest import CORRUPT_RUN, STUDY
 
 from analysis import load_runs, parse_filters, select
+from analysis.runs import check_selects
 from analysis.sweeps import load_studies, select_studies
 
 
@@ -69,6 +71,24 @@ def test_filters_match_any_column_by_value_as_the_command_line_reads_it(runs_dir
     assert list(by_lr["trial"]) == [1]
     either = select(runs, parse_filters("variant_name=dense,variant_name=local_w4", list(runs.columns)))
     assert sorted(either["variant_name"]) == ["dense"] * 2 + ["local_w4"] * 3  # the pruned trial has window 4
+
+
+def test_filters_that_select_no_run_are_refused_naming_the_values_the_column_has():
+    runs = pd.DataFrame({"task": ["passkey", "mqar", "mqar"], "variant": ["dense", "local", None], "seed": [0, 1, 2]})
+    check_selects(runs, {"task": ["passkey"], "variant": ["dense"]})  # a run matches: nothing to say
+    check_selects(runs, {})
+    with pytest.raises(ValueError, match=r"^Filter task=nomatch or listops matches none of the 3 runs; accepted: one "
+                                         r"of the values column task has: mqar, passkey\.$"):
+        check_selects(runs, {"task": ["nomatch", "listops"]})
+    with pytest.raises(ValueError, match=r"^Filter variant=sparse matches none of the 3 runs; accepted: one of the "
+                                         r"values column variant has: dense, local\.$"):
+        check_selects(runs, {"task": ["mqar"], "variant": ["sparse"]})
+    with pytest.raises(ValueError, match=r"^Filters task=passkey, seed=1 each match some runs but no run matches them "
+                                         r"all; accepted: filters that one run meets together\.$"):
+        check_selects(runs, {"task": ["passkey"], "seed": ["1"]})
+    with pytest.raises(ValueError, match=r"^Filter task=passkey matches none of the 0 runs; accepted: one of the "
+                                         r"values column task has, of which there are none\.$"):
+        check_selects(runs.iloc[:0], {"task": ["passkey"]})
 
 
 def test_an_unknown_filter_column_is_named_with_the_accepted_ones(runs_dir):

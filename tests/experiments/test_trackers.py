@@ -147,7 +147,8 @@ def test_wandb_with_a_key_or_a_mode_that_needs_none_resolves(tmp_path, monkeypat
     assert tiny_config(tracker="wandb").train.tracker == ("wandb",)
 
 
-@pytest.mark.parametrize("logdir, where", [("board", "is a file"), ("board/inner", "lies under {file}, which is a file")])
+@pytest.mark.parametrize("logdir, where", [("board", "is a file"),
+                                           ("board/inner", "lies under {file}, which is a file")])
 def test_a_tensorboard_folder_that_is_a_file_is_refused_before_a_run_folder_is_made(tmp_path, capsys, monkeypatch,
                                                                                     logdir, where):
     pytest.importorskip("tensorboard")

@@ -16,6 +16,7 @@ from cases import (
 )
 
 import variants
+from variants import layouts
 from variants.kernels import blocked
 
 
@@ -155,6 +156,23 @@ def test_sparse_covering_every_pair_equals_dense(options, causal):
     assert attn.layout(45, 45).all()
     expected = variants.create("dense", num_heads=3, head_dim=8).double()(q, k, v, causal=causal)
     assert_close_relative(attn(q, k, v, causal=causal), expected, 1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout", [
+    *(layouts.Local(window) for window in (1, 8, 22, 23, 40)),
+    *(layouts.Strided(stride) for stride in (1, 2, 3, 8, 11, 12, 16)),
+    *(layouts.Fixed(stride, summary) for stride, summary in ((4, 1), (4, 4), (12, 3), (13, 1))),
+    *(layouts.Longformer(window, num_global) for window in (1, 8, 20) for num_global in (0, 5, 11)),
+    *(layouts.BigBird(block_size, num_global, num_random, 0, heads=2) for block_size in (2, 4)
+      for num_global in (0, 3) for num_random in (0, 4)),
+], ids=repr)
+def test_a_layout_covers_every_pair_exactly_when_its_expanded_pairs_are_all_attended(layout, causal):
+    # where `attnlab run` says a variant computes dense attention: its coverage is exactly 1.0
+    for seq in (1, 2, 3, 5, 12, 13, 17):
+        attended = layouts.dense(layout, seq, seq, causal)
+        every = bool((attended | ~torch.ones(seq, seq, dtype=torch.bool).tril() if causal else attended).all())
+        assert (layouts.coverage(layout, seq, causal) == 1.0) == every, seq
 
 
 def gathered_pairs(attn, seq, causal):
