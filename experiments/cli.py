@@ -4,7 +4,6 @@
     attnlab sweep --variant local --task passkey --trials 30 --space variant.window=16:64
     attnlab sample passkey --count 5 --seed 0
     attnlab report --filter task=passkey
-    attnlab calibration --variant dense,local --profile quick
     attnlab benchmark --variant dense,local,linear --task mqar,listops --seeds 3 --workers 2
     attnlab speed --variants local:window=256 --lengths 2048 16384
 """
@@ -396,3 +395,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:  # the filesystem refused (read-only, full, not permitted): the environment's, a sentence
         print(f"attnlab {args.command}: {refusal(error)}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # a second Ctrl-C, before the checkpoint the first asked for: what was written is kept
+        print(f"attnlab {args.command}: stopped by a second interrupt; {launch.KEPT_AND_CONTINUED}", file=sys.stderr)
+        return 130

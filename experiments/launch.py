@@ -33,6 +33,11 @@ def checked_device(device: str | None) -> str:
     return device
 
 
+# What a command stopped by a second interrupt says of its work (`experiments.cli.main`).
+KEPT_AND_CONTINUED = ("every finished result and checkpoint is kept, and the same command (a single run: `attnlab "
+                      "resume RUN_ID`) continues from them.")
+
+
 class StopFlag:
     """SIGINT/SIGTERM ask the running training loop to checkpoint and stop, marking the run interrupted; a second
     one stops it at once (KeyboardInterrupt), leaving the run as its last checkpoint has it."""

@@ -239,3 +239,17 @@ def test_a_second_ctrl_c_stops_the_run_at_once_with_one_sentence_and_it_resumes_
     resumed = train(config, RunRecord.open(tmp_path, "split"), quiet=True)
     assert (resumed.status, resumed.test_loss, resumed.val_loss) == ("completed", expected.test_loss, expected.val_loss)
     assert [line for line in record.read_metrics() if line["kind"] == "eval"][-1]["test_loss"] == expected.test_loss
+
+
+@pytest.mark.parametrize("command", ["sweep", "benchmark", "calibration", "saturation", "reproduce"])
+def test_a_second_ctrl_c_in_any_command_ends_in_one_sentence_and_exit_130(command, monkeypatch, capsys):
+    from experiments import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt  # as StopFlag raises it at the second signal
+
+    monkeypatch.setattr(cli, f"_{command}", interrupted)
+    assert cli.main([command]) == 130
+    assert capsys.readouterr().err.splitlines() == [
+        f"attnlab {command}: stopped by a second interrupt; every finished result and checkpoint is kept, and the "
+        "same command (a single run: `attnlab resume RUN_ID`) continues from them."]
