@@ -186,8 +186,9 @@ def load_runs(runs_dir: str | Path) -> pd.DataFrame:
     listed in `attrs["skipped"]`. A runs folder that does not exist is a ValueError."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
-        raise ValueError(f"Runs folder {str(runs_dir)!r} does not exist; accepted: a folder that `attnlab run` "
-                         "wrote runs into (RUNS_DIR=, default runs).")
+        what = "is a file" if runs_dir.exists() else "does not exist"
+        raise ValueError(f"Runs folder {str(runs_dir)!r} {what}; accepted: a folder that `attnlab run` wrote runs "
+                         "into (RUNS_DIR=, default runs).")
     rows, skipped = [], []
     for path in run_folders(runs_dir):
         try:

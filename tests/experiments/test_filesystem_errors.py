@@ -82,6 +82,12 @@ def test_a_calibration_table_under_a_file_is_refused_in_one_sentence(a_file, tmp
     assert line == f"attnlab calibration: The folder of --out {a_file} is a file; {FILE_ACCEPTED}"
 
 
+def test_a_report_of_a_runs_folder_that_is_a_file_says_it_is_a_file(a_file, tmp_path, capsys):
+    line = refusal(capsys, ["report", "--runs-dir", str(a_file), "--out", str(tmp_path / "reports")], 2)
+    assert line == (f"attnlab report: Runs folder {str(a_file)!r} is a file; accepted: a folder that `attnlab run` "
+                    "wrote runs into (RUNS_DIR=, default runs).")
+
+
 def test_sample_images_into_a_file_is_refused_in_one_sentence(a_file, capsys):
     line = refusal(capsys, ["sample", "pathfinder", "--count", "1", "--images", str(a_file)], 2)
     assert line == f"attnlab sample: --images {a_file} is a file; {FILE_ACCEPTED}"
