@@ -17,7 +17,9 @@ saturation studies (`make saturation`) are read back by `analysis.saturation` (t
     >>> analysis.saturation.write("runs/saturation/quick")          # tables, figures, findings.md
 
 `make benchmark`'s page (`reports/benchmark-<name>/`) is written by `analysis.benchmark.write` from the
-benchmark's storage.
+benchmark's storage. Protocol 2's contrasts (every variant against dense per task and metric, tiers, the cells that
+do not discriminate, the detectable differences) are `analysis.contrasts`, read from a tidy frame of the
+confirmation results (`analysis.contrasts.tidy`); their figures and blocks are `analysis.contrast_page`.
 """
 
 from analysis import saturation

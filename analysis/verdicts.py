@@ -110,7 +110,7 @@ def task_verdicts(task: str, rows: pd.DataFrame, scores: Mapping[tuple[str, str]
     return table
 
 
-def _p_text(p: float) -> str:
+def p_text(p: float) -> str:
     return "–" if math.isnan(p) else "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
@@ -143,7 +143,7 @@ def verdict_blocks(cells: pd.DataFrame, scores: Mapping[tuple[str, str], Mapping
             "95% interval of the difference": [f"{low:+.3f} to {high:+.3f}" if not math.isnan(low) else "–"
                                                for low, high in zip(table["interval low"], table["interval high"],
                                                                     strict=True)],
-            "p": table["p"].map(_p_text), "Holm-adjusted p": table["Holm-adjusted p"].map(_p_text),
+            "p": table["p"].map(p_text), "Holm-adjusted p": table["Holm-adjusted p"].map(p_text),
             "told apart": table["told apart"]})
         caption = (f"Verdicts on {task}{label}: each row against the row of highest mean, paired over the seeds both "
                    "scored; the mean difference (row minus best) and its 95% interval, the p-value and the "
