@@ -39,9 +39,9 @@ import variants
 from common.options import build_options, closest
 from experiments import config as configs
 from experiments.build import Parts, build
+from experiments.checkpoints import weights_mismatch
 from experiments.config import RunConfig, parse_value
 from experiments.records import RecordError, RunRecord, Summary
-from experiments.train import weights_mismatch
 
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "checkpoint.pt")
 CONFIG_SECTIONS = {"variant_options": "variant", "task_options": "task", "model": "model", "train": "train"}

@@ -44,7 +44,7 @@ class Parts:
         """Whether the variant's layout attends every pair at the longest length the task has (a window that
         covers the whole sequence, say): it then computes dense attention, at its own kernel's cost."""
         layout = getattr(self.model.variant_module, "block_layout", None)  # a baseline's mixer has none
-        return layout is not None and layouts.coverage(layout, self.task.max_len, self.config.model.causal) == 1.0
+        return layouts.coverage(layout, self.task.max_len, self.config.model.causal) == 1.0
 
 
 def build_task(config: RunConfig) -> tasks.Task:

@@ -328,14 +328,6 @@ class Attention(nn.Module):
         everything = torch.ones(seq_q, seq_k, dtype=torch.bool)
         return everything.tril() if causal else everything
 
-    def coverage(self, seq_len: int, *, causal: bool) -> float | None:
-        """The fraction of the pairs of a sequence of `seq_len` (causal: of the pairs j <= i) that this module's layout
-        attends, averaged over its heads (`layouts.coverage`); 1.0 where its blocks cover every key, so that it computes
-        dense attention. None without a `block_layout`: a variant that attends every pair by construction (dense and
-        its rescorings), mixes them through features or factors (the kernelised and low-rank families) or picks them
-        per input (Reformer, Sinkhorn) has no layout to count."""
-        return None if self.block_layout is None else layouts.coverage(self.block_layout, seq_len, causal)
-
     def example_layout(self, q: torch.Tensor, k: torch.Tensor, *, causal: bool, head: int = 0) -> torch.Tensor:
         """Float (seq_q, seq_k) in [0, 1]: how much `head` attends each pair on one example, q and k (heads, seq,
         head_dim) after `prepare`; 1 for a pair attended outright, 0 for one never attended. Here the `layout`,

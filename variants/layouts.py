@@ -193,10 +193,15 @@ def pairs_in_view(seq_len: int, causal: bool) -> int:
     return seq_len * (seq_len + 1) // 2 if causal else seq_len * seq_len
 
 
-def coverage(layout: Layout, seq_len: int, causal: bool) -> float:
+def coverage(layout: Layout | None, seq_len: int, causal: bool) -> float | None:
     """The fraction of a sequence's pairs (`pairs_in_view`) that the layout attends, averaged over its heads (BigBird
     draws its random blocks per head): 1.0 is dense attention. Counted by `tiles`, which reads the block map and the
-    rule through `pairs` as every kernel does, so it is what runs, in O(candidate tiles * block_size^2) work."""
+    rule through `pairs` as every kernel does, so it is what runs, in O(candidate tiles * block_size^2) work. None
+    for no layout (a module's `block_layout` is None): a variant that attends every pair by construction (dense and
+    its rescorings), mixes them through features or factors (the kernelised and low-rank families) or picks them per
+    input (Reformer, Sinkhorn) has none to count."""
+    if layout is None:
+        return None
     attended = tiles(layout, seq_len, seq_len, causal, layout.block_size).attended
     return attended / (layout.heads * pairs_in_view(seq_len, causal))
 

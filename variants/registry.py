@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from common.options import OptionError, build_options, closest, describe_options, ordered_fields, tagged_name
 from common.registry import Registry
-from variants import kernels
+from variants import kernels, layouts
 from variants.base import HONOURED_BY, Attention, NormaliserOptions
 
 
@@ -114,13 +114,15 @@ def create(name: str, *, num_heads: int, head_dim: int, kernel: str = "auto", la
 def coverage(name: str, seq_len: int, *, causal: bool, num_heads: int, head_dim: int, layers: int = 1,
              run_seed: int = 0, options: Any = None) -> float | None:
     """The fraction of the pairs of a sequence of `seq_len` (causal: of the pairs j <= i) that a model of `layers`
-    blocks of variant `name` attends, averaged over its blocks and heads (`Attention.coverage`; BigBird draws its
-    random blocks per layer and head from `run_seed`): 1.0 computes dense attention. None for a baseline, and for a
-    variant any of whose blocks has no layout (Based's linear blocks: a layout decides only its window blocks)."""
+    blocks of variant `name` attends, averaged over its blocks and heads (`layouts.coverage` of each block's
+    `block_layout`; BigBird draws its random blocks per layer and head from `run_seed`): 1.0 computes dense attention.
+    None for a baseline, and for a variant any of whose blocks has no layout (Based's linear blocks: a layout decides
+    only its window blocks)."""
     if is_baseline(name):
         return None
-    found = [create(name, num_heads=num_heads, head_dim=head_dim, layer_index=layer, run_seed=run_seed,
-                    max_len=seq_len, options=options).coverage(seq_len, causal=causal) for layer in range(layers)]
+    found = [layouts.coverage(create(name, num_heads=num_heads, head_dim=head_dim, layer_index=layer, run_seed=run_seed,
+                                     max_len=seq_len, options=options).block_layout, seq_len, causal)
+             for layer in range(layers)]
     return None if None in found else sum(found) / len(found)
 
 

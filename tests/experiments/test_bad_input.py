@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 import pytest
-
-from experiments.cli import main
+from command_line import refusal
 
 SPEED = ["speed", "--variants", "dense", "--lengths", "16", "--dims", "--step-lengths", "--quiet"]
 TINY_RUN = ["--task", "passkey", "--set", "task.seq_len=12", "--set", "task.num_keys=4", "--set", "task.test_size=64",
@@ -18,14 +17,6 @@ TINY_RUN = ["--task", "passkey", "--set", "task.seq_len=12", "--set", "task.num_
 KERNELS = ("auto, sdpa, flex, xformers, blocked, linear, lowrank, additive, chunked, reference, naive, direct, masked, "
            "torch")
 MEMORY = r"[\d,.]+ GiB, more than the [\d,.]+ GiB of memory on this machine"
-
-
-def one_sentence(capsys, argv):
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
 
 
 @pytest.mark.parametrize("args, sentence", [
@@ -41,7 +32,7 @@ def one_sentence(capsys, argv):
                                 "they list that runs there (`attnlab list` names each variant's)."),
 ])
 def test_speed_refuses_settings_no_case_could_be_timed_at_before_timing_anything(tmp_path, capsys, args, sentence):
-    line = one_sentence(capsys, [*SPEED, "--out", str(tmp_path / "speed"), *args])
+    line = refusal(capsys, [*SPEED, "--out", str(tmp_path / "speed"), *args])
     assert line == f"attnlab speed: {sentence}"
     assert not (tmp_path / "speed").exists()
 
@@ -59,13 +50,13 @@ def test_speed_refuses_settings_no_case_could_be_timed_at_before_timing_anything
                                                      "number."),
 ])
 def test_each_command_names_the_bad_number_and_what_it_accepts(capsys, argv, sentence):
-    assert one_sentence(capsys, argv) == f"attnlab {argv[0]}: {sentence}"
+    assert refusal(capsys, argv) == f"attnlab {argv[0]}: {sentence}"
 
 
 @pytest.mark.parametrize("seed", ["-5", str(2**31)])
 def test_run_and_sample_refuse_a_seed_by_one_rule(tmp_path, capsys, seed):
-    refused = [one_sentence(capsys, ["sample", "passkey", "--seed", seed]).removeprefix("attnlab sample: "),
-               one_sentence(capsys, ["run", "--seed", seed, "--runs-dir", str(tmp_path)]).removeprefix("attnlab run: ")]
+    refused = [refusal(capsys, ["sample", "passkey", "--seed", seed]).removeprefix("attnlab sample: "),
+               refusal(capsys, ["run", "--seed", seed, "--runs-dir", str(tmp_path)]).removeprefix("attnlab run: ")]
     assert refused[0] == refused[1] == (f"Training seed got {seed}; accepted: an integer from 0 to 2**31 - 1 (seeds "
                                         "from 2**31 up are kept for test sets).")
     assert not any(tmp_path.iterdir())
@@ -80,7 +71,7 @@ def test_run_and_sample_refuse_a_seed_by_one_rule(tmp_path, capsys, seed):
 ])
 def test_a_float_option_that_is_not_finite_is_refused_before_a_run_folder_exists(tmp_path, capsys, args, owner, name,
                                                                                  value):
-    line = one_sentence(capsys, ["run", "--task", "passkey", *args, "--runs-dir", str(tmp_path)])
+    line = refusal(capsys, ["run", "--task", "passkey", *args, "--runs-dir", str(tmp_path)])
     assert line == f"attnlab run: {owner} option {name!r} got {value}; accepted: a finite number."
     assert not any(tmp_path.iterdir())
 
@@ -88,7 +79,7 @@ def test_a_float_option_that_is_not_finite_is_refused_before_a_run_folder_exists
 @pytest.mark.parametrize("command", ["benchmark", "reproduce"])
 def test_negative_learning_rate_multiples_are_read_as_a_value_and_refused_naming_them(tmp_path, capsys, command):
     argv = [command, "--lr-multiples", "-1,3", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "page")]
-    line = one_sentence(capsys, [*argv, *(["--variant", "dense", "--task", "passkey"] if command == "benchmark"
+    line = refusal(capsys, [*argv, *(["--variant", "dense", "--task", "passkey"] if command == "benchmark"
                                           else ["--estimate"])])
     assert line == (f"attnlab {command}: Benchmark lr-multiples got -1.0,3.0; accepted: at least 3 distinct finite "
                     "numbers > 0, comma-separated, e.g. 0.3,1,3 (tuned on the validation set), or one (every cell at "
@@ -97,7 +88,7 @@ def test_negative_learning_rate_multiples_are_read_as_a_value_and_refused_naming
 
 
 def test_a_model_too_large_for_memory_is_refused_naming_its_size_before_allocating(tmp_path, capsys):
-    line = one_sentence(capsys, ["run", "--task", "passkey", "--set", "model.dim=1000000", "--runs-dir", str(tmp_path)])
+    line = refusal(capsys, ["run", "--task", "passkey", "--set", "model.dim=1000000", "--runs-dir", str(tmp_path)])
     assert re.fullmatch(r"attnlab run: A model of at least 16,000,161,000,000 parameters \(model.dim=1000000, "
                         r"model.depth=2, model.mlp_ratio=4\) on task 'passkey', trained with AdamW, needs " + MEMORY +
                         r"; accepted: a smaller model.dim, model.depth or model.mlp_ratio\.", line), line
@@ -105,14 +96,14 @@ def test_a_model_too_large_for_memory_is_refused_naming_its_size_before_allocati
 
 
 def test_a_sample_too_large_for_memory_is_refused_naming_its_size_before_allocating(capsys):
-    line = one_sentence(capsys, ["sample", "passkey", "--count", "100000000"])
+    line = refusal(capsys, ["sample", "passkey", "--count", "100000000"])
     assert re.fullmatch(r"attnlab sample: --count 100000000 of task 'passkey', at 3,088 bytes an example, needs "
                         + MEMORY + r"; accepted: fewer examples\.", line), line
 
 
 def test_an_experiment_file_cannot_hold_help(tmp_path, capsys):
     (tmp_path / "run.toml").write_text("help = true\n")
-    line = one_sentence(capsys, ["run", "--config", str(tmp_path / "run.toml"), *TINY_RUN, "--runs-dir", str(tmp_path)])
+    line = refusal(capsys, ["run", "--config", str(tmp_path / "run.toml"), *TINY_RUN, "--runs-dir", str(tmp_path)])
     assert line == (f"attnlab run: Experiment file {tmp_path / 'run.toml'} has 'help', which attnlab run does not "
                     "take; accepted: device, kernel, profile, seed, tasks, variants, and the tables [variant], [task], "
                     "[model], [train].")
@@ -133,7 +124,7 @@ def test_a_window_covering_the_whole_sequence_runs_and_says_it_computes_dense_at
 
 def test_a_report_filter_that_selects_no_run_says_so_and_writes_nothing(tmp_path, capsys):
     (tmp_path / "runs").mkdir()
-    line = one_sentence(capsys, ["report", "--filter", "task=nomatch", "--runs-dir", str(tmp_path / "runs"), "--out",
+    line = refusal(capsys, ["report", "--filter", "task=nomatch", "--runs-dir", str(tmp_path / "runs"), "--out",
                                  str(tmp_path / "reports")])
     assert line == ("attnlab report: Filter task=nomatch matches none of the 0 runs; accepted: one of the values "
                     "column task has, of which there are none.")

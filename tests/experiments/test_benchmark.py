@@ -16,6 +16,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
+from command_line import refusal
 from optuna.trial import TrialState, create_trial
 from poison import poison_forward
 from postgres import postgres_server
@@ -226,7 +227,6 @@ def test_every_job_reads_its_test_set_once_at_its_end_and_a_validation_subset_be
     # Stored before interim evaluations: every evaluation read every set, as its jobs did.
     assert {key: upgraded({"variants": ["dense"]})[key] for key in ("interim_test", "interim_validation")} == {
         "interim_test": True, "interim_validation": None}
-
 
 
 def test_a_benchmark_stores_the_protocol_it_runs_and_a_definition_stored_before_reads_as_protocol_1(tmp_path):
@@ -518,14 +518,6 @@ def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_t
         assert "wrote " in stdout and (tmp_path / "reports" / "benchmark-shared" / "index.html").is_file()
 
 
-def one_line_error(capsys, argv):
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
-
-
 @pytest.mark.parametrize("args, fragments", [
     (["--variant", "loacl"], ["'loacl'", "did you mean 'local'"]),
     (["--task", "passkey,passkey"], ["'passkey'", "listed twice"]),
@@ -550,7 +542,7 @@ def one_line_error(capsys, argv):
     (["--variant", "core:window=3"], ["'core' is a set"]),
 ])
 def test_bad_benchmark_input_gets_one_sentence_and_exit_code_2(tmp_path, capsys, args, fragments):
-    line = one_line_error(capsys, ["benchmark", "--variant", "dense", "--task", "passkey", "--runs-dir",
+    line = refusal(capsys, ["benchmark", "--variant", "dense", "--task", "passkey", "--runs-dir",
                                    str(tmp_path), *args])
     assert line.startswith("attnlab benchmark: ")
     for fragment in fragments:
@@ -562,7 +554,6 @@ def test_joining_a_benchmark_with_other_settings_is_refused(tmp_path):
     benchmark.open_study(plan(tmp_path, task="passkey"))
     with pytest.raises(ValueError, match=r"created for another benchmark \(its seeds differ\).*--name"):
         benchmark.open_study(plan(tmp_path, task="passkey", seeds=3))
-
 
 
 def test_a_benchmark_created_under_one_protocol_is_not_continued_under_another(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from command_line import refusal
 from test_cli import TINY, attnlab
 
 from experiments.cli import main
@@ -27,14 +28,6 @@ ACCEPTS_A_RUNS_FOLDER = [  # each command that writes into the runs folder, with
 ]
 ACCEPTS_AN_OUT_FOLDER = [["report"], ["saturation"], ["speed", "--device", "cpu"], ["gpu-check"],
                          ["benchmark", "--variant", "dense", *SHORT], ["results"]]
-
-
-def refusal(capsys, argv: list[str], exit_code: int) -> str:
-    """The one line a command printed to stderr, having printed nothing else, exited `exit_code`."""
-    assert main(argv) == exit_code
-    captured = capsys.readouterr()
-    assert captured.out == "" and len(captured.err.splitlines()) == 1, captured.err
-    return captured.err.strip()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 import torch
+from command_line import refusal
 from optuna.storages.journal import JournalFileSymlinkLock
 from optuna.trial import TrialState
 from poison import poison_forward
@@ -247,7 +248,7 @@ def test_a_journal_line_that_is_not_json_is_named_by_file_and_number_with_exit_c
     lines[1] = b'{"op_code" 1}'
     journal.write_bytes(b"\n".join(lines))
     before = journal.read_bytes()
-    line = one_line_error(capsys, sweep_command(tmp_path, "--trials", "2", "--pruner", "none"))
+    line = refusal(capsys, sweep_command(tmp_path, "--trials", "2", "--pruner", "none"))
     assert line == (f"attnlab sweep: Journal {journal} line 2 is not one of Optuna's records (Expecting ':' delimiter: "
                     "line 1 column 12 (char 11)); accepted: a journal of Optuna's JSON lines: restore it from a copy, "
                     "or remove line 2.")
@@ -322,14 +323,6 @@ def test_bounds_follow_the_task_and_the_user_narrows_from_a_file_and_the_command
     assert fixed.choices == (16,)
 
 
-def one_line_error(capsys, argv):
-    assert main(argv) == 2
-    captured = capsys.readouterr()
-    lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
-    return lines[0]
-
-
 @pytest.mark.parametrize("args, fragments", [
     (["--variant", "loacl"], ["'loacl'", "did you mean 'local'"]),
     (["--space", "variant.windw=8:12"], ["'variant.windw'", "did you mean 'variant.window'", "train.lr"]),
@@ -346,7 +339,7 @@ def one_line_error(capsys, argv):
     (["--space-file", "missing.toml"], ["missing.toml", "TOML"]),
 ])
 def test_bad_sweep_input_gets_one_sentence_and_exit_code_2(tmp_path, capsys, args, fragments):
-    line = one_line_error(capsys, sweep_command(tmp_path, *args))
+    line = refusal(capsys, sweep_command(tmp_path, *args))
     assert line.startswith("attnlab sweep: ")
     for fragment in fragments:
         assert fragment in line, (fragment, line)
@@ -354,7 +347,7 @@ def test_bad_sweep_input_gets_one_sentence_and_exit_code_2(tmp_path, capsys, arg
 
 
 def test_a_sparse_choice_outside_the_declared_ones_is_named(tmp_path, capsys):
-    line = one_line_error(capsys, [*sweep_command(tmp_path, "--space", "variant.pattern=diagonal"),
+    line = refusal(capsys, [*sweep_command(tmp_path, "--space", "variant.pattern=diagonal"),
                                    "--variant", "sparse"])
     assert "'diagonal'" in line and "'strided'" in line and "'bigbird'" in line
 
@@ -362,14 +355,14 @@ def test_a_sparse_choice_outside_the_declared_ones_is_named(tmp_path, capsys):
 def test_a_space_file_with_an_unknown_name_is_refused(tmp_path, capsys):
     space_file = tmp_path / "space.toml"
     space_file.write_text("[variant]\nwidow = [8, 10]\n")
-    line = one_line_error(capsys, sweep_command(tmp_path / "runs", "--space-file", str(space_file)))
+    line = refusal(capsys, sweep_command(tmp_path / "runs", "--space-file", str(space_file)))
     assert "'variant.widow'" in line and "did you mean 'variant.window'" in line
     assert not (tmp_path / "runs").exists()
 
 
 def test_an_unreachable_storage_gets_one_sentence(tmp_path, capsys):
     url = f"postgresql://nobody:secret@127.0.0.1:{free_port()}/sweeps"
-    line = one_line_error(capsys, sweep_command(tmp_path, "--storage", url))
+    line = refusal(capsys, sweep_command(tmp_path, "--storage", url))
     assert "cannot be used" in line and "Connection refused" in line and "secret" not in line
     assert not any(tmp_path.iterdir())
 

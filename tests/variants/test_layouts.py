@@ -283,7 +283,7 @@ def test_coverage_is_the_share_of_the_pairs_the_reference_kernels_mask_attends(c
     module = create_case(name, options, max_len=64)
     positions = torch.arange(seq_len)
     mask = module.allowed(positions, positions, causal, None)  # what the reference kernel masks with
-    found = module.coverage(seq_len, causal=causal)
+    found = layouts.coverage(module.block_layout, seq_len, causal)
     in_view = torch.ones(seq_len, seq_len, dtype=torch.bool)
     in_view = in_view.tril() if causal else in_view
     if module.block_layout is None:  # no layout: no mask beyond causality, and no share to state
