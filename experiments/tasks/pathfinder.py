@@ -124,8 +124,9 @@ class Pathfinder(Task):
     capacity_option = "num_distractors"  # more paths to tell the connecting one from
     suite_position = 6
     not_discriminative = {"quick": "dense stays at chance after its 3,000 steps (docs/calibration.csv; ln 2 loss), "
-                                   "as it did on the 16x16 image quick had before, and so does GRU; it runs when "
-                                   "named"}
+                                   "as it did on the 16x16 image quick had before, and so does GRU; no more CPU time "
+                                   "goes to it: it is to be measured at the standard profile on a GPU (make "
+                                   "calibration TASK=pathfinder PROFILE=standard DEVICE=cuda); it runs when named"}
 
     @dataclass(frozen=True)
     class Options:
