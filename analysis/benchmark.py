@@ -39,7 +39,7 @@ from analysis.sections.shared import fmt
 from analysis.verdicts import PROTOCOL, verdict_blocks
 from experiments import revisions, tasks
 from experiments.benchmark import Benchmark, CellState, Ledger
-from experiments.benchmark.ledger import COMPLETED, SETTLED
+from experiments.benchmark.ledger import COMPLETED, SETTLED, mean_validation
 from experiments.benchmark.parity import REFERENCE, TOLERANCE
 
 UNMATCHED = f"parameters not within {TOLERANCE:.0%} of {REFERENCE}'s"  # the cells table's column: why, or ''
@@ -87,11 +87,12 @@ def _status(state: CellState) -> tuple[str, str]:
 
 
 def _tuning_text(state: CellState) -> str:
-    """'0.0003: 0.250; 0.001: 0.312; 0.003: diverged' (validation accuracy per learning rate)."""
+    """'0.0003: 0.250; 0.001: 0.312; 0.003: diverged' (validation accuracy per learning rate, the mean over the
+    tuning seeds)."""
     parts = []
-    for lr, job in zip(state.learning_rates, state.tuning, strict=True):
-        outcome = ("not queued" if job is None else fmt(job.result["val_accuracy"]) if job.state == COMPLETED
-                   else job.state)
+    for lr, jobs in state.tuning_by_rate.items():
+        outcome = "not queued" if None in jobs else next((job.state for job in jobs if job.state != COMPLETED),
+                                                          None) or fmt(mean_validation(jobs))
         parts.append(f"{lr:g}: {outcome}")
     return "; ".join(parts)
 
@@ -103,13 +104,13 @@ def cell_rows(ledger: Ledger) -> pd.DataFrame:
     for state in ledger.cells:
         status, reason = _status(state)
         results = [job.result for job in state.jobs if job.result]
-        best = next((job for job in state.tuning if job is not None and job.job.lr == state.best_lr), None)
+        best = mean_validation(state.tuning_by_rate[state.best_lr]) if state.best_lr is not None else None
         chance = chance_of(state)
         rows.append({
             "variant": state.cell.variant, "task": state.cell.task, "status": status, "reason": reason,
             "validation accuracy per learning rate": _tuning_text(state) if state.tuning else "",
             "best lr": state.best_lr if state.best_lr is not None else math.nan,
-            "best validation accuracy": best.result["val_accuracy"] if best is not None else math.nan,
+            "best validation accuracy": best if best is not None else math.nan,
             **test_figures(state.confirmation, chance), "chance": chance, **run_setup(ledger, state),
             **layout_coverage(ledger, state),
             **_sizes(state),

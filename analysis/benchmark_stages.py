@@ -24,7 +24,7 @@ from analysis.benchmark_axes import capacity_blocks, confirmation_blocks
 from analysis.render import Block, Section, Table, Text
 from common.statistics import mean_interval, wilson
 from experiments.benchmark import CellState, JobState, Ledger, Stage
-from experiments.benchmark.ledger import COMPLETED, SETTLED
+from experiments.benchmark.ledger import COMPLETED, SETTLED, mean_validation
 from experiments.benchmark.stages import CONFIRM
 from experiments.config import RunConfig
 
@@ -107,9 +107,9 @@ def tuning_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Blo
             continue
         multiple_of = dict(zip(benchmark.learning_rates(state.cell, tuple(multiples)), multiples, strict=True))
         row: dict[str, Any] = {"variant": state.cell.variant, "task": state.cell.task}
-        for rate, job in zip(state.learning_rates, state.of(stage.name), strict=True):
-            completed = job is not None and job.state == COMPLETED
-            row[f"lr x{multiple_of[rate]:g}"] = job.result["val_accuracy"] if completed else math.nan
+        for rate, jobs in state.tuning_by_rate.items():
+            mean = mean_validation(jobs)
+            row[f"lr x{multiple_of[rate]:g}"] = math.nan if mean is None else mean
         name = f"{state.cell.variant} on {state.cell.task}"
         beyond = [f"x{multiple_of[rate]:g}" for rate in state.learning_rates[len(benchmark.lr_multiples):]]
         extended += [f"{name} ({', '.join(beyond)})"] if beyond else []

@@ -39,6 +39,7 @@ RECORDS = record.RECORDS / "claims"
 DOC = Path("docs/reproductions.md")
 LR_MULTIPLES = "1"  # one learning rate per cell, the task profile's: the module docstring
 PROFILE = "quick"
+CLAIMS_PROTOCOL = 1  # the benchmark's protocol 1: one learning rate, every run stopping at the target
 COLUMNS = ["claim", "source", "their setting", "ours", "their number", "our measurement", "verdict", "why"]
 
 
@@ -51,7 +52,7 @@ def benchmark_of(claim: Claim, runs: Runs, *, device: str, storage: str | None, 
         capacity_widths=runs.capacity_widths, capacity_scales=runs.capacity_scales, capacity_seeds=1, device=device,
         kernel="auto", sets=runs.sets, storage_url=storage, runs_dir=runs_dir, heartbeat_seconds=60, extend_grid=0,
         size_to_dense=False, target_accuracy=float(DEFAULT_TARGET_ACCURACY), interim_test=False,
-        interim_validation=int(DEFAULT_INTERIM_VALIDATION))
+        interim_validation=int(DEFAULT_INTERIM_VALIDATION), protocol=CLAIMS_PROTOCOL)
 
 
 def chosen(names: str | None) -> list[Claim]:

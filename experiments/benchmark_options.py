@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from experiments import tasks
+from experiments import revisions, tasks
 
 # Centred where the leaderboard of record's tuning chose (docs/results.md's tuning table): on 0.3, 1, 3 most cells
 # chose x3 or the x9 beyond it; an optimum below x1 is still reached by the extension below the grid's edge.
@@ -19,8 +19,18 @@ DEFAULT_CAPACITY_WIDTHS = "0.5"  # x2 would cost more than the rest of the quick
 DEFAULT_CAPACITY_SCALES = "2"
 DEFAULT_CAPACITY_SEEDS = 1
 DEFAULT_EXTEND_GRID = "2"
-DEFAULT_TARGET_ACCURACY = "0.99"  # as Zoology stops at 0.99
-DEFAULT_INTERIM_VALIDATION = "608"  # a quarter of the quick profile's validation set: half-width at most 0.04
+DEFAULT_SEEDS = 6  # paired confirmation seeds: with 3, the smallest two-sided rank-test p is 0.10
+# What an option left out means under each protocol (`experiments.revisions.PROTOCOLS`). Protocol 1 stops at 0.99 (as
+# Zoology does), reads a quarter of the quick profile's validation set (half-width at most 0.04) at each evaluation
+# before the last, and tunes on one seed over the whole budget. Protocol 2 trains every run its whole budget, reads
+# the whole validation set at each evaluation (its events are decided there), and screens each learning rate on two
+# seeds over a quarter of the budget.
+PROTOCOL_DEFAULTS = {
+    1: {"target_accuracy": "0.99", "interim_validation": "608", "screen_seeds": 1, "screen_fraction": "1"},
+    2: {"target_accuracy": "none", "interim_validation": "all", "screen_seeds": 2, "screen_fraction": "0.25"},
+}
+DEFAULT_TARGET_ACCURACY = PROTOCOL_DEFAULTS[1]["target_accuracy"]
+DEFAULT_INTERIM_VALIDATION = PROTOCOL_DEFAULTS[1]["interim_validation"]
 
 
 def capacity_options() -> str:
@@ -31,7 +41,18 @@ def capacity_options() -> str:
 
 def add_arguments(bench: argparse.ArgumentParser) -> None:
     """The benchmark's own options; `experiments.cli` adds the shared ones (profile, --set, device, ...)."""
-    bench.add_argument("--seeds", type=int, default=3, help="fresh seeds of the confirmation (default: 3)")
+    bench.add_argument("--protocol", type=int, default=revisions.PROTOCOL, metavar="N",
+                       help="the protocol a new benchmark runs (docs/benchmark.md): 1, tuned on one seed with every "
+                            "run stopping at --target-accuracy; 2, a screen on --screen-seeds seeds and every run "
+                            "trained its whole budget (default: %(default)s)")
+    bench.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+                       help="fresh seeds of the confirmation, paired across variants (default: %(default)s)")
+    bench.add_argument("--screen-seeds", type=int, metavar="N",
+                       help="protocol 2: each learning rate of the grid is screened with N seeds, the rate of best "
+                            "mean validation accuracy chosen (default: 2; protocol 1 tunes on one)")
+    bench.add_argument("--screen-fraction", metavar="F",
+                       help="protocol 2: a screening run trains this fraction of its profile's steps (default: 0.25; "
+                            "protocol 1 tunes over the whole budget)")
     bench.add_argument("--lr-multiples", default=DEFAULT_LR_MULTIPLES,
                        help="the grid: multiples of each task's lr (%(default)s)")
     bench.add_argument("--extend-grid", default=DEFAULT_EXTEND_GRID, metavar="N",
@@ -39,14 +60,16 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
                             "beyond it (the grid's ratio: x27 after 1,3,9's x9, x0.333 before its x1) while the "
                             "best stays at the edge, at most N per cell, before confirmation; 0: never "
                             "(default: %(default)s)")
-    bench.add_argument("--target-accuracy", default=DEFAULT_TARGET_ACCURACY, metavar="X",
-                       help="every job stops at the first evaluation whose validation accuracy reaches X, recording "
-                            "the step (as Zoology stops at 0.99); none: every job trains every step "
-                            "(default: %(default)s)")
-    bench.add_argument("--interim-validation", default=DEFAULT_INTERIM_VALIDATION, metavar="N",
-                       help="every evaluation before a job's last reads N validation examples, evenly spaced through "
-                            "the set (what the target reads); the last reads every held-out set in full, and the "
-                            "test set only then; all: the whole validation set each time (default: %(default)s)")
+    bench.add_argument("--target-accuracy", metavar="X",
+                       help="protocol 1: every job stops at the first evaluation whose validation accuracy reaches X, "
+                            "recording the step (as Zoology stops at 0.99); none: every job trains every step "
+                            f"(default: {DEFAULT_TARGET_ACCURACY}; protocol 2 records the steps to 0.9 and 0.99 "
+                            "instead, and takes none only)")
+    bench.add_argument("--interim-validation", metavar="N",
+                       help="protocol 1: every evaluation before a job's last reads N validation examples, evenly "
+                            "spaced through the set (what the target reads); the last reads every held-out set in "
+                            "full, and the test set only then; all: the whole validation set each time (default: "
+                            f"{DEFAULT_INTERIM_VALIDATION}; protocol 2 reads the whole set, and takes all only)")
     bench.add_argument("--size-to-dense", action=argparse.BooleanOptionalAction, default=True,
                        help="size each cell's model to within 10%% of dense's parameters on its task (the variant's "
                             "size option, else the width); --no-size-to-dense: each at its own size, and one outside "
@@ -72,9 +95,9 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
                        "with --workers (the table: RUNS_DIR/benchmark/NAME/estimate.csv)")
 
 
-OWN = ("seeds", "lr_multiples", "extend_grid", "size_to_dense", "target_accuracy", "interim_validation",
-       "capacity_widths",
-       "capacity_scales", "capacity_seeds", "name", "storage", "heartbeat_seconds")
+OWN = ("protocol", "seeds", "screen_seeds", "screen_fraction", "lr_multiples", "extend_grid", "size_to_dense",
+       "target_accuracy", "interim_validation", "capacity_widths", "capacity_scales", "capacity_seeds", "name",
+       "storage", "heartbeat_seconds")
 
 
 def values(args: argparse.Namespace) -> dict:

@@ -55,6 +55,10 @@ PROTOCOLS = (
     (1, "each cell tunes a grid of learning rates at one seed, every run stopping at the target accuracy, the best "
         "rate by validation accuracy up to the target; confirmation seeds and capacity points train at that rate; "
         "rows ranked by mean test accuracy, each against the task's best by a paired test"),
+    (2, "each cell screens a grid of learning rates on two seeds or more over a fraction of the budget and takes the "
+        "rate of best mean validation accuracy; every run trains its whole budget, every metric read at its end, "
+        "the first evaluations of the whole validation set at 0.9 and 0.99 kept as events and the learning curve's "
+        "area as a metric"),
 )
 PROTOCOL = PROTOCOLS[-1][0]  # the version a benchmark created today runs
 

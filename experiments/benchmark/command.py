@@ -22,8 +22,8 @@ def open_study(benchmark: Benchmark) -> optuna.Study:
     storage = open_storage(benchmark.storage_url, benchmark.journal, benchmark.heartbeat_seconds)
     study = create_or_join(storage, benchmark.study_name, benchmark.definition(), kind="benchmark",
                            shown=benchmark.storage_shown, upgrade=upgraded,
-                           accepted="the variants, tasks, profile, seed, seeds, lr-multiples, capacity options, "
-                                    "kernel and --set it was created with, or another name (--name)")
+                           accepted="the protocol, variants, tasks, profile, seed, seeds, lr-multiples, capacity "
+                                    "options, kernel and --set it was created with, or another name (--name)")
     study.sampler = optuna.samplers.RandomSampler(seed=0)  # a job's values are queued with it; nothing is drawn
     return study
 

@@ -22,7 +22,7 @@ from experiments.benchmark import capacity, parity
 from experiments.benchmark.capacity import Point
 from experiments.benchmark.parity import Size
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
-from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION
+from experiments.benchmark_options import PROTOCOL_DEFAULTS
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
 from variants import presets
@@ -33,6 +33,8 @@ GRID_ACCEPTED = (f"accepted: at least {MIN_LEARNING_RATES} distinct finite numbe
                  "untuned)")
 STUDY_PREFIX = "benchmark-"  # the study of benchmark NAME is benchmark-NAME
 EXTEND_ACCEPTED = "accepted: an integer >= 0, the most learning rates tuned beyond an edge of the grid (0: none)"
+MIN_SCREEN_SEEDS = 2  # protocol 2: no one seed decides a cell's learning rate
+FRACTION_ACCEPTED = "accepted: a number in (0, 1], the fraction of each profile's steps a tuning run trains"
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class Benchmark:
     variants: tuple[str, ...]
     tasks: tuple[str, ...]
     profile: str
-    seed: int  # the tuning runs' seed; confirmation takes the `seeds` seeds after it
+    seed: int  # the first tuning seed; tuning takes `screen_seeds` from it, confirmation the `seeds` seeds after them
     seeds: int
     lr_multiples: tuple[float, ...]
     capacity_widths: tuple[float, ...]  # multiples of each cell's model width
@@ -79,6 +81,10 @@ class Benchmark:
     interim_test: bool = True
     interim_validation: int | None = None
     protocol: int = revisions.PROTOCOL  # the protocol version it was created under (`experiments.revisions`)
+    # Tuning's screen: each learning rate trains with this many seeds, for this fraction of its profile's steps (the
+    # schedule compressed to them). Protocol 1 tunes on one seed over the whole budget.
+    screen_seeds: int = 1
+    screen_fraction: float = 1.0
 
     @property
     def folder(self) -> Path:
@@ -98,9 +104,18 @@ class Benchmark:
         return f"{STUDY_PREFIX}{self.name}"
 
     @property
+    def tuning_seeds(self) -> list[int]:
+        """The seeds every learning rate of tuning trains with: `screen_seeds` from `seed` on."""
+        return [self.seed + offset for offset in range(self.screen_seeds)]
+
+    @property
     def confirmation_seeds(self) -> list[int]:
-        """The fresh seeds of confirmation: the `seeds` seeds after the tuning seed, none of which tuned."""
-        return [self.seed + offset for offset in range(1, self.seeds + 1)]
+        """The fresh seeds of confirmation: the `seeds` seeds after the tuning seeds, none of which tuned."""
+        return [self.seed + self.screen_seeds + offset for offset in range(self.seeds)]
+
+    def screen_steps(self, steps: int) -> int:
+        """The steps a tuning run of a profile of `steps` steps trains: `screen_fraction` of them, at least one."""
+        return max(1, round(steps * self.screen_fraction))
 
     @property
     def capacity_seed_list(self) -> list[int]:
@@ -117,6 +132,7 @@ class Benchmark:
             "extend_grid": self.extend_grid, "size_to_dense": self.size_to_dense,
             "target_accuracy": self.target_accuracy, "interim_test": self.interim_test,
             "interim_validation": self.interim_validation, "protocol": self.protocol,
+            "screen_seeds": self.screen_seeds, "screen_fraction": self.screen_fraction,
         }))
 
     @classmethod
@@ -148,7 +164,8 @@ class Benchmark:
                      stages=tuple(known[name] for name in read("stages")), extend_grid=read("extend_grid"),
                      size_to_dense=read("size_to_dense"), target_accuracy=read("target_accuracy"),
                      interim_test=read("interim_test"), interim_validation=read("interim_validation"),
-                     protocol=read("protocol"))
+                     protocol=read("protocol"), screen_seeds=read("screen_seeds"),
+                     screen_fraction=read("screen_fraction"))
 
     def learning_rates(self, cell: Cell, multiples: tuple[float, ...] | None = None) -> list[float]:
         """The cell's grid (or `multiples`): each multiple of the task's profile learning rate, to 4 significant
@@ -215,8 +232,11 @@ class Benchmark:
                  "--capacity-seeds", str(self.capacity_seeds), "--extend-grid", str(self.extend_grid),
                  "--name", self.name]
         words += [] if self.size_to_dense else ["--no-size-to-dense"]
-        words += ["--target-accuracy", format_value(self.target_accuracy)]
-        words += ["--interim-validation", format_value(self.interim_validation or "all")]
+        if self.protocol == 1:
+            words += ["--protocol", "1", "--target-accuracy", format_value(self.target_accuracy)]
+            words += ["--interim-validation", format_value(self.interim_validation or "all")]
+        else:
+            words += ["--screen-seeds", str(self.screen_seeds), "--screen-fraction", repr(self.screen_fraction)]
         words += ["--kernel", self.kernel] if self.kernel != "auto" else []
         words += [word for assignment in self.sets for word in ("--set", assignment)]
         return shlex.join(words + (["--storage", self.storage_shown] if self.storage_url else []))
@@ -227,9 +247,11 @@ def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
     every benchmark then ran; one stored before the grid was extended extends none, and one stored before cells
     were sized to dense's parameters keeps its cells' own sizes (the page still flags those outside 10%); one
     stored before runs stopped at a target trains every step, and one stored before interim evaluations reads every
-    held-out set at each evaluation; one stored before benchmarks kept their protocol's version ran version 1."""
+    held-out set at each evaluation; one stored before benchmarks kept their protocol's version ran version 1, which
+    tunes on one seed over the whole budget."""
     return {"stages": list(UNNAMED_STAGES), "extend_grid": 0, "size_to_dense": False, "target_accuracy": None,
-            "interim_test": True, "interim_validation": None, "protocol": 1, **stored}
+            "interim_test": True, "interim_validation": None, "protocol": 1, "screen_seeds": 1,
+            "screen_fraction": 1.0, **stored}
 
 
 def parse_target(text: str) -> float | None:
@@ -248,6 +270,14 @@ def parse_interim(text: str) -> int | None:
         raise OptionError(f"Benchmark interim-validation got {text!r}; accepted: an integer >= 1 (validation "
                           "examples read at each evaluation before a job's last), or all.")
     return value
+
+
+def parse_fraction(text: str) -> float:
+    """'0.25' -> 0.25; anything else is a one-sentence error (`_check_protocol` refuses one outside (0, 1])."""
+    try:
+        return float(text)
+    except ValueError:
+        raise OptionError(f"Benchmark screen-fraction got {text!r}; {FRACTION_ACCEPTED}.") from None
 
 
 def parse_multiples(text: str) -> tuple[float, ...]:
@@ -308,7 +338,7 @@ def resolve_cell(variant: str, task: str, *, profile: str, seed: int, device: st
 
 
 def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capacity_seeds: int,
-                   heartbeat_seconds: int, extend_grid: int) -> None:
+                   heartbeat_seconds: int, extend_grid: int, screen_seeds: int) -> None:
     if not isinstance(extend_grid, int) or isinstance(extend_grid, bool) or extend_grid < 0:
         raise OptionError(f"Benchmark extend-grid got {extend_grid!r}; {EXTEND_ACCEPTED}.")
     if seeds < 1:
@@ -316,9 +346,9 @@ def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capac
     if not 1 <= capacity_seeds <= seeds:
         raise OptionError(f"Benchmark capacity-seeds got {capacity_seeds}; accepted: an integer from 1 to seeds = "
                           f"{seeds} (the first confirmation seeds train each capacity point).")
-    if seed < 0 or seed + seeds >= tasks.MAX_TRAIN_SEED:
-        raise OptionError(f"Benchmark seed {seed} with {seeds} seeds passes the largest seed; accepted: seed + seeds "
-                          f"below {tasks.MAX_TRAIN_SEED}.")
+    if seed < 0 or seed + screen_seeds + seeds > tasks.MAX_TRAIN_SEED:
+        raise OptionError(f"Benchmark seed {seed} with {screen_seeds} tuning and {seeds} confirmation seeds passes the "
+                          f"largest seed; accepted: seed + tuning seeds + seeds at most {tasks.MAX_TRAIN_SEED}.")
     if len(lr_multiples) in range(2, MIN_LEARNING_RATES) or len(set(lr_multiples)) < len(lr_multiples) \
             or not all(0 < multiple < math.inf for multiple in lr_multiples):
         raise OptionError(f"Benchmark lr-multiples got {','.join(map(str, lr_multiples))}; {GRID_ACCEPTED}.")
@@ -330,16 +360,53 @@ def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capac
         raise OptionError(f"Benchmark heartbeat seconds got {heartbeat_seconds}; accepted: an integer >= 1.")
 
 
+def _check_protocol(protocol: int, *, lr_multiples: tuple[float, ...], target_accuracy: float | None,
+                    interim_validation: int | None, screen_seeds: int, screen_fraction: float) -> None:
+    """What protocol `protocol` (`experiments.revisions.PROTOCOLS`) allows: protocol 1 tunes one seed over the whole
+    budget and may stop at a target; protocol 2 screens at least 3 learning rates on at least 2 seeds over a
+    fraction of the budget, trains every run its whole budget and reads the whole validation set at each
+    evaluation, where its events are decided."""
+    versions = ", ".join(str(version) for version, _ in revisions.PROTOCOLS)
+    if isinstance(protocol, bool) or protocol not in dict(revisions.PROTOCOLS):
+        raise OptionError(f"Benchmark protocol got {protocol!r}; accepted: {versions} (docs/benchmark.md).")
+    if protocol == 1:
+        if (screen_seeds, screen_fraction) != (1, 1.0):
+            raise OptionError(f"Benchmark screen-seeds {screen_seeds} and screen-fraction {screen_fraction:g} belong "
+                              "to protocol 2's screen; accepted under --protocol 1: 1 and 1 (one tuning seed, the "
+                              "whole budget).")
+        return
+    if target_accuracy is not None:
+        raise OptionError(f"Benchmark target-accuracy {target_accuracy:g} is protocol 1's stop, and protocol "
+                          f"{protocol} trains every run its whole budget, recording the steps to 0.9 and 0.99 as "
+                          "events; accepted: none, or --protocol 1.")
+    if interim_validation is not None:
+        raise OptionError(f"Benchmark interim-validation {interim_validation} reads part of the validation set, and "
+                          f"protocol {protocol} decides its events on the whole set at every evaluation; accepted: "
+                          "all, or --protocol 1.")
+    if len(lr_multiples) < MIN_LEARNING_RATES:
+        raise OptionError(f"Benchmark lr-multiples {','.join(map(str, lr_multiples))} leave protocol {protocol} "
+                          f"nothing to screen; accepted: at least {MIN_LEARNING_RATES} distinct numbers > 0, "
+                          "comma-separated, e.g. 1,3,9.")
+    if isinstance(screen_seeds, bool) or not isinstance(screen_seeds, int) or screen_seeds < MIN_SCREEN_SEEDS:
+        raise OptionError(f"Benchmark screen-seeds got {screen_seeds!r}; accepted: an integer >= {MIN_SCREEN_SEEDS} "
+                          "(no one seed chooses a learning rate under protocol 2).")
+    if not 0 < screen_fraction <= 1:
+        raise OptionError(f"Benchmark screen-fraction got {screen_fraction:g}; {FRACTION_ACCEPTED}.")
+
+
 def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, ...], profile: str, seed: int,
           seeds: int, lr_multiples: tuple[float, ...], capacity_widths: tuple[float, ...],
           capacity_scales: tuple[float, ...], capacity_seeds: int, device: str, kernel: str, sets: tuple[str, ...],
           storage_url: str | None, runs_dir: Path, heartbeat_seconds: int,
           stages: tuple[Stage, ...] = DEFAULT_STAGES, extend_grid: int = 0, size_to_dense: bool = True,
           target_accuracy: float | None = None, interim_test: bool = True,
-          interim_validation: int | None = None, protocol: int = revisions.PROTOCOL) -> Benchmark:
+          interim_validation: int | None = None, protocol: int = revisions.PROTOCOL, screen_seeds: int = 1,
+          screen_fraction: float = 1.0) -> Benchmark:
     """Validate a benchmark's values and resolve every cell, its size and its capacity points, touching nothing: a
     bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
-    _check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds, extend_grid)
+    _check_protocol(protocol, lr_multiples=lr_multiples, target_accuracy=target_accuracy,
+                    interim_validation=interim_validation, screen_seeds=screen_seeds, screen_fraction=screen_fraction)
+    _check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds, extend_grid, screen_seeds)
     names = [stage.name for stage in stages]
     if len(set(names)) < len(names):
         raise OptionError(f"Benchmark stages {', '.join(names)} name one stage twice; accepted: each name once (a "
@@ -375,15 +442,23 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
                      sets=sets, storage_url=storage_url, runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
                      cells=cells, stages=stages, extend_grid=extend_grid, size_to_dense=size_to_dense,
                      target_accuracy=target_accuracy, interim_test=interim_test,
-                     interim_validation=interim_validation, protocol=protocol)
+                     interim_validation=interim_validation, protocol=protocol, screen_seeds=screen_seeds,
+                     screen_fraction=screen_fraction)
 
 
 def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
             lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
             kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
             heartbeat_seconds: int, extend_grid: str = "0", size_to_dense: bool = True,
-            target_accuracy: str = "none", interim_validation: str = DEFAULT_INTERIM_VALIDATION) -> Benchmark:
-    """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error."""
+            target_accuracy: str | None = None, interim_validation: str | None = None,
+            protocol: int = revisions.PROTOCOL, screen_seeds: int | None = None,
+            screen_fraction: str | None = None) -> Benchmark:
+    """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error. An option
+    left out (None) takes the protocol's default (`benchmark_options.PROTOCOL_DEFAULTS`)."""
+    defaults = PROTOCOL_DEFAULTS.get(protocol, PROTOCOL_DEFAULTS[revisions.PROTOCOL])  # `build` refuses another
+    target_accuracy = defaults["target_accuracy"] if target_accuracy is None else target_accuracy
+    interim_validation = defaults["interim_validation"] if interim_validation is None else interim_validation
+    screen_fraction = defaults["screen_fraction"] if screen_fraction is None else screen_fraction
     return build(name=name or profile, variant_names=presets.expand(variant_names, presets.CORE),
                  task_names=_names(task_names, "task", tasks.DEFAULT_SUITE), profile=profile, seed=seed, seeds=seeds,
                  lr_multiples=parse_multiples(lr_multiples),
@@ -394,4 +469,6 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
                  capacity_seeds=capacity_seeds, device=device, kernel=kernel, sets=tuple(sets), storage_url=storage,
                  runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds, extend_grid=parse_extensions(extend_grid),
                  size_to_dense=size_to_dense, target_accuracy=parse_target(target_accuracy), interim_test=False,
-                 interim_validation=parse_interim(interim_validation))
+                 interim_validation=parse_interim(interim_validation), protocol=protocol,
+                 screen_seeds=defaults["screen_seeds"] if screen_seeds is None else screen_seeds,
+                 screen_fraction=parse_fraction(screen_fraction))

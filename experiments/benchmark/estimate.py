@@ -5,15 +5,16 @@ other size a stage trains at, `Stage.size`: each capacity point) is set up exact
 (`experiments.train.set_up`), then timed on this device for a few optimiser steps, one interim evaluation and, where
 it reads less than the last (`experiments.evaluation`), the last one, with the threads each of the workers would
 get. A job's time is its steps times the time of a step, plus its interim evaluations and its last; the learning
-rate and the seed do not change it. Jobs the benchmark's storage already holds as settled are left out, so
-the estimate of a benchmark that has started is what remains of it. A size that cannot be set up is listed
-with the error and counts for nothing: its jobs would fail as they start.
+rate and the seed do not change it. A job that nothing stops trains its stage's steps: its profile's, or, for
+a screening run of protocol 2, its fraction of them (`Benchmark.screen_fraction`). Jobs the benchmark's storage
+already holds as settled are left out, so the estimate of a benchmark that has started is what remains of it. A
+size that cannot be set up is listed with the error and counts for nothing: its jobs would fail as they start.
 
 Stopping at the target (`--target-accuracy`): a job's steps are predicted from earlier runs of the same variant,
 task, size and stage that stopped under the same target: the benchmark's record (`docs/records/benchmark-NAME.
 journal`, `experiments.benchmark.record`) where it was run with the same profile and target, and the jobs of this
 benchmark's storage that have settled; the mean of their steps. A size with no earlier run of its stage takes the
-mean of its other stages', and one with none at all its profile's steps: an upper bound. The summary says how many
+mean of its other stages', and one with none at all its stage's steps: an upper bound. The summary says how many
 jobs were predicted each way. A tuning run of the record is counted at the steps it would take under today's rule
 that stops a run once a sibling queued before it (`Ledger.queued`) has reached the target sooner
 (`record.earlier_steps`). Tuning beyond the grid's
@@ -195,7 +196,7 @@ def unreplayable(kept: Ledger | None, own: Ledger | None, remaining: Counter) ->
 
 def predicted_steps(found: dict, size: tuple[str, str, str], stage: str, steps: int) -> tuple[float, str]:
     """A job's predicted steps and how they were predicted: the mean of the earlier runs of its size and stage,
-    else of its size's other stages, else its profile's `steps`."""
+    else of its size's other stages, else its stage's `steps` (its profile's, or a screening run's share)."""
     same = found.get((*size, stage)) or [step for (*key, _), runs in found.items() if tuple(key) == size
                                          for step in runs]
     if not same:
@@ -250,12 +251,16 @@ def estimate(benchmark: Benchmark, *, workers: int, quiet: bool = False) -> pd.D
             by_size.setdefault(size, dict.fromkeys(stages, 0))[stage] = count
     examples = {size_of(benchmark, job): job for job in planned}  # a job of each size, whose config it trains
     config_of = {size: benchmark.config(examples[size]) for size in by_size}
+    # The steps a job of each size and stage trains when nothing stops it: a screening run trains fewer.
+    of_stage = {(size_of(benchmark, job), job.stage): job for job in planned}
+    budgets = {key: benchmark.config(job).train.steps for key, job in of_stage.items()}
     timings = measured(list(config_of.values()), workers=workers, device=benchmark.device,
                        desc=f"timing {benchmark.name}", quiet=quiet)
     rows = []
     for (size, counts), (timing, error) in zip(by_size.items(), timings, strict=True):
         config = config_of[size]
-        predictions = {stage: predicted_steps(found, size, stage, config.train.steps) for stage in stages}
+        predictions = {stage: predicted_steps(found, size, stage, budgets.get((size, stage), config.train.steps))
+                       for stage in stages}
         seconds_of = {stage: timing.job_seconds(config.train, steps) for stage, (steps, _) in predictions.items()}
         variant, task, label = size
         rows.append({"variant": variant, "task": task, "size": label,

@@ -111,14 +111,16 @@ def owns_its_job(trial: FrozenTrial, trials: list[FrozenTrial]) -> bool:
                               if "failed_trial" not in other.system_attrs and _key(other) == key)
 
 
-def _tuning_score(result: dict[str, Any]) -> tuple[float, int]:
-    """(validation accuracy, minus the steps to the target) under a target: the accuracy counts up to the target
-    (what a run reached past it was not measured further), and a run that never reached it counts all its steps;
-    so among runs at the target the fewest steps to it win, and a run that reached it in full by step s beats every
-    run not at it by s, whatever that run reaches later (`outdone`). Without a target, the accuracy alone."""
+def _tuning_score(result: dict[str, Any]) -> tuple[float, float]:
+    """(validation accuracy, how fast it came) of a tuning run. Under a target, minus the steps to the target: the
+    accuracy counts up to the target (what a run reached past it was not measured further), and a run that never
+    reached it counts all its steps; so among runs at the target the fewest steps to it win, and a run that reached
+    it in full by step s beats every run not at it by s, whatever that run reaches later (`outdone`). Without a
+    target, the area under its learning curve (`worker.curve_area`; 0 for a result stored without one), which
+    separates runs of equal accuracy only."""
     target = result.get("target_accuracy")
     if target is None:
-        return result["val_accuracy"], 0
+        return result["val_accuracy"], result.get("curve_area") or 0.0
     return min(result["val_accuracy"], target), -(result.get("target_step") or result["steps"])
 
 
@@ -147,6 +149,14 @@ def outdone(job: Job, trials: list[FrozenTrial], step: int) -> tuple[float, int]
     return (min(reached)[1], min(reached)[0]) if reached else None
 
 
+def mean_validation(jobs: list[JobState | None]) -> float | None:
+    """The mean validation accuracy of one learning rate's tuning jobs (one per tuning seed) where every one has
+    completed; else None."""
+    if not all(job is not None and job.state == COMPLETED for job in jobs):
+        return None
+    return sum(job.result["val_accuracy"] for job in jobs) / len(jobs)
+
+
 @dataclass
 class CellState:
     """A cell's jobs, stage by stage, of the stages the cell is ready for (`Stage.ready`); None where a job is
@@ -158,8 +168,9 @@ class CellState:
 
     @property
     def learning_rates(self) -> list[float]:
-        """The learning rates tuning calls for: the grid's, then those beyond its edges (`Tuning.further`)."""
-        return [job.lr for job in self.called if job.stage == TUNE]
+        """The learning rates tuning calls for, each once: the grid's, then those beyond its edges
+        (`Tuning.further`)."""
+        return list(dict.fromkeys(job.lr for job in self.called if job.stage == TUNE))
 
     def of(self, stage: str) -> list[JobState | None]:
         """The jobs of stage `stage` (none where the cell is not ready for it)."""
@@ -186,16 +197,29 @@ class CellState:
         return self.settled(TUNE)
 
     @property
+    def tuning_by_rate(self) -> dict[float, list[JobState | None]]:
+        """Tuning's jobs by learning rate, in the order tuning calls for them, each with one job per tuning seed
+        (None where it is not queued yet)."""
+        by_rate: dict[float, list[JobState | None]] = {}
+        for job, state in zip((job for job in self.called if job.stage == TUNE), self.tuning, strict=True):
+            by_rate.setdefault(job.lr, []).append(state)
+        return by_rate
+
+    @property
     def best_lr(self) -> float | None:
-        """The learning rate of highest validation accuracy, once every tuning job, extensions included, has
-        settled; None before, or when none completed. A run that stopped at the benchmark's target scores the
-        target (what it reached past it was not measured further), and among those the fewest steps to it win
-        (`_tuning_score`); then the first of the grid among equals, the grid before its extensions."""
+        """The learning rate of highest mean validation accuracy over its tuning seeds, once every tuning job,
+        extensions included, has settled; None before, or when no learning rate completed on every seed (one whose
+        run diverged or failed is not chosen). A run that stopped at the benchmark's target scores the target (what
+        it reached past it was not measured further), and among those the fewest steps to it win; without a target,
+        among equal accuracies the larger area under the learning curve (`_tuning_score`, averaged over the seeds
+        like the accuracy); then the first of the grid among equals, the grid before its extensions."""
         if not self.tuned:
             return None
-        completed = [(*_tuning_score(job.result), -index, job.job.lr) for index, job in enumerate(self.tuning)
-                     if job.state == COMPLETED]
-        return max(completed)[-1] if completed else None
+        scores = [(*(sum(values) / len(values) for values in zip(*(_tuning_score(job.result) for job in jobs),
+                                                                     strict=True)), -index, lr)
+                  for index, (lr, jobs) in enumerate(self.tuning_by_rate.items())
+                  if mean_validation(jobs) is not None]
+        return max(scores)[-1] if scores else None
 
     @property
     def jobs(self) -> list[JobState]:

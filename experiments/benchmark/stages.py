@@ -110,10 +110,12 @@ def _listed(values: Any, shown: Any = str) -> str:
 
 
 class Tuning(Stage):
-    """Each cell once per learning rate of the grid, with the tuning seed; where the best lies at an edge of the
+    """Each cell once per learning rate of the grid and tuning seed (`Benchmark.tuning_seeds`: one under protocol 1,
+    a screen of two or more over a fraction of the budget under protocol 2); where the best lies at an edge of the
     grid, the next multiple beyond that edge, while the best stays at the edge, up to `extend_grid` of them; the
-    learning rate whose run reaches the highest validation accuracy is chosen (`CellState.best_lr`). Under a target,
-    a run that can no longer be chosen because a sibling reached the target sooner stops there (`ledger.outdone`)."""
+    learning rate whose runs reach the highest mean validation accuracy is chosen (`CellState.best_lr`). Under a
+    target, a run that can no longer be chosen because a sibling reached the target sooner stops there
+    (`ledger.outdone`). Under protocol 2 no run stops early: a screening run's last accuracy can still rise."""
 
     name, title, page = TUNE, "Tuning", "tuning"
 
@@ -121,8 +123,17 @@ class Tuning(Stage):
         return True
 
     def jobs(self, benchmark: Any, cell: Any, lr: float | None = None) -> list[Job]:
-        return [Job(self.name, cell.variant, cell.task, rate, benchmark.seed)
-                for rate in benchmark.learning_rates(cell)]
+        return self._screened(benchmark, cell, benchmark.learning_rates(cell))
+
+    def _screened(self, benchmark: Any, cell: Any, rates: list[float]) -> list[Job]:
+        """A job per learning rate of `rates` and tuning seed."""
+        return [Job(self.name, cell.variant, cell.task, rate, seed) for rate in rates
+                for seed in benchmark.tuning_seeds]
+
+    def changes(self, benchmark: Any, job: Job, own: RunConfig) -> tuple[tuple[str, Any], ...]:
+        """A screening run trains its share of the profile's steps (its schedule compressed to them)."""
+        steps = benchmark.screen_steps(own.train.steps)
+        return (("train.steps", steps),) if steps != own.train.steps else ()
 
     def further(self, benchmark: Any, state: Any) -> list[Job]:
         """Once tuning has settled with its best at the top (bottom) edge of what it tuned: the next multiple
@@ -132,13 +143,17 @@ class Tuning(Stage):
             return []
         top = best == max(tuned)
         beyond = sum(rate > max(grid) if top else rate < min(grid) for rate in tuned)
-        (rate,) = benchmark.learning_rates(state.cell, (benchmark.beyond(top, beyond + 1),))
-        return [Job(self.name, state.cell.variant, state.cell.task, rate, benchmark.seed)]
+        return self._screened(benchmark, state.cell,
+                              benchmark.learning_rates(state.cell, (benchmark.beyond(top, beyond + 1),)))
 
     def header(self, benchmark: Any) -> list[str]:
         if len(benchmark.lr_multiples) == 1:
             return [f"tuning: one learning rate, {benchmark.lr_multiples[0]!r} x each task's, seed {benchmark.seed}: "
                     "nothing to choose"]
+        if benchmark.protocol >= 2:
+            return [f"tuning: learning rates {_listed(benchmark.lr_multiples, repr)} x each task's, screened with "
+                    f"seeds {_listed(benchmark.tuning_seeds)} over {benchmark.screen_fraction:g} of each profile's "
+                    f"steps, the best mean validation accuracy chosen; {_extension(benchmark)}"]
         return [f"tuning: learning rates {_listed(benchmark.lr_multiples, repr)} x each task's, seed "
                 f"{benchmark.seed}, chosen on the validation set; {_extension(benchmark)}"]
 
@@ -148,6 +163,15 @@ class Tuning(Stage):
                     f"variant, with seed {benchmark.seed}: nothing is chosen, so the confirmation runs train at it "
                     "too; a run at a learning rate tuned for another model may fall short of what the variant can "
                     "do.")
+        if benchmark.protocol >= 2:
+            return (f"Tuning: each cell screens every learning rate of the grid, the multiples "
+                    f"{_listed(benchmark.lr_multiples, repr)} of the task profile's learning rate (the same for every "
+                    f"variant), with each of the seeds {_listed(benchmark.tuning_seeds)}, over "
+                    f"{benchmark.screen_fraction:g} of the profile's steps (the schedule compressed to them); the "
+                    "learning rate of highest mean validation accuracy over those seeds is chosen (among equal means "
+                    "the larger mean area under the learning curve, then the first of the grid), so that no one seed "
+                    "decides it; a learning rate at which a screening run diverges or fails is not chosen; "
+                    f"{_extension(benchmark)}. The test set plays no part in the choice.")
         return (f"Tuning: each cell trains once per learning rate of the grid, the multiples "
                 f"{_listed(benchmark.lr_multiples, repr)} of the task profile's learning rate (the same for "
                 f"every variant), with seed {benchmark.seed}; the learning rate of highest validation accuracy is "
@@ -176,10 +200,17 @@ class Confirmation(Stage):
         return [Job(self.name, cell.variant, cell.task, lr, seed) for seed in benchmark.confirmation_seeds]
 
     def header(self, benchmark: Any) -> list[str]:
+        budget = ", each its whole budget, with the steps to 0.9 and 0.99" if benchmark.protocol >= 2 else ""
         return [f"confirmation: the best learning rate with {benchmark.seeds} fresh seeds "
-                f"({_listed(benchmark.confirmation_seeds)}), test accuracy"]
+                f"({_listed(benchmark.confirmation_seeds)}){budget}, test accuracy"]
 
     def protocol(self, benchmark: Any) -> str:
+        if benchmark.protocol >= 2:
+            return (f"Confirmation: the chosen learning rate trains again with {benchmark.seeds} fresh seeds "
+                    f"({_listed(benchmark.confirmation_seeds)}), the same for every variant, each run its whole "
+                    "budget: every metric is read at its last step, and the first evaluation of the whole "
+                    "validation set at 0.9 and at 0.99 is kept as an event (none where it is never reached), with "
+                    "the normalised area under the validation learning curve.")
         return (f"Confirmation: the chosen learning rate trains again with {benchmark.seeds} fresh seeds "
                 f"({_listed(benchmark.confirmation_seeds)}); the leaderboard shows the mean test accuracy "
                 "and the half-width of its 95% interval (Student's t, n - 1 degrees of freedom), n the seeds that "

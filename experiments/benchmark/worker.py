@@ -61,18 +61,48 @@ RESULT_FIELDS = ("status", "error", "run_id", "variant_name", "val_accuracy", "t
                  "accuracy_by_length", "accuracy_by_split", "target_step", "target_seconds", "git_commit")
 
 
-def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[str, Any]]) -> dict[str, Any]:
+# Protocol 2's events: the validation accuracies whose first evaluation reaching them a job's result records.
+EVENT_LEVELS = (0.9, 0.99)
+
+
+def events(curve: list[list[Any]], levels: tuple[float, ...] = EVENT_LEVELS) -> dict[str, int | None]:
+    """{"0.9": step, "0.99": step}: the step of the first evaluation of `curve` ([step, wall seconds, validation
+    accuracy], ...) whose accuracy reaches each level (an accuracy at the level counts), None where none does (the
+    event is censored at the run's last evaluation)."""
+    return {f"{level:g}": next((step for step, _, accuracy in curve if accuracy is not None and accuracy >= level),
+                               None) for level in levels}
+
+
+def curve_area(curve: list[list[Any]], budget_steps: int) -> float:
+    """The normalised area under the validation learning curve: the trapezoid rule over the evaluations' steps and
+    accuracies, divided by the budget in steps, so in [0, 1]. The span before the first evaluation counts nothing
+    (every variant of a task evaluates at the same steps), and a run that ended early counts nothing after its
+    end."""
+    points = [(step, accuracy) for step, _, accuracy in curve if accuracy is not None]
+    return sum((later - earlier) * (low + high) / 2
+               for (earlier, low), (later, high) in zip(points, points[1:], strict=False)) / budget_steps
+
+
+def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[str, Any]],
+               protocol: int) -> dict[str, Any]:
     """The figures of a job's run that the storage keeps, so that the result needs no run folder: the
     `RESULT_FIELDS` of its summary, the tokens it trained on, its validation accuracy at each evaluation (`curve`:
-    step, wall seconds, accuracy; interim evaluations read part of the set, `experiments.evaluation`) and the target
-    it stopped at (train.target_accuracy, or None). Its `revisions` are those of the task and variant it trained on
-    (`experiments.revisions`): the summary's, or, for a run that failed before writing one, this code's."""
+    step, wall seconds, accuracy; interim evaluations read part of the set under protocol 1,
+    `experiments.evaluation`) and the target it stopped at (train.target_accuracy, or None). Its `revisions` are
+    those of the task and variant it trained on (`experiments.revisions`): the summary's, or, for a run that failed
+    before writing one, this code's. Under protocol 2, where every evaluation reads the whole validation set and
+    every run trains its whole budget, also its `events` (`events`), its `budget_steps` (train.steps) and its
+    `curve_area` (`curve_area`)."""
     curve = [[line["step"], line["wall_seconds"], line.get("val_accuracy", line.get("test_accuracy"))]
              for line in metrics if line["kind"] == "eval"]  # a line from before validation sets: the test set's
-    return {**{name: getattr(summary, name) for name in RESULT_FIELDS},
-            "revisions": summary.revisions or revisions.of_run(config.task, config.variant),
-            "tokens": (summary.steps or 0) * config.train.batch_size * config.task_options.seq_len, "curve": curve,
-            "target_accuracy": config.train.target_accuracy}
+    result = {**{name: getattr(summary, name) for name in RESULT_FIELDS},
+              "revisions": summary.revisions or revisions.of_run(config.task, config.variant),
+              "tokens": (summary.steps or 0) * config.train.batch_size * config.task_options.seq_len, "curve": curve,
+              "target_accuracy": config.train.target_accuracy}
+    if protocol >= 2:
+        result.update(events=events(curve), budget_steps=config.train.steps,
+                      curve_area=curve_area(curve, config.train.steps))
+    return result
 
 
 def failed_summary(record: RunRecord, error: Exception) -> Summary:
@@ -129,7 +159,7 @@ class Objective:
             summary = failed_summary(record, error)
         if summary.status == "interrupted":
             raise JobInterrupted(f"trial {trial.number} interrupted")
-        result = job_result(summary, config, record.read_metrics())
+        result = job_result(summary, config, record.read_metrics(), self.benchmark.protocol)
         if summary.status == "pruned":  # its figures as of the evaluation where it stopped; the trial completes
             lr, step = beaten["by"]
             result["outdone"] = {"lr": lr, "step": step}

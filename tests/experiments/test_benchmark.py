@@ -43,12 +43,15 @@ CAPACITY = {"capacity_widths": "0.5,2",  # both ways, whatever the command line'
             "capacity_seeds": benchmark_options.DEFAULT_CAPACITY_SEEDS}
 
 
-def plan(tmp_path, variants="dense,linformer", task="passkey,flipflop", seeds=2, sets=(), tiny=TINY_SETS, **extra):
+def plan(tmp_path, variants="dense,linformer", task="passkey,flipflop", seeds=2, sets=(), tiny=TINY_SETS, protocol=1,
+         target_accuracy="none", interim_validation="608", **extra):
     """The benchmark `attnlab benchmark` prepares at tiny sizes, with the command line's capacity defaults
-    unless `extra` says otherwise."""
+    unless `extra` says otherwise; under protocol 1 (one tuning seed, whose stages these tests pin) unless told,
+    without a target and reading 608 validation examples at each interim evaluation unless told."""
     return benchmark.prepare(variant_names=variants, task_names=task, profile="quick", seed=0, seeds=seeds,
                              lr_multiples="0.3,1,3", device="cpu", kernel="auto", sets=[*tiny, *sets],
-                             name="tiny", storage=None, runs_dir=tmp_path, heartbeat_seconds=1,
+                             name="tiny", storage=None, runs_dir=tmp_path, heartbeat_seconds=1, protocol=protocol,
+                             target_accuracy=target_accuracy, interim_validation=interim_validation,
                              **{**CAPACITY, **extra})
 
 
@@ -230,14 +233,18 @@ def test_every_job_reads_its_test_set_once_at_its_end_and_a_validation_subset_be
 
 
 def test_a_benchmark_stores_the_protocol_it_runs_and_a_definition_stored_before_reads_as_protocol_1(tmp_path):
-    bench = plan(tmp_path, task="passkey", variants="dense")
-    assert bench.protocol == bench.definition()["protocol"] == revisions.PROTOCOL
+    bench = plan(tmp_path, task="passkey", variants="dense", protocol=revisions.PROTOCOL, interim_validation="all")
+    assert bench.protocol == bench.definition()["protocol"] == revisions.PROTOCOL == 2  # new benchmarks: protocol 2
     assert upgraded({"variants": ["dense"]})["protocol"] == 1
-    stored = {key: value for key, value in bench.definition().items() if key != "protocol"}
+    # A definition stored before benchmarks kept their protocol (and its screen) reads as protocol 1: one tuning seed
+    # over the whole budget.
+    earlier = plan(tmp_path, task="passkey", variants="dense")
+    stored = {key: value for key, value in earlier.definition().items()
+              if key not in ("protocol", "screen_seeds", "screen_fraction")}
     older = benchmark.Benchmark.from_definition(stored, study_name=bench.study_name, device="cpu", storage_url=None,
                                                 runs_dir=tmp_path, heartbeat_seconds=1)
-    assert older.protocol == 1
-    with pytest.raises(OptionError, match=r"runs protocol 99, which this version does not have; accepted: 1\."):
+    assert (older.protocol, older.tuning_seeds, older.screen_fraction) == (1, [0], 1.0)
+    with pytest.raises(OptionError, match=r"runs protocol 99, which this version does not have; accepted: 1, 2\."):
         benchmark.Benchmark.from_definition({**bench.definition(), "protocol": 99}, study_name=bench.study_name,
                                             device="cpu", storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
 
@@ -406,7 +413,8 @@ def test_a_stopped_benchmark_continues_where_it_stopped_and_lists_a_diverged_run
 def test_a_tiny_benchmark_trains_its_capacity_points_and_its_page_has_the_capacity_table(tmp_path, capsys):
     out = tmp_path / "reports"
     words = [word for assignment in TINY_MQAR for word in ("--set", assignment)]
-    assert main(["benchmark", "--variant", "dense", "--task", "mqar", "--seeds", "2", *words, "--name", "tiny",
+    assert main(["benchmark", "--variant", "dense", "--task", "mqar", "--protocol", "1",
+                 "--seeds", "2", *words, "--name", "tiny",
                  "--extend-grid", "0", "--runs-dir", str(tmp_path), "--out", str(out), "--heartbeat-seconds", "1",
                  "--workers", "1", "--quiet"]) == 0
     printed = capsys.readouterr().out
@@ -432,7 +440,8 @@ def test_a_tiny_benchmark_trains_its_capacity_points_and_its_page_has_the_capaci
 
 def test_a_benchmark_with_capacity_off_trains_no_capacity_run_and_says_so(tmp_path):
     out = tmp_path / "reports"
-    assert main(["benchmark", "--variant", "dense", "--task", "passkey", "--seeds", "1", *TINY, "--name", "tiny",
+    assert main(["benchmark", "--variant", "dense", "--task", "passkey", "--protocol", "1",
+                 "--seeds", "1", *TINY, "--name", "tiny",
                  "--capacity-widths", "none", "--capacity-scales", "none", "--extend-grid", "0", "--runs-dir",
                  str(tmp_path), "--out", str(out), "--heartbeat-seconds", "1", "--quiet"]) == 0
     assert len(list((tmp_path / "benchmark" / "tiny").glob("*/config.json"))) == 3 + 1
@@ -482,7 +491,8 @@ def wait_for_a_job_mid_run(study, folder, processes, timeout=240):
 
 def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_though_one_is_killed(tmp_path):
     with postgres_server() as url:
-        command = ["benchmark", "--variant", "dense,linformer", "--task", "passkey", "--seeds", "2", *TINY,
+        command = ["benchmark", "--variant", "dense,linformer", "--task", "passkey", "--protocol", "1",
+                   "--seeds", "2", *TINY,
                    "--target-accuracy", "none",  # every run long enough to be killed in
                    "--set", "train.steps=60", "--extend-grid", "0", "--storage", url, "--name", "shared",
                    "--workers", "1",
@@ -523,7 +533,9 @@ def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_t
     (["--task", "passkey,passkey"], ["'passkey'", "listed twice"]),
     (["--lr-multiples", "1,3"], ["lr-multiples", "1.0,3.0", "at least 3"]),
     (["--lr-multiples", "1,3,x"], ["'1,3,x'", "numbers > 0, comma-separated"]),
-    (["--lr-multiples", "1"], ["extend-grid got 2 with the one learning rate 1", "accepted: 0"]),
+    (["--protocol", "1", "--lr-multiples", "1"], ["extend-grid got 2 with the one learning rate 1", "accepted: 0"]),
+    (["--lr-multiples", "1", "--extend-grid", "0"], ["lr-multiples 1.0 leave protocol 2 nothing to screen",
+                                                     "at least 3"]),
     (["--seeds", "0"], ["seeds got 0", ">= 1"]),
     (["--set", "train.lr=0.01"], ["train.lr", "--lr-multiples"]),
     (["--set", "task.num_kyes=4"], ["task.num_kyes", "did you mean 'num_keys'"]),
@@ -532,9 +544,18 @@ def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_t
     (["--capacity-widths", "1,2"], ["capacity-widths got '1,2'", "other than 1"]),
     (["--capacity-scales", "2,-2"], ["capacity-scales got '2,-2'", "each > 0"]),
     (["--capacity-scales", "2,2"], ["capacity-scales got '2,2'", "listed once"]),
-    (["--capacity-seeds", "4"], ["capacity-seeds got 4", "from 1 to seeds = 3"]),
+    (["--capacity-seeds", "9"], ["capacity-seeds got 9", "from 1 to seeds = 6"]),
     (["--target-accuracy", "x"], ["target-accuracy got 'x'", "(0, 1]"]),
-    (["--target-accuracy", "1.5"], ["'target_accuracy' got 1.5", "(0, 1]"]),
+    (["--protocol", "1", "--target-accuracy", "1.5"], ["'target_accuracy' got 1.5", "(0, 1]"]),
+    (["--target-accuracy", "0.99"], ["target-accuracy 0.99 is protocol 1's stop", "steps to 0.9 and 0.99 as events",
+                                     "accepted: none, or --protocol 1"]),
+    (["--interim-validation", "608"], ["interim-validation 608 reads part of the validation set",
+                                       "accepted: all, or --protocol 1"]),
+    (["--screen-seeds", "1"], ["screen-seeds got 1", "an integer >= 2"]),
+    (["--screen-fraction", "1.5"], ["screen-fraction got 1.5", "a number in (0, 1]"]),
+    (["--protocol", "1", "--screen-seeds", "2"], ["screen-seeds 2 and screen-fraction 1 belong to protocol 2",
+                                                  "accepted under --protocol 1: 1 and 1"]),
+    (["--protocol", "3"], ["protocol got 3", "accepted: 1, 2"]),
     (["--set", "train.target_accuracy=0.9"], ["train.target_accuracy", "--target-accuracy X"]),
     (["--interim-validation", "0"], ["interim-validation got '0'", "an integer >= 1", "or all"]),
     (["--set", "train.interim_validation=9"], ["train.interim_validation", "--interim-validation N"]),
@@ -656,7 +677,8 @@ def test_the_estimate_times_runs_with_the_allocator_a_training_process_has():
 
 def test_benchmark_estimate_prints_the_hours_writes_the_table_trains_nothing_and_the_benchmark_then_runs(
         tmp_path, capsys):
-    words = ["benchmark", "--variant", "dense,lstm", "--task", "passkey", "--seeds", "1", *TINY, "--name", "tiny",
+    words = ["benchmark", "--variant", "dense,lstm", "--task", "passkey", "--protocol", "1",
+             "--seeds", "1", *TINY, "--name", "tiny",
              "--capacity-widths", "none", "--capacity-scales", "none", "--runs-dir", str(tmp_path / "runs"),
              "--out", str(tmp_path / "reports"), "--quiet"]
     assert main([*words, "--estimate", "--workers", "2"]) == 0

@@ -14,12 +14,12 @@ from experiments.benchmark.worker import RESULT_FIELDS, job_result
 from experiments.records import Summary
 
 
-def test_a_job_result_keeps_the_summarys_names_and_adds_only_what_it_derives():
+def test_a_protocol_1_job_result_keeps_the_summarys_names_and_adds_only_what_it_derives():
     config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=0, device="cpu")
     summary = Summary(run_id="r", status="completed", val_accuracy=0.5, test_accuracy=0.75, chance_accuracy=0.0625,
                       steps=10, wall_seconds=1.0)
     metrics = [{"kind": "eval", "step": 10, "wall_seconds": 1.0, "test_accuracy": 0.75}]
-    result = job_result(summary, config, metrics)
+    result = job_result(summary, config, metrics, 1)
     fields = {field.name for field in dataclasses.fields(Summary)}
     assert set(RESULT_FIELDS) <= fields
     assert set(result) - fields == {"tokens", "curve", "target_accuracy"}  # the last from the config
@@ -38,8 +38,8 @@ def test_a_result_stored_before_the_summarys_names_reads_under_them():
 def test_a_job_result_carries_the_task_and_variant_revisions_its_run_trained_on():
     config = configs.resolve(variant="sparse:pattern=bigbird", task="mqar", profile="quick", seed=0, device="cpu")
     trained = Summary(run_id="r", status="completed", steps=10, revisions={"task": 2, "variant": 3})
-    assert job_result(trained, config, [])["revisions"] == {"task": 2, "variant": 3}
+    assert job_result(trained, config, [], revisions.PROTOCOL)["revisions"] == {"task": 2, "variant": 3}
     # A run that failed before writing its summary trained on this code's revisions.
     failed = Summary(run_id="r", status="failed", error="ValueError: no summary")
-    assert job_result(failed, config, [])["revisions"] == revisions.of_run("mqar", "sparse") == {
+    assert job_result(failed, config, [], revisions.PROTOCOL)["revisions"] == revisions.of_run("mqar", "sparse") == {
         "task": revisions.revision("task", "mqar"), "variant": revisions.revision("variant", "sparse")}

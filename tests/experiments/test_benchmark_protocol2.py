@@ -1,0 +1,136 @@
+"""Protocol 2 of the benchmark: every run trains its whole budget, the steps to 0.9 and 0.99 on the whole
+validation set are events, the learning curve's area is a metric, the learning rate is the best mean of a screen on
+two seeds or more, confirmation has six paired seeds by default, and a protocol-1 benchmark still reads and is not
+continued as protocol 2."""
+
+import argparse
+
+import optuna
+import pytest
+import torch
+from optuna.trial import TrialState
+from test_benchmark import TINY_SETS, add, plan
+
+from experiments import benchmark, benchmark_options, evaluation, revisions
+from experiments import config as configs
+from experiments.benchmark import Ledger, worker
+from experiments.benchmark.worker import RESULT_FIELDS, curve_area, events
+from experiments.build import build
+from experiments.records import RunRecord
+from experiments.train import set_up
+
+
+def protocol_2(tmp_path, **extra):
+    return plan(tmp_path, task="passkey", variants="dense", protocol=2, interim_validation="all",
+                capacity_widths="none", capacity_scales="none", **extra)
+
+
+def test_events_are_the_first_evaluation_at_or_above_each_level_and_none_where_never_reached():
+    curve = [[10, 1.0, 0.5], [20, 2.0, 0.9], [30, 3.0, 0.95], [40, 4.0, 0.99], [50, 5.0, 1.0]]
+    assert events(curve) == {"0.9": 20, "0.99": 40}  # an evaluation exactly at the level counts
+    assert events([[10, 1.0, 0.89], [20, 2.0, 0.98]]) == {"0.9": 20, "0.99": None}  # censored: never reached
+    assert events([]) == {"0.9": None, "0.99": None}
+
+
+def test_the_curve_area_is_the_trapezoid_over_the_evaluations_divided_by_the_budget():
+    curve = [[10, 1.0, 0.2], [20, 2.0, 0.6], [30, 3.0, 1.0]]
+    # (20 - 10) x (0.2 + 0.6) / 2 + (30 - 20) x (0.6 + 1.0) / 2 = 4 + 8 = 12, over a budget of 30 steps
+    assert curve_area(curve, 30) == pytest.approx(0.4)
+    assert curve_area([[10, 1.0, 1.0], [40, 4.0, 1.0]], 40) == pytest.approx(0.75)  # before the first: nothing
+
+
+def test_a_protocol_2_confirmation_run_trains_its_whole_budget_after_validation_reaches_0_99(tmp_path, monkeypatch):
+    real_held_out = evaluation.held_out
+    read = []
+
+    def perfect(model, train, sets, buckets, final):  # validation at 1.0 from the first evaluation on
+        figures = real_held_out(model, train, sets, buckets, final)
+        read.append(figures.get("val_examples"))
+        return {**figures, "val_accuracy": 1.0}
+
+    monkeypatch.setattr(evaluation, "held_out", perfect)
+    bench = protocol_2(tmp_path, seeds=1, extend_grid="0")
+    (confirm,) = [job for job in bench.planned_jobs() if job.stage == "confirm"]
+    config = bench.config(confirm)
+    assert (config.train.target_accuracy, config.train.interim_validation) == (None, None)
+    study = optuna.create_study()
+    study.enqueue_trial({}, user_attrs={"job": confirm.to_attr()})
+    study.optimize(worker.Objective(bench, quiet=True, should_stop=lambda step: False), n_trials=1)
+    result = study.trials[0].user_attrs["result"]
+    assert result["steps"] == result["budget_steps"] == config.train.steps == 20  # not stopped at step 10
+    assert [step for step, _, _ in result["curve"]] == [10, 20] and read == [None, None]  # the whole set each time
+    assert result["events"] == {"0.9": 10, "0.99": 10}
+    assert result["curve_area"] == pytest.approx((20 - 10) * 1.0 / 20)
+    assert {"accuracy_by_length", "accuracy_by_distance", "test_accuracy"} <= set(RESULT_FIELDS) <= set(result)
+
+
+def test_the_screen_chooses_the_best_mean_over_its_seeds_not_the_best_single_seed(tmp_path):
+    bench = protocol_2(tmp_path)
+    jobs = Ledger(bench, []).missing()
+    assert bench.tuning_seeds == [0, 1] and {(job.lr, job.seed) for job in jobs} == {
+        (lr, seed) for lr in (0.0003, 0.001, 0.003) for seed in (0, 1)}
+    validation = {(0.0003, 0): 0.99, (0.0003, 1): 0.50,  # the best single seed, the worse mean
+                  (0.001, 0): 0.80, (0.001, 1): 0.80,  # the best mean
+                  (0.003, 0): 0.60, (0.003, 1): 0.60}
+    study = optuna.create_study()
+    for job in jobs:
+        add(study, job, TrialState.COMPLETE, val=validation[job.lr, job.seed], test=0.5)
+    state = Ledger(bench, study.get_trials()).cells[0]
+    assert state.best_lr == 0.001
+    # Each screening run trains its fraction of the budget; confirmation the whole budget, on the seeds after the
+    # screen's.
+    assert bench.config(jobs[0]).train.steps == 5 and bench.screen_fraction == 0.25
+    confirmation = Ledger(bench, study.get_trials()).missing()
+    assert {job.stage for job in confirmation} == {"confirm"} and [job.seed for job in confirmation] == [2, 3]
+    assert bench.config(confirmation[0]).train.steps == 20
+
+
+def test_a_learning_rate_with_a_diverged_screening_seed_is_not_chosen(tmp_path):
+    bench = protocol_2(tmp_path, extend_grid="0")
+    study = optuna.create_study()
+    for job in Ledger(bench, []).missing():
+        if (job.lr, job.seed) == (0.001, 1):
+            add(study, job, TrialState.FAIL, outcome="diverged")
+        else:
+            add(study, job, TrialState.COMPLETE, val={0.0003: 0.7, 0.001: 0.9, 0.003: 0.6}[job.lr], test=0.5)
+    assert Ledger(bench, study.get_trials()).cells[0].best_lr == 0.0003
+
+
+def test_a_new_benchmark_runs_protocol_2_with_six_confirmation_seeds_by_default(tmp_path):
+    parser = argparse.ArgumentParser()
+    benchmark_options.add_arguments(parser)
+    values = benchmark_options.values(parser.parse_args([]))
+    assert (values["protocol"], values["seeds"]) == (revisions.PROTOCOL, 6) == (2, 6)
+    bench = benchmark.prepare(variant_names="dense", task_names="passkey", profile="quick", seed=0, device="cpu",
+                              kernel="auto", sets=TINY_SETS, runs_dir=tmp_path,
+                              **{**values, "capacity_widths": "none", "capacity_scales": "none"})
+    assert bench.protocol == 2 and bench.confirmation_seeds == [2, 3, 4, 5, 6, 7]
+    assert (bench.target_accuracy, bench.interim_validation, bench.screen_seeds, bench.screen_fraction) == (
+        None, None, 2, 0.25)
+    assert "--screen-seeds 2 --screen-fraction 0.25" in bench.command() and "--target-accuracy" not in bench.command()
+
+
+def test_a_seed_fixes_the_data_order_and_the_initialisation_for_every_variant(tmp_path):
+    def first_batch_and_embedding(variant, seed):
+        config = configs.resolve(variant=variant, task="passkey", profile="quick", seed=seed, device="cpu",
+                                 overrides={**{section: {} for section in configs.SECTIONS},
+                                            "model": {"dim": 32, "depth": 1}})
+        run = set_up(build(config), RunRecord.create(tmp_path, f"{variant}-{seed}"), {})
+        return run.task.batch(16, run.generator, run.device).inputs, run.model.embed.weight.detach().clone()
+
+    dense, local = first_batch_and_embedding("dense", 2), first_batch_and_embedding("local", 2)
+    assert torch.equal(dense[0], local[0]) and torch.equal(dense[1], local[1])  # the same batches, the same start
+    other = first_batch_and_embedding("dense", 3)
+    assert not torch.equal(dense[0], other[0]) and not torch.equal(dense[1], other[1])
+
+
+def test_a_protocol_1_benchmark_reads_and_is_not_continued_as_protocol_2(tmp_path):
+    earlier = plan(tmp_path, task="passkey", variants="dense", target_accuracy="0.99")  # protocol 1, as the record
+    benchmark.open_study(earlier)
+    assert (earlier.protocol, earlier.tuning_seeds, earlier.confirmation_seeds) == (1, [0], [1, 2])
+    again = benchmark.Benchmark.from_definition(earlier.definition(), study_name=earlier.study_name, device="cpu",
+                                                storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
+    assert again == earlier and "--protocol 1 --target-accuracy 0.99" in again.command()
+    refused = r"created for another benchmark \(its .*protocol.* differ\); accepted: the protocol"
+    with pytest.raises(ValueError, match=refused):
+        benchmark.open_study(plan(tmp_path, task="passkey", variants="dense", protocol=2, interim_validation="all"))
