@@ -31,7 +31,8 @@ from analysis.report import write_page
 from common.files import atomic_write_text
 from experiments import benchmark, tasks
 from experiments.benchmark import Benchmark, Ledger, estimate, record
-from experiments.benchmark.definition import build, parse_multiples
+from experiments.benchmark.definition import build
+from experiments.benchmark.settings import parse_multiples
 from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
 from experiments.sweep.pool import worker_count
 

@@ -9,32 +9,33 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.options import OptionError, format_value, parse_value
+from common.options import OptionError, format_value
 from experiments import config as configs
 from experiments import revisions, tasks
 from experiments.benchmark import capacity, parity
 from experiments.benchmark.capacity import Point
 from experiments.benchmark.parity import Size
+from experiments.benchmark.settings import (
+    check_numbers,
+    check_protocol,
+    parse_extensions,
+    parse_fraction,
+    parse_interim,
+    parse_multiples,
+    parse_target,
+)
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
 from experiments.benchmark_options import PROTOCOL_DEFAULTS
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
 from variants import presets
 
-MIN_LEARNING_RATES = 3  # the grid MAD's protocol sweeps has 3 values or more
-GRID_ACCEPTED = (f"accepted: at least {MIN_LEARNING_RATES} distinct finite numbers > 0, comma-separated, e.g. 0.3,1,3 "
-                 "(tuned on the validation set), or one (every cell at that multiple of its task's learning rate, "
-                 "untuned)")
 STUDY_PREFIX = "benchmark-"  # the study of benchmark NAME is benchmark-NAME
-EXTEND_ACCEPTED = "accepted: an integer >= 0, the most learning rates tuned beyond an edge of the grid (0: none)"
-MIN_SCREEN_SEEDS = 2  # protocol 2: no one seed decides a cell's learning rate
-FRACTION_ACCEPTED = "accepted: a number in (0, 1], the fraction of each profile's steps a tuning run trains"
 
 
 @dataclass(frozen=True)
@@ -254,49 +255,6 @@ def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
             "screen_fraction": 1.0, **stored}
 
 
-def parse_target(text: str) -> float | None:
-    """'0.99' -> 0.99, 'none' -> None; anything else is a one-sentence error (a value out of (0, 1] is refused by
-    the training config, naming it)."""
-    value = parse_value(text)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise OptionError(f"Benchmark target-accuracy got {text!r}; accepted: a number in (0, 1], or none.")
-    return None if value is None else float(value)
-
-
-def parse_interim(text: str) -> int | None:
-    """'608' -> 608, 'all' -> None; anything else is a one-sentence error."""
-    value = None if text.strip().lower() == "all" else parse_value(text)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise OptionError(f"Benchmark interim-validation got {text!r}; accepted: an integer >= 1 (validation "
-                          "examples read at each evaluation before a job's last), or all.")
-    return value
-
-
-def parse_fraction(text: str) -> float:
-    """'0.25' -> 0.25; anything else is a one-sentence error (`_check_protocol` refuses one outside (0, 1])."""
-    try:
-        return float(text)
-    except ValueError:
-        raise OptionError(f"Benchmark screen-fraction got {text!r}; {FRACTION_ACCEPTED}.") from None
-
-
-def parse_multiples(text: str) -> tuple[float, ...]:
-    """'0.3,1,3' -> (0.3, 1.0, 3.0); anything else is a one-sentence error."""
-    try:
-        return tuple(float(item) for item in text.split(","))
-    except ValueError:
-        raise OptionError(f"Benchmark lr-multiples got {text!r}; {GRID_ACCEPTED}.") from None
-
-
-def parse_extensions(text: str) -> int:
-    """'2' -> 2: the most learning rates tuned beyond an edge of the grid; anything but an integer is a
-    one-sentence error (`_check_numbers` refuses one below 0)."""
-    try:
-        return int(text)
-    except ValueError:
-        raise OptionError(f"Benchmark extend-grid got {text!r}; {EXTEND_ACCEPTED}.") from None
-
-
 def _names(text: str | None, what: str, default: list[str]) -> tuple[str, ...]:
     names = [name for name in (text or "").split(",") if name] or default
     for name in names:
@@ -337,63 +295,6 @@ def resolve_cell(variant: str, task: str, *, profile: str, seed: int, device: st
                                          lambda changes: resolved((*size.changes, *changes))))
 
 
-def _check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capacity_seeds: int,
-                   heartbeat_seconds: int, extend_grid: int, screen_seeds: int) -> None:
-    if not isinstance(extend_grid, int) or isinstance(extend_grid, bool) or extend_grid < 0:
-        raise OptionError(f"Benchmark extend-grid got {extend_grid!r}; {EXTEND_ACCEPTED}.")
-    if seeds < 1:
-        raise OptionError(f"Benchmark seeds got {seeds}; accepted: an integer >= 1 (2 or more for an interval).")
-    if not 1 <= capacity_seeds <= seeds:
-        raise OptionError(f"Benchmark capacity-seeds got {capacity_seeds}; accepted: an integer from 1 to seeds = "
-                          f"{seeds} (the first confirmation seeds train each capacity point).")
-    if seed < 0 or seed + screen_seeds + seeds > tasks.MAX_TRAIN_SEED:
-        raise OptionError(f"Benchmark seed {seed} with {screen_seeds} tuning and {seeds} confirmation seeds passes the "
-                          f"largest seed; accepted: seed + tuning seeds + seeds at most {tasks.MAX_TRAIN_SEED}.")
-    if len(lr_multiples) in range(2, MIN_LEARNING_RATES) or len(set(lr_multiples)) < len(lr_multiples) \
-            or not all(0 < multiple < math.inf for multiple in lr_multiples):
-        raise OptionError(f"Benchmark lr-multiples got {','.join(map(str, lr_multiples))}; {GRID_ACCEPTED}.")
-    if len(lr_multiples) == 1 and extend_grid:
-        raise OptionError(f"Benchmark extend-grid got {extend_grid} with the one learning rate "
-                          f"{lr_multiples[0]:g}; accepted: 0 (one learning rate has no grid to extend), or a grid of "
-                          f"at least {MIN_LEARNING_RATES}.")
-    if heartbeat_seconds < 1:
-        raise OptionError(f"Benchmark heartbeat seconds got {heartbeat_seconds}; accepted: an integer >= 1.")
-
-
-def _check_protocol(protocol: int, *, lr_multiples: tuple[float, ...], target_accuracy: float | None,
-                    interim_validation: int | None, screen_seeds: int, screen_fraction: float) -> None:
-    """What protocol `protocol` (`experiments.revisions.PROTOCOLS`) allows: protocol 1 tunes one seed over the whole
-    budget and may stop at a target; protocol 2 screens at least 3 learning rates on at least 2 seeds over a
-    fraction of the budget, trains every run its whole budget and reads the whole validation set at each
-    evaluation, where its events are decided."""
-    versions = ", ".join(str(version) for version, _ in revisions.PROTOCOLS)
-    if isinstance(protocol, bool) or protocol not in dict(revisions.PROTOCOLS):
-        raise OptionError(f"Benchmark protocol got {protocol!r}; accepted: {versions} (docs/benchmark.md).")
-    if protocol == 1:
-        if (screen_seeds, screen_fraction) != (1, 1.0):
-            raise OptionError(f"Benchmark screen-seeds {screen_seeds} and screen-fraction {screen_fraction:g} belong "
-                              "to protocol 2's screen; accepted under --protocol 1: 1 and 1 (one tuning seed, the "
-                              "whole budget).")
-        return
-    if target_accuracy is not None:
-        raise OptionError(f"Benchmark target-accuracy {target_accuracy:g} is protocol 1's stop, and protocol "
-                          f"{protocol} trains every run its whole budget, recording the steps to 0.9 and 0.99 as "
-                          "events; accepted: none, or --protocol 1.")
-    if interim_validation is not None:
-        raise OptionError(f"Benchmark interim-validation {interim_validation} reads part of the validation set, and "
-                          f"protocol {protocol} decides its events on the whole set at every evaluation; accepted: "
-                          "all, or --protocol 1.")
-    if len(lr_multiples) < MIN_LEARNING_RATES:
-        raise OptionError(f"Benchmark lr-multiples {','.join(map(str, lr_multiples))} leave protocol {protocol} "
-                          f"nothing to screen; accepted: at least {MIN_LEARNING_RATES} distinct numbers > 0, "
-                          "comma-separated, e.g. 1,3,9.")
-    if isinstance(screen_seeds, bool) or not isinstance(screen_seeds, int) or screen_seeds < MIN_SCREEN_SEEDS:
-        raise OptionError(f"Benchmark screen-seeds got {screen_seeds!r}; accepted: an integer >= {MIN_SCREEN_SEEDS} "
-                          "(no one seed chooses a learning rate under protocol 2).")
-    if not 0 < screen_fraction <= 1:
-        raise OptionError(f"Benchmark screen-fraction got {screen_fraction:g}; {FRACTION_ACCEPTED}.")
-
-
 def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, ...], profile: str, seed: int,
           seeds: int, lr_multiples: tuple[float, ...], capacity_widths: tuple[float, ...],
           capacity_scales: tuple[float, ...], capacity_seeds: int, device: str, kernel: str, sets: tuple[str, ...],
@@ -404,9 +305,9 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
           screen_fraction: float = 1.0) -> Benchmark:
     """Validate a benchmark's values and resolve every cell, its size and its capacity points, touching nothing: a
     bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
-    _check_protocol(protocol, lr_multiples=lr_multiples, target_accuracy=target_accuracy,
+    check_protocol(protocol, lr_multiples=lr_multiples, target_accuracy=target_accuracy,
                     interim_validation=interim_validation, screen_seeds=screen_seeds, screen_fraction=screen_fraction)
-    _check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds, extend_grid, screen_seeds)
+    check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds, extend_grid, screen_seeds)
     names = [stage.name for stage in stages]
     if len(set(names)) < len(names):
         raise OptionError(f"Benchmark stages {', '.join(names)} name one stage twice; accepted: each name once (a "
