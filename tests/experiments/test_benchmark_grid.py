@@ -9,7 +9,7 @@ import optuna
 import pandas as pd
 import pytest
 from optuna.trial import TrialState
-from test_benchmark import add, one_line_error, plan
+from test_benchmark import add, plan
 
 from analysis import benchmark as page
 from experiments import benchmark
