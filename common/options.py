@@ -80,8 +80,6 @@ def _coerce(owner: str, name: str, annotation: Any, value: Any) -> Any:
     elif annotation is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         value = float(value) if ok else value
-        if ok and not math.isfinite(value):  # inf and nan pass range checks as numbers, and a run then diverges
-            raise OptionError(f"{owner} option {name!r} got {value!r}; accepted: a finite number.")
     elif annotation is str:  # a folder's path, say: text as given
         ok = isinstance(value, str)
     else:  # pragma: no cover - a variant author declared a type this module does not know
@@ -102,10 +100,21 @@ def build_options(cls: type, owner: str, values: dict[str, Any]) -> Any:
             )
     hints = typing.get_type_hints(cls)
     checked = {name: _coerce(owner, name, hints[name], value) for name, value in values.items()}
+    # inf passes a range check such as lr > 0 and a run then diverges; nan fails every range check, whose sentence
+    # says what the option accepts, so the options' own checks speak first and this one catches what they let by
+    not_finite = next(((name, value) for name, value in checked.items() for item in
+                       (value if isinstance(value, tuple) else (value,))
+                       if isinstance(item, float) and not math.isfinite(item)), None)
     try:
-        return cls(**checked)
+        options = cls(**checked)
     except OptionError as error:  # range checks in __post_init__ do not know the variant's name
         raise OptionError(f"{owner} {error}") from None
+    except (ValueError, ArithmeticError):  # arithmetic on inf or nan in __post_init__ (int(inf), say)
+        if not_finite is None:
+            raise
+    if not_finite is not None:
+        raise OptionError(f"{owner} option {not_finite[0]!r} got {not_finite[1]!r}; accepted: a finite number.")
+    return options
 
 
 def require(ok: bool, name: str, value: Any, accepted: str) -> None:

@@ -62,17 +62,20 @@ def test_run_and_sample_refuse_a_seed_by_one_rule(tmp_path, capsys, seed):
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("args, owner, name, value", [
-    (["--set", "train.lr=inf"], "Config section 'train'", "lr", "inf"),
-    (["--set", "train.weight_decay=inf"], "Config section 'train'", "weight_decay", "inf"),
-    (["--set", "train.lr=nan"], "Config section 'train'", "lr", "nan"),
-    (["--variant", "softcap", "--set", "variant.cap=inf"], "Variant 'softcap'", "cap", "inf"),
-    (["--task", "mqar", "--set", "task.gap_power=-inf"], "Task 'mqar' (profile 'quick')", "gap_power", "-inf"),
+@pytest.mark.parametrize("args, owner, name, value, accepted", [
+    # inf passes lr > 0 and weight_decay >= 0: the check on every float option catches it
+    (["--set", "train.lr=inf"], "Config section 'train'", "lr", "inf", "a finite number"),
+    (["--set", "train.weight_decay=inf"], "Config section 'train'", "weight_decay", "inf", "a finite number"),
+    # nan fails every range check first, whose sentence says what the option accepts; so does -inf below a bound
+    (["--set", "train.lr=nan"], "Config section 'train'", "lr", "nan", "a number > 0"),
+    (["--variant", "softcap", "--set", "variant.cap=inf"], "Variant 'softcap'", "cap", "inf", "a finite number > 0"),
+    (["--task", "mqar", "--set", "task.gap_power=-inf"], "Task 'mqar' (profile 'quick')", "gap_power", "-inf",
+     "a finite number > 0"),
 ])
 def test_a_float_option_that_is_not_finite_is_refused_before_a_run_folder_exists(tmp_path, capsys, args, owner, name,
-                                                                                 value):
+                                                                                 value, accepted):
     line = refusal(capsys, ["run", "--task", "passkey", *args, "--runs-dir", str(tmp_path)])
-    assert line == f"attnlab run: {owner} option {name!r} got {value}; accepted: a finite number."
+    assert line == f"attnlab run: {owner} option {name!r} got {value}; accepted: {accepted}."
     assert not any(tmp_path.iterdir())
 
 
