@@ -2,8 +2,10 @@
 of the test accuracy over the confirmation seeds beside its test set's own interval and, for a layout variant, the
 share of the pairs its layout attends, the average over tasks, the rank; a layout cell that computes dense says so
 instead; the bidirectional rows in a table of their own), which differences a paired test over the seeds tells apart
-per task (`analysis.verdicts`), a section per stage of the benchmark (`analysis.benchmark_stages`: tuning;
-accuracy against distance and length and the speed of learning; accuracy against model width and task size),
+per task (`analysis.verdicts`) (under protocol 2, in their place, every variant against dense per task and metric
+with tiers and no rank: `analysis.benchmark_contrasts`), a section per stage of the benchmark
+(`analysis.benchmark_stages`: tuning; accuracy against distance and length and the speed of learning; accuracy
+against model width and task size),
 every cell with its tuning and its cost, the cost per variant, the cells, sizes and jobs that were skipped,
 diverged or failed with their reasons, and the protocol, stage by stage, with the exact command and the versions
 it ran with.
@@ -22,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.benchmark_contrasts import contrast_section
 from analysis.benchmark_coverage import DENSE_COVERAGE, DENSE_RULE, computes_dense, coverage_text, layout_coverage
 from analysis.benchmark_stages import (
     chance_of,
@@ -333,7 +336,7 @@ def protocol(ledger: Ledger) -> list[Block]:
         Text(f"Cells: {len(benchmark.variants)} variants x {len(benchmark.tasks)} tasks at the {benchmark.profile} "
              "profile; a variant that cannot run a task by construction is listed as skipped with its reason."),
         *(Text(stage.protocol(benchmark)) for stage in benchmark.stages),
-        Text(PROTOCOL),
+        *([Text(PROTOCOL)] if benchmark.protocol < 2 else []),  # protocol 2's contrasts state their own rule
         Text(parity_text(benchmark)),
         Text(stopping_text(benchmark)),
         Text("Accounting: steps, tokens (steps x batch x length) and wall time of every run, evaluations included. "
@@ -368,8 +371,10 @@ def write(ledger: Ledger, out_dir: Path) -> tuple[Path, pd.DataFrame]:
         f"{REFERENCE} parameters": cells[f"{REFERENCE} parameters"].map(_count),
         f"parameters / {REFERENCE}": cells[f"parameters / {REFERENCE}"].map(lambda ratio: fmt(ratio, 2)),
         "wall seconds": cells["wall seconds"].map(lambda seconds: fmt(seconds, 1))})[list(CELL_COLUMNS)]
+    lead, shown = (contrast_section(ledger, cells) if ledger.benchmark.protocol >= 2 else
+                   (Section("leaderboard", "Leaderboard", leaderboard_blocks(ledger, cells, shown, board)), shown))
     sections = [
-        Section("leaderboard", "Leaderboard", leaderboard_blocks(ledger, cells, shown, board)),
+        lead,
         *stage_sections(ledger, cells),
         Section("cells", "Cells", [Table("cells", "Every cell: tuning (validation accuracy per learning rate), the "
                                          "chosen learning rate, test accuracy over seeds, size and cost",

@@ -15,6 +15,11 @@ its value. The metrics:
   do), and the paired contrast on steps uses the restricted values;
 - "curve area": the normalised area under the run's validation curve.
 
+A confirmation seed whose run diverged or failed is never dropped (dropping it would judge a variant on its
+survivors): the caller passes `at_chance`'s result for it, a run that stayed at the task's chance accuracy: its test
+accuracy and its accuracy at every length at chance, both events censored at the budget, and its curve flat at chance
+at the task's evaluation steps (so its area is that curve's).
+
 Contrasts, fixed in advance: each variant against REFERENCE (dense) in each (task, metric) cell, d_i = variant_i -
 dense_i over the n seeds both have, by the paired t-test with n - 1 degrees of freedom (`paired_difference`), with
 the 95% interval of the mean difference. Where the differences are the same on every seed there is no spread to
@@ -60,6 +65,7 @@ from statsmodels.duration.survfunc import SurvfuncRight
 from analysis.verdicts import ALPHA, p_text
 from common.statistics import IDENTICAL, detectable_difference, holm, mean_interval, paired_difference
 from experiments.benchmark.parity import REFERENCE
+from experiments.benchmark.worker import curve_area
 
 POWER = 0.8  # of the detectable difference
 EDGE = 0.01  # dense's mean within this of the ceiling or of chance (inclusive): the accuracy cell does not discriminate
@@ -104,6 +110,15 @@ def tidy(results: Iterable[tuple[str, str, int, Mapping[str, Any]]]) -> pd.DataF
                          "censored": step is None, "budget": budget, "first evaluation": first})
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
     return frame.astype({"value": float, "censored": "boolean", "budget": float, "first evaluation": float})
+
+
+def at_chance(chance: float, budget: int, evaluations: list[int], lengths: list[int]) -> dict[str, Any]:
+    """The result a diverged or failed confirmation seed counts as (the module docstring's rule): chance accuracy
+    everywhere, at the evaluation steps `evaluations` and the lengths `lengths`, the events censored at `budget`."""
+    curve = [[step, math.nan, chance] for step in evaluations]
+    return {"chance_accuracy": chance, "test_accuracy": chance, "budget_steps": budget, "curve": curve,
+            "curve_area": curve_area(curve, budget), "events": dict.fromkeys(LEVELS),
+            "accuracy_by_length": [{"length": length, "accuracy": chance} for length in lengths]}
 
 
 def curve_frame(results: Iterable[tuple[str, str, int, Mapping[str, Any]]]) -> pd.DataFrame:

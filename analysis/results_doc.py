@@ -25,7 +25,17 @@ import pandas as pd
 
 from analysis import benchmark as benchmark_page
 from analysis import reproduce
-from analysis.benchmark import DENSE_RULE, REFERENCE, UNMATCHED, VERDICTS, boards, leaderboard, leaderboard_blocks
+from analysis.benchmark import (
+    DENSE_RULE,
+    REFERENCE,
+    UNMATCHED,
+    VERDICTS,
+    boards,
+    cell_rows,
+    leaderboard,
+    leaderboard_blocks,
+)
+from analysis.benchmark_contrasts import contrast_record
 from analysis.benchmark_stale import stale_lines
 from analysis.calibration import read_record
 from analysis.calibration_doc import calibration_sections, is_bidirectional
@@ -174,7 +184,12 @@ def board_lines(ledger: Ledger, readme: bool = False) -> list[str]:
     """A benchmark's leaderboard and paired verdicts as its page shows them (`analysis.benchmark`), in Markdown;
     for the README, the leaderboard without its parameter columns, the rule for cells that compute dense, each
     task's verdict as its sentence and what is stale (`analysis.benchmark_stale`), the other definitions and the
-    verdict tables being on the results page."""
+    verdict tables being on the results page. Under protocol 2, in their place, the contrasts against dense as
+    sentences (`analysis.benchmark_contrasts.contrast_record`), and on the results page their table."""
+    if ledger.benchmark.protocol >= 2:
+        lines, table = contrast_record(ledger, cell_rows(ledger))
+        return [*(f"- {md_escape(line)}" for line in [*lines, *stale_lines(ledger)]), "",
+                *([] if readme else [*markdown_table(table), ""])]
     cells, shown, board = boards(ledger)
     blocks = leaderboard_blocks(ledger, cells, shown, board)
     if not readme:
