@@ -9,6 +9,7 @@ import optuna
 import pandas as pd
 import pytest
 from optuna.trial import TrialState
+from command_line import refusal
 from test_benchmark import add, plan
 
 from analysis import benchmark as page
@@ -90,8 +91,8 @@ def test_extend_grid_0_and_a_definition_stored_before_extensions_never_extend(tm
     ("-1", ["extend-grid got -1", "an integer >= 0", "(0: none)"]),
 ])
 def test_a_bad_extend_grid_gets_one_sentence_and_exit_code_2(tmp_path, capsys, value, fragments):
-    line = one_line_error(capsys, ["benchmark", "--variant", "dense", "--task", "passkey", "--runs-dir",
-                                   str(tmp_path), "--extend-grid", value])
+    line = refusal(capsys, ["benchmark", "--variant", "dense", "--task", "passkey", "--runs-dir", str(tmp_path),
+                            "--extend-grid", value])
     assert line.startswith("attnlab benchmark: ")
     for fragment in fragments:
         assert fragment in line, (fragment, line)
