@@ -8,8 +8,8 @@ import html
 import optuna
 import pandas as pd
 import pytest
-from optuna.trial import TrialState
 from command_line import refusal
+from optuna.trial import TrialState
 from test_benchmark import add, plan
 
 from analysis import benchmark as page
