@@ -191,10 +191,12 @@ def _paired(wide: pd.DataFrame, variant: str, other: str) -> dict[str, Any]:
 
 def _pooled_sd(rows: pd.DataFrame) -> float:
     """The standard deviation of the paired differences pooled over contrasts with two seeds or more (weighted by
-    their degrees of freedom); NaN without any."""
+    their degrees of freedom); NaN without any, and NaN where none has any spread (every difference the same on every
+    seed), which leaves no detectable difference to state rather than one of 0."""
     rows = rows[rows["seeds paired"] >= 2]
     degrees = rows["seeds paired"] - 1
-    return math.sqrt((degrees * rows["sd of differences"] ** 2).sum() / degrees.sum()) if len(rows) else math.nan
+    pooled = math.sqrt((degrees * rows["sd of differences"] ** 2).sum() / degrees.sum()) if len(rows) else math.nan
+    return pooled if pooled > 0 else math.nan
 
 
 def _verdict(row: pd.Series) -> str:

@@ -188,6 +188,13 @@ def test_the_detectable_difference_is_ttestpowers_at_the_first_holm_step_pooled_
     assert math.isnan(table.loc[("t", "same"), "p"])
 
 
+def test_a_cell_whose_every_difference_is_the_same_on_every_seed_states_no_detectable_difference_rather_than_0():
+    table = table_of(runs("t", "dense", DENSE), runs("t", "same", shifted(DENSE, [0.01] * 6)),
+                     runs("t", "also", shifted(DENSE, [-0.02] * 6)))
+    assert math.isnan(table.loc[("t", "same"), "detectable difference"])
+    assert math.isnan(table.loc[("t", "also"), "cell detectable difference"])
+
+
 def test_the_detectable_difference_in_steps_is_also_given_relative_to_denses_restricted_mean():
     dense_steps, other_steps = [100, 200, None, 300, 400, 500], [150, 200, 500, 250, None, 600]
     table = table_of(runs("t", "dense", DENSE, to_90=dense_steps), runs("t", "a", DENSE, to_90=other_steps),
