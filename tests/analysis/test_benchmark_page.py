@@ -365,6 +365,7 @@ def leaderboard_cell(ledger, variant, task):
 
 def test_a_cell_trained_before_its_variant_was_revised_is_marked_stale_on_the_page_and_in_the_readme(
         ledger, tmp_path, monkeypatch):
+    monkeypatch.setattr(revisions, "PROTOCOL", 1)  # the ledger's protocol is current: only the revision is behind
     monkeypatch.setitem(revisions.REVISED[revisions.VARIANT], "local", ((2, "its window now ends at the query"),))
     reason = "variant local is at revision 2 (its window now ends at the query), the row at 1"
     line = f"Stale: local on passkey: {reason}; its results stand as measured then until a benchmark trains them again."
@@ -376,7 +377,7 @@ def test_a_cell_trained_before_its_variant_was_revised_is_marked_stale_on_the_pa
 
 
 def test_a_benchmark_of_an_earlier_protocol_marks_every_result_stale_and_says_why(ledger, tmp_path, monkeypatch):
-    monkeypatch.setattr(revisions, "PROTOCOLS", (*revisions.PROTOCOLS, (2, "every run trains its whole budget")))
+    monkeypatch.setattr(revisions, "PROTOCOLS", (*revisions.PROTOCOLS[:1], (2, "every run trains its whole budget")))
     monkeypatch.setattr(revisions, "PROTOCOL", 2)
     line = ("Stale: the benchmark's protocol is at version 2 (every run trains its whole budget), the record at 1; "
             "every result here was measured under protocol 1 and stands as measured then.")
@@ -390,6 +391,7 @@ def test_a_benchmark_of_an_earlier_protocol_marks_every_result_stale_and_says_wh
 
 def test_a_record_stored_before_protocols_and_revisions_reads_as_protocol_1_and_says_its_revisions_are_unknown(
         tmp_path, monkeypatch):
+    monkeypatch.setattr(revisions, "PROTOCOL", 1)  # the protocol is current: only the revisions are unknown
     monkeypatch.setitem(revisions.REVISED[revisions.VARIANT], "local", ((2, "its window now ends at the query"),))
     bench = prepare(tmp_path, "dense,local", "passkey", seeds=1)
     stored = {key: value for key, value in bench.definition().items() if key != "protocol"}
