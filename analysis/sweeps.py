@@ -20,8 +20,8 @@ from optuna.storages import JournalStorage
 from optuna.trial import FrozenTrial, TrialState
 
 from analysis.runs import matches
+from common.journals import journal_backend
 from common.options import closest
-from experiments.sweep.storage import journal_backend
 
 STATES = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned", TrialState.FAIL: "failed",
           TrialState.RUNNING: "running", TrialState.WAITING: "waiting"}

@@ -19,11 +19,12 @@ import optuna
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
+from common.journals import set_aside_torn_line
 from common.options import OptionError
 from experiments.benchmark.definition import STUDY_PREFIX, Benchmark
 from experiments.benchmark.ledger import COMPLETED, Ledger, at_target
 from experiments.benchmark.stages import TUNE
-from experiments.sweep.storage import set_aside_torn_line, stored_definition
+from experiments.sweep.storage import stored_definition
 
 RECORDS = Path("docs/records")
 SUFFIX = ".journal"

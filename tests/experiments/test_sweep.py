@@ -22,9 +22,9 @@ from poison import poison_forward
 from postgres import free_port, postgres_server
 
 import variants
+from common.journals import set_aside_torn_line
 from experiments import sweep as sweeps
 from experiments.cli import main
-from experiments.sweep.storage import set_aside_torn_line
 
 TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.test_size=64", "task.num_buckets=4", "model.dim=32",
              "model.depth=1", "model.heads=2", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
