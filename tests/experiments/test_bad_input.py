@@ -81,10 +81,10 @@ def test_a_float_option_that_is_not_finite_is_refused_before_a_run_folder_exists
 
 @pytest.mark.parametrize("command", ["benchmark", "reproduce"])
 def test_negative_learning_rate_multiples_are_read_as_a_value_and_refused_naming_them(tmp_path, capsys, command):
-    argv = [command, "--lr-multiples", "-1,3", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "page")]
+    argv = [command, "--lr-multiples", "-1,3,9", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "page")]
     line = refusal(capsys, [*argv, *(["--variant", "dense", "--task", "passkey"] if command == "benchmark"
                                           else ["--estimate"])])
-    assert line == (f"attnlab {command}: Benchmark lr-multiples got -1.0,3.0; accepted: at least 3 distinct finite "
+    assert line == (f"attnlab {command}: Benchmark lr-multiples got -1.0,3.0,9.0; accepted: at least 3 distinct finite "
                     "numbers > 0, comma-separated, e.g. 0.3,1,3 (tuned on the validation set), or one (every cell at "
                     "that multiple of its task's learning rate, untuned).")
     assert not any(tmp_path.iterdir())
