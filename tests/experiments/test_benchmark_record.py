@@ -24,12 +24,13 @@ TINY = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.nu
         "train.checkpoint_every=10", "train.warmup_steps=2", "train.steps=30"]
 WORDS = ["--variant", "dense,relative:kind=alibi", "--task", "passkey", "--seeds", "2", "--name", "tiny",
          "--capacity-widths", "none", "--capacity-scales", "none", "--extend-grid", "0", "--heartbeat-seconds", "1",
-         "--target-accuracy", "0.01", "--quiet", *(word for assignment in TINY for word in ("--set", assignment))]
+         "--protocol", "1", "--target-accuracy", "0.01", "--quiet", *(word for assignment in TINY for word in ("--set", assignment))]
 
 
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory):
-    """A tiny benchmark whose every run stops at its first evaluation (any accuracy reaches 0.01), run and kept."""
+    """A tiny benchmark of protocol 1 (the one that stops at a target, whose record, estimate and page these tests
+    pin) whose every run stops at its first evaluation (any accuracy reaches 0.01), run and kept."""
     folder = tmp_path_factory.mktemp("record")
     assert main(["benchmark", *WORDS, "--runs-dir", str(folder / "runs"), "--out", str(folder / "reports")]) == 0
     return folder, record.keep("tiny", folder / "runs", folder / "records")
@@ -43,7 +44,7 @@ def test_a_kept_record_holds_every_job_with_where_it_stopped_the_commit_and_the_
     results = [job.result for state in ledger.cells for job in state.jobs]
     assert len(results) == 2 * (3 + 2) and {result["steps"] for result in results} == {10}
     assert {result["target_step"] for result in results} == {10} and all(result["git_commit"] for result in results)
-    assert ledger.benchmark.protocol == revisions.PROTOCOL and all(
+    assert ledger.benchmark.protocol == 1 and all(
         result["revisions"] == revisions.of_run("passkey", presets.base(variant)) for variant, result in zip(
             (state.cell.variant for state in ledger.cells for _ in state.jobs), results, strict=True))
     steps = record.earlier_steps(ledger)
@@ -73,7 +74,7 @@ def again(folder, target, lr_multiples=benchmark_options.DEFAULT_LR_MULTIPLES, e
                              seed=0, seeds=2, lr_multiples=lr_multiples, capacity_widths="none",
                              capacity_scales="none", capacity_seeds=1, device="cpu", kernel="auto", sets=TINY,
                              name="again", storage=None, runs_dir=folder / "elsewhere", heartbeat_seconds=1,
-                             target_accuracy=target, extend_grid=extend_grid)
+                             target_accuracy=target, extend_grid=extend_grid, protocol=1)
 
 
 def test_the_estimate_predicts_the_steps_of_runs_that_stop_at_the_target_from_the_record(kept, monkeypatch):
@@ -212,7 +213,8 @@ def test_the_estimate_check_needs_the_estimate_kept_before_the_run_and_keeps_onl
                              seed=0, seeds=2, lr_multiples=benchmark_options.DEFAULT_LR_MULTIPLES,
                              capacity_widths="none", capacity_scales="none",
                              capacity_seeds=1, device="cpu", kernel="auto", sets=TINY, name="tiny", storage=None,
-                             runs_dir=folder / "runs", heartbeat_seconds=1, extend_grid="0", target_accuracy="0.01")
+                             runs_dir=folder / "runs", heartbeat_seconds=1, extend_grid="0", target_accuracy="0.01",
+                             protocol=1)
     check.keep_estimate(plan)  # it has run: an estimate made now is not the one from before
     assert not (ran / check.BEFORE).exists()
     sizes_before().to_csv(ran / check.BEFORE, index=False)
@@ -248,6 +250,7 @@ def test_one_learning_rate_is_stated_as_untuned_where_the_benchmark_states_its_t
     plan = benchmark.prepare(variant_names="dense", task_names="passkey", profile="quick", seed=0, seeds=2,
                              lr_multiples="1", capacity_widths="none", capacity_scales="none", capacity_seeds=1,
                              device="cpu", kernel="auto", sets=TINY, name="one", storage=None, runs_dir=tmp_path,
-                             heartbeat_seconds=1, extend_grid="0", target_accuracy="0.01")
+                             heartbeat_seconds=1, extend_grid="0", target_accuracy="0.01",
+                             protocol=1)
     assert STAGES["tune"].header(plan) == ["tuning: one learning rate, 1.0 x each task's, seed 0: nothing to choose"]
     assert "nothing is chosen" in STAGES["tune"].protocol(plan)
