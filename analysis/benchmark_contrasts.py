@@ -16,7 +16,7 @@ import pandas as pd
 
 from analysis.benchmark_coverage import DENSE_COVERAGE, computes_dense, coverage_text
 from analysis.contrast_page import contrast_blocks
-from analysis.contrasts import FAMILY, at_chance, contrasts, curve_frame, sentences, tidy, tiers
+from analysis.contrasts import FAMILY, REFERENCE, at_chance, contrasts, curve_frame, sentences, tidy, tiers
 from analysis.render import Section, Text
 from experiments.benchmark import Ledger
 from experiments.benchmark.ledger import COMPLETED, SETTLED
@@ -93,6 +93,9 @@ def contrast_record(ledger: Ledger, cells: pd.DataFrame) -> tuple[list[str], pd.
     if frame.empty:
         return [*found.notes, "No confirmation job has settled yet."], pd.DataFrame(columns=SHOWN)
     table, ranked = contrasts(frame), tiers(frame)
+    if table.empty:  # dense alone: nothing to set against it
+        return [*found.notes, f"No contrast: no variant besides {REFERENCE} has a settled confirmation run."], \
+            pd.DataFrame(columns=SHOWN)
     lines = [*found.notes, FAMILY]
     for (task, metric), cell in table.groupby(["task", "metric"], sort=False):
         rows = ranked[(ranked["task"] == task) & (ranked["metric"] == metric)]

@@ -113,7 +113,11 @@ def contrast_blocks(frame: pd.DataFrame, curves: pd.DataFrame, variants: list[st
     the figures, a sentence per (task, metric), the contrasts, the tiers and the summaries per cell."""
     table = contrasts(frame)
     with figures.style():
-        drawn = [*forest_figures(table, variants), curve_figure(curves, variants)]
+        drawn = [*([] if table.empty else forest_figures(table, variants)),
+                 *([] if curves.empty else [curve_figure(curves, variants)])]
+    if table.empty:  # dense alone, or no confirmation run of another variant settled yet
+        return [*drawn, Text(f"No contrast yet: no variant besides {REFERENCE} has a confirmation run that settled, "
+                             f"so there is nothing to set against {REFERENCE}.")]
     blocks: list[Block] = [*drawn, Text(FAMILY)]
     blocks += [Text(line) for line in sentences(table)]
     shown = table[["task", "metric", "variant", "seeds paired", "difference", "low", "high", "Holm-adjusted p",

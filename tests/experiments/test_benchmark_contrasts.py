@@ -8,7 +8,8 @@ from optuna.trial import TrialState, create_trial
 from test_benchmark import TINY, add, plan
 
 from analysis.benchmark import cell_rows
-from analysis.benchmark_contrasts import compared, contrast_record
+from analysis.benchmark_contrasts import compared, contrast_record, contrast_section
+from analysis.render import Text
 from analysis.results_doc import board_lines
 from experiments.benchmark import Ledger
 from experiments.benchmark.ledger import FAILED, RESULT
@@ -88,3 +89,20 @@ def test_a_protocol_2_record_block_states_each_contrast_with_its_interval_p_and_
         assert "passkey, test accuracy" in block and "local on passkey is left out" in block
         assert "rank" not in block.lower() and "Coverage of the layout cells compared: local:window=4" in block
         assert ("| Holm-adjusted p |" in block) is not readme  # the table on the results page only
+
+
+def test_a_protocol_2_benchmark_of_dense_alone_says_there_is_nothing_to_contrast(tmp_path):
+    bench = plan(tmp_path, task="passkey", variants="dense", protocol=2, seeds=2, interim_validation="all",
+                 capacity_widths="none", capacity_scales="none", extend_grid="0")
+    study = optuna.create_study()
+    for job in Ledger(bench, []).missing():
+        add(study, job, TrialState.COMPLETE, val=0.5, test=0.5)
+    for job in Ledger(bench, study.get_trials()).missing():
+        study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.8, user_attrs={
+            "job": job.to_attr(), RESULT: _result(0.8, 20)}))
+    ledger = Ledger(bench, study.get_trials())
+    section, table = contrast_section(ledger, cell_rows(ledger))
+    assert table.empty and "No contrast yet: no variant besides dense" in " ".join(
+        block.text for block in section.blocks if isinstance(block, Text))
+    lines, _ = contrast_record(ledger, cell_rows(ledger))
+    assert lines[-1] == "No contrast: no variant besides dense has a settled confirmation run."

@@ -24,7 +24,8 @@ TINY = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.nu
         "train.checkpoint_every=10", "train.warmup_steps=2", "train.steps=30"]
 WORDS = ["--variant", "dense,relative:kind=alibi", "--task", "passkey", "--seeds", "2", "--name", "tiny",
          "--capacity-widths", "none", "--capacity-scales", "none", "--extend-grid", "0", "--heartbeat-seconds", "1",
-         "--protocol", "1", "--target-accuracy", "0.01", "--quiet", *(word for assignment in TINY for word in ("--set", assignment))]
+         "--protocol", "1", "--target-accuracy", "0.01", "--quiet",
+         *(word for assignment in TINY for word in ("--set", assignment))]
 
 
 @pytest.fixture(scope="module")
