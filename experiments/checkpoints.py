@@ -39,8 +39,17 @@ def weights_mismatch(checkpoint: dict[str, Any], model: nn.Module) -> str | None
         return f"its model lacks the parameters {_named(missing)}, which this run's model has"
     if extra:
         return f"its model has the parameters {_named(extra)}, which this run's model lacks"
-    return next(filter(None, (tensor_mismatch(f"model parameter {name!r}", saved[name], tensor.shape)
-                              for name, tensor in expected.items())), None)
+    return next(filter(None, (tensor_mismatch(f"model parameter {name!r}", saved[name], value.shape)
+                              if isinstance(value, torch.Tensor) else _extra_state_mismatch(name, saved[name], value)
+                              for name, value in expected.items())), None)
+
+
+def _extra_state_mismatch(name: str, saved: Any, expected: Any) -> str | None:
+    """A module's extra state (Performer's redraw count and generator, say: `get_extra_state`) is of the type the
+    run's module gives, or None."""
+    if type(saved) is not type(expected):
+        return f"its model entry {name!r} is a {type(saved).__name__}, not the {type(expected).__name__} it holds here"
+    return None
 
 
 def moments_mismatch(saved: Any, optimizer: torch.optim.Optimizer, model: nn.Module) -> str | None:

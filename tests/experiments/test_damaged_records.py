@@ -253,3 +253,20 @@ def test_a_second_ctrl_c_in_any_command_ends_in_one_sentence_and_exit_130(comman
     assert capsys.readouterr().err.splitlines() == [
         f"attnlab {command}: stopped by a second interrupt; every finished result and checkpoint is kept, and the "
         "same command (a single run: `attnlab resume RUN_ID`) continues from them."]
+
+
+def test_a_module_s_extra_state_is_checked_by_its_type_not_read_as_a_tensor():
+    from torch import nn
+
+    from experiments.checkpoints import weights_mismatch
+
+    class Redrawn(nn.Module):  # as Performer keeps its redraw count and generator beside its weights
+        def get_extra_state(self):
+            return {"draws": 1}
+
+        def set_extra_state(self, state):
+            pass
+
+    assert weights_mismatch({"model": {"_extra_state": {"draws": 3}}}, Redrawn()) is None
+    assert weights_mismatch({"model": {"_extra_state": [3]}}, Redrawn()) == (
+        "its model entry '_extra_state' is a list, not the dict it holds here")

@@ -92,7 +92,8 @@ def test_a_benchmark_run_with_two_workers_writes_its_page(tmp_path):
         cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "[worker 0] " in done.stdout and "[worker 1] " in done.stdout
-    assert len(list((tmp_path / "benchmark" / "two").glob("*/config.json"))) == 4
+    # protocol 2: 3 learning rates x 2 screen seeds, then 1 confirmation seed
+    assert len(list((tmp_path / "benchmark" / "two").glob("*/config.json"))) == 3 * 2 + 1
     assert (tmp_path / "reports" / "benchmark-two" / "index.html").is_file()
 
 
