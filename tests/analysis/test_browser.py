@@ -1,4 +1,5 @@
-"""The report as a reader sees it: opened in headless Chromium (Debian's chromium and chromium-driver).
+"""The report and the benchmark's page as a reader sees them: opened in headless Chromium (Debian's chromium and
+chromium-driver).
 
 Skipped outside CI when Chromium is absent; under CI (env CI set) a missing browser is a failure.
 """
@@ -97,3 +98,34 @@ def test_the_report_opens_in_chromium_with_every_section_and_image_and_no_consol
     assert browser.save_screenshot(str(screenshot))
     assert screenshot.stat().st_size > 50_000
     assert Path(screenshot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_protocol_2_benchmark_page_opens_in_chromium_led_by_its_figures_with_no_rank(browser, tmp_path):
+    from experiments.cli import main
+
+    tiny = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4", "task.test_size=32",
+            "model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
+            "train.checkpoint_every=10", "train.steps=20"]
+    out = tmp_path / "reports"
+    assert main(["benchmark", "--variant", "dense,local:window=4", "--task", "passkey", "--seeds", "3",
+                 "--capacity-widths", "none", "--capacity-scales", "none", "--extend-grid", "0", "--name", "seen",
+                 *(word for setting in tiny for word in ("--set", setting)), "--runs-dir", str(tmp_path / "runs"),
+                 "--out", str(out), "--heartbeat-seconds", "1", "--quiet"]) == 0
+    browser.get((out / "benchmark-seen" / "index.html").as_uri())
+    assert browser.execute_script("return document.readyState") == "complete"
+    headings = browser.execute_script(
+        "return Array.from(document.querySelectorAll('section > h2'), heading => heading.textContent)")
+    assert headings[0] == "Contrasts against dense" and "Leaderboard" not in headings
+    lead = browser.execute_script(
+        "const section = document.querySelector('section');"
+        "return {images: Array.from(section.querySelectorAll('img'), i => ({src: i.getAttribute('src'),"
+        " complete: i.complete, width: i.naturalWidth, height: i.naturalHeight})),"
+        " headers: Array.from(document.querySelectorAll('th'), cell => cell.textContent.toLowerCase())}")
+    # the section opens on its figures: a forest plot of each variant against dense, then the learning curves
+    assert [image["src"] for image in lead["images"]] == ["figures/contrasts-0.png", "figures/learning-curves.png"]
+    assert all(image["complete"] and image["width"] >= 380 and image["height"] >= 200 for image in lead["images"])
+    assert "rank" not in lead["headers"]
+    assert [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"] == []
+    browser.set_window_size(1280, min(browser.execute_script("return document.documentElement.scrollHeight"), 16000))
+    screenshot = tmp_path / "benchmark.png"
+    assert browser.save_screenshot(str(screenshot)) and screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
