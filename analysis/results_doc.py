@@ -144,6 +144,8 @@ def _as_recorded(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 RECORDS = {
     "benchmark-mqar-flipflop": ("Benchmark: four variants on MQAR and flip-flop", _board),
     "benchmark-estimate-core": ("Benchmark: what `make benchmark`, the core set, costs before it runs", _as_recorded),
+    "benchmark-estimate-protocol2": ("Benchmark: what `make benchmark`, the core set on the default suite under "
+                                     "protocol 2 (every job its whole budget), costs before it runs", _as_recorded),
     "benchmark-estimate-all": ("Benchmark: what `VARIANT=all`, every variant and baseline, costs, estimated before "
                                "it runs (every job at its profile's steps: no record of it predicts its stops)",
                                _as_recorded),
