@@ -62,8 +62,9 @@ def compared(ledger: Ledger, cells: pd.DataFrame) -> Compared:
         failed += 1
     notes = [f"{variant} on {task} is left out of the contrasts: it {text}, more than {DENSE_COVERAGE:.0%}, so it is "
              "no sparse contender there." for (variant, task), text in left_out.items()]
-    notes += [f"{failed} confirmation {'seed' if failed == 1 else 'seeds'} diverged or failed and "
-              f"{'counts' if failed == 1 else 'count'} as a run that stayed at chance: every accuracy at the task's "
+    plural = failed != 1
+    notes += [f"{failed} confirmation seed{'s' * plural} diverged or failed and count{'s' * (not plural)} as a run "
+              "that stayed at chance: every accuracy at the task's "
               "chance, both events censored at the budget, its curve flat at chance (none is dropped)."] \
         if failed else []
     covered = cells[~dense & cells["coverage"].notna()]
