@@ -174,8 +174,9 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
             overrides: dict[str, dict[str, Any]] | None = None, trains_here: bool = True) -> RunConfig:
     """Profile defaults, then overrides, then every option of the variant and the task filled in. `variant` is a
     name or a preset (`relative:kind=alibi`, `variants.presets`): the config holds the name and the options.
-    `trains_here`: the run is to train in this environment, so its trackers must be able to start here; the
-    analysis of a saved run passes False (a run tracked online elsewhere still reads without a W&B key)."""
+    `trains_here`: the run is to train in this environment, so its model must fit the device's memory and its
+    trackers must be able to start here; the analysis of a saved run passes False (a run trained on a larger GPU, or
+    tracked online elsewhere, still reads on a laptop without a W&B key)."""
     overrides = overrides or {section: {} for section in SECTIONS}
     variant, variant_values = presets.with_preset(variant, overrides["variant"])  # a preset: its options fixed
     variants.check_kernel_name(variant, kernel)
@@ -186,8 +187,8 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     check_variant_fits_model(variant, model, task_obj)
     check_model_fits_task(model, task_obj)
     train = build_options(TrainConfig, "Config section 'train'", {**task_obj.default_train, **overrides["train"]})
-    check_model_fits_memory(model, task_obj, device)
-    if trains_here:
+    if trains_here:  # what this environment must have to train it: the memory, and trackers that can start
+        check_model_fits_memory(model, task_obj, device)
         try:
             trackers.check_usable(train.tracker)
         except OptionError as error:

@@ -98,6 +98,15 @@ def test_a_model_too_large_for_memory_is_refused_naming_its_size_before_allocati
     assert not any(tmp_path.iterdir())
 
 
+def test_a_saved_config_too_large_for_this_machine_is_still_read_by_the_analysis():
+    from experiments import config as configs
+
+    large = {"variant": {}, "task": {}, "model": {"dim": 1_000_000}, "train": {}}
+    config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=0, device="cuda",
+                             overrides=large, trains_here=False)  # trained on a larger GPU, read on a laptop
+    assert config.model.dim == 1_000_000
+
+
 def test_a_sample_too_large_for_memory_is_refused_naming_its_size_before_allocating(capsys):
     line = refusal(capsys, ["sample", "passkey", "--count", "100000000"])
     assert re.fullmatch(r"attnlab sample: --count 100000000 of task 'passkey', at 3,088 bytes an example, needs "
