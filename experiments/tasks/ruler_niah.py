@@ -137,12 +137,13 @@ def needle_profiles(larger: dict[str, Any]) -> dict[str, Profile]:
 
 
 RULER = "Hsieh et al. 2024, RULER (NVIDIA/RULER, scripts/synthetic.yaml)"
-TOKENS_NOT_TEXT = "tokens, not text: one token per key, value and variable, and distractor tokens for the haystack"
 NEEDLE_DEVIATIONS = (
-    TOKENS_NOT_TEXT + " where RULER's is Paul Graham's essays or a repeated sentence",
+    "tokens, not text: each key and value one token, and distractor tokens for the haystack where RULER's is Paul "
+    "Graham's essays or a repeated sentence",
     "one scored marker per value, asked in the order the values appear, and accuracy per marker, where RULER scores "
     "a generated answer by string-match recall of every value in any order",
-    "needles at uniformly random 2-token slots, where RULER draws depths from 40 evenly spaced percentages",
+    "needles at uniformly random 2-token slots, where RULER draws depths from 40 evenly spaced percentages, and the "
+    "keys and values of one example distinct, as RULER's random words and 7-digit numbers almost always are",
 )
 
 
@@ -150,6 +151,7 @@ class NeedleInAHaystack(Task):
     """Hidden key-value needles, then keys asked for with one marker per value; registered in three configurations."""
 
     deviations = NEEDLE_DEVIATIONS
+    profiles = needle_profiles({})
 
     def __init__(self, options: NeedleOptions, profile: str) -> None:
         super().__init__(options, profile)
@@ -241,8 +243,6 @@ class MultiValueNeedle(NeedleInAHaystack):
     class Options(NeedleOptions):
         num_needle_values: int = published("num_needle_values", 4)
 
-    profiles = needle_profiles({})
-
 
 @register_task("niah_multiquery")
 class MultiQueryNeedle(NeedleInAHaystack):
@@ -263,5 +263,3 @@ class MultiQueryNeedle(NeedleInAHaystack):
     class Options(NeedleOptions):
         num_needle_keys: int = published("num_needle_keys", 4)
         num_queries: int = published("num_queries", 4)
-
-    profiles = needle_profiles({})

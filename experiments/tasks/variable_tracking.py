@@ -53,7 +53,7 @@ from common.options import option, require
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Task
 from experiments.tasks.haystack import distinct, distractor_haystack
 from experiments.tasks.registry import register_task
-from experiments.tasks.ruler_niah import RULER, TOKENS_NOT_TEXT, needle_profiles
+from experiments.tasks.ruler_niah import RULER, needle_profiles
 
 STATEMENT = 3  # tokens per assignment: the variable assigned, `=`, then the number or variable it takes
 
@@ -72,7 +72,8 @@ class VariableTracking(Task):
     """
 
     paper = f"{RULER}, vt"
-    deviations = (TOKENS_NOT_TEXT + " where RULER's noise is a repeated sentence",
+    deviations = ("tokens, not text: each variable and number one token, and distractor tokens for the haystack where "
+                  "RULER's noise is a repeated sentence",
                   "one scored marker per variable, asked in chain order, and accuracy per marker, where RULER scores "
                   "a generated answer by string-match recall of every variable in any order",
                   "no few-shot example before the question: a trained model learns the format")

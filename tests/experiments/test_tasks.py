@@ -292,7 +292,7 @@ def test_unknown_task_names_the_closest_match_and_the_list():
     with pytest.raises(ValueError) as error:
         tasks.create_task("paskey")
     message = one_sentence(error)
-    assert "'paskey'" in message and "did you mean 'passkey'" in message and "mqar, passkey" in message
+    assert "'paskey'" in message and "did you mean 'passkey'" in message and "passkey, pathfinder" in message
 
 
 def test_unknown_profile_names_it_and_the_profiles():
