@@ -109,13 +109,13 @@ def _saturation(args: argparse.Namespace) -> int:
 
 def _calibration(args: argparse.Namespace) -> int:
     from analysis import calibration as table
-    from experiments import calibration
+    from experiments import calibration, tasks
     from variants.presets import expand
     device = launch.checked_device(args.device)
     runs = writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION)
     writable_folder(Path(args.out).parent, "The folder of --out")
     table.read_record(Path(args.out).with_suffix(".csv"))  # a record it could not merge into is refused before training
-    problems = calibration.run(list(expand(args.variant)), args.task.split(",") if args.task else None,
+    problems = calibration.run(list(expand(args.variant)), tasks.expand_tasks(args.task) if args.task else None,
                                profile=args.profile, seed=args.seed, device=device, runs_dir=runs,
                                quiet=args.quiet, sets=args.set or [])
     written = table.write(calibration.runs_folder(runs, args.profile), Path(args.out))

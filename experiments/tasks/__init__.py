@@ -1,8 +1,9 @@
 """attnlab's tasks: a registry of long-range dependency tasks that generate their own batches.
 
     >>> from experiments import tasks
-    >>> tasks.list_tasks()
-    ['flipflop', 'induction', 'listops', 'mqar', 'passkey', 'pathfinder', 'selective_copy']
+    >>> tasks.list_tasks()  # doctest: +NORMALIZE_WHITESPACE
+    ['flipflop', 'induction', 'listops', 'mqar', 'niah_multikey', 'niah_multiquery', 'niah_multivalue', 'passkey',
+     'pathfinder', 'selective_copy', 'variable_tracking']
     >>> task = tasks.create_task("passkey", profile="quick", num_keys=8)
     >>> batch = task.batch(32, tasks.train_generator(0), "cpu")
     >>> batch.inputs.shape, task.num_classes, task.chance_accuracy

@@ -163,6 +163,10 @@ class Task:
     # None for a task that generates its data. Such a task has the DATA_PROFILES, is left out of `list_tasks()`
     # (`list_data_tasks()` names it), and reads nothing until it is built by name.
     data_source: ClassVar[str | None] = None
+    # Where a task follows a published one: the paper (and configuration) it follows, and each way it departs from
+    # it, one sentence each without the full stop; `attnlab list` shows both.
+    paper: ClassVar[str | None] = None
+    deviations: ClassVar[tuple[str, ...]] = ()
     # The separate sequences each example holds (two for a pair of documents compared, LRA's retrieval): the
     # model encodes each half of the sequence alone and classifies the pair (`experiments.model`).
     towers: ClassVar[int] = 1

@@ -45,8 +45,9 @@ def list_data_tasks(pattern: str = "*") -> list[str]:
 
 
 # Sets of tasks that `--task` takes beside names: LRA's five real-data tasks, in its Table 1's order (Path-X,
-# `lra_pathx`, which every model of the table failed, runs when named).
-TASK_SETS = {"lra": ("lra_listops", "lra_text", "lra_retrieval", "lra_image", "lra_pathfinder")}
+# `lra_pathx`, which every model of the table failed, runs when named); RULER's needle and variable-tracking tasks.
+TASK_SETS = {"lra": ("lra_listops", "lra_text", "lra_retrieval", "lra_image", "lra_pathfinder"),
+             "ruler": ("niah_multikey", "niah_multivalue", "niah_multiquery", "variable_tracking")}
 
 
 def expand_tasks(names: str) -> list[str]:
@@ -122,6 +123,9 @@ def describe_tasks() -> str:
     for name in TASKS.names():
         cls = task_class(name)
         lines.append(f"{name}: {TASKS.summary(name)}")
+        if cls.paper is not None:
+            lines.append(f"    paper: {cls.paper}")
+        lines.extend(f"    deviation: {deviation}" for deviation in cls.deviations)
         if cls.data_source is not None:
             lines.append(f"    reads files (--set task.data_dir=DIR or ATTNLAB_DATA): {cls.data_source}")
         for profile in cls.profiles:
