@@ -33,8 +33,7 @@ def test_a_set_reaches_the_variants_that_have_the_option_and_names_their_runs_ap
 
 def _tiny(run):
     train = dataclasses.replace(run.config.train, steps=2, eval_every=2, checkpoint_every=2, warmup_steps=0)
-    task_options = dataclasses.replace(run.config.task_options, test_size=64)  # the table, not the set, is tested
-    return dataclasses.replace(run, config=dataclasses.replace(run.config, train=train, task_options=task_options))
+    return dataclasses.replace(run, config=dataclasses.replace(run.config, train=train))
 
 
 def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp_path):
@@ -72,18 +71,25 @@ def test_writing_keeps_the_rows_of_runs_no_longer_here_and_replaces_those_run_ag
     assert train_all([run], folder, workers=1, quiet=True, threads=None) == []
     variant = configs.described_variant(run.config)
     earlier = pd.DataFrame([
-        _record_row(task="passkey", variant=variant, seed="0", **{"test accuracy": "0.123", "commit": "aaaaaaaaaaaa"}),
+        _record_row(task="passkey", variant=variant, seed="0", steps="2",
+                    **{"test accuracy": "0.123", "commit": "aaaaaaaaaaaa"}),
         _record_row(task="mqar", variant="gru", seed="0", **{"test accuracy": "0.456", "commit": "bbbbbbbbbbbb",
                                                               "command": "make experiment VARIANT=gru TASK=mqar"}),
-        _record_row(task="passkey", variant=variant, seed="1", **{"test accuracy": "0.789", "commit": "cccccccccccc"}),
+        _record_row(task="passkey", variant=variant, seed="1", steps="2",
+                    **{"test accuracy": "0.789", "commit": "cccccccccccc"}),
+        # the same task, variant and seed over another budget (--set train.steps=1000): a row of its own
+        _record_row(task="passkey", variant=variant, seed="0", steps="1000",
+                    **{"test accuracy": "0.654", "commit": "dddddddddddd"}),
     ])
     (tmp_path / "calibration.csv").write_text(earlier.to_csv(index=False))
 
     page = table.write(folder, tmp_path / "calibration.md").read_text()
     record = table.read_record(tmp_path / "calibration.csv")
-    assert list(zip(record["task"], record["variant"], record["seed"], strict=True)) == [
-        ("mqar", "gru", "0"), ("passkey", variant, "0"), ("passkey", variant, "1")]
-    fresh = record[(record["task"] == "passkey") & (record["seed"] == "0")].iloc[0]
+    assert list(zip(record["task"], record["variant"], record["seed"], record["steps"], strict=True)) == [
+        ("mqar", "gru", "0", "–"), ("passkey", variant, "0", "1000"), ("passkey", variant, "0", "2"),
+        ("passkey", variant, "1", "2")]
+    assert "| 0.654 |" in page
+    fresh = record[(record["task"] == "passkey") & (record["seed"] == "0") & (record["steps"] == "2")].iloc[0]
     accuracy = table.load_runs(folder)["test_accuracy"].iloc[0]
     assert fresh["test accuracy"] == f"{accuracy:.3f}" and fresh["commit"] != "aaaaaaaaaaaa"
     assert "0.123" not in page and "| 0.456 |" in page and "| 0.789 |" in page and "| bbbbbbbbbbbb |" in page
@@ -95,7 +101,7 @@ def test_a_run_replaces_only_the_row_of_its_own_profile_and_each_profile_has_its
     folder = calibration.runs_folder(tmp_path, "quick")
     assert train_all([run], folder, workers=1, quiet=True, threads=None) == []
     variant = configs.described_variant(run.config)
-    standard = _record_row(task="passkey", variant=variant, seed="0", **{
+    standard = _record_row(task="passkey", variant=variant, seed="0", steps="2", **{
         "test accuracy": "0.321", "command": "make experiment VARIANT=dense TASK=passkey PROFILE=standard SEED=0"})
     (tmp_path / "calibration.csv").write_text(pd.DataFrame([standard]).to_csv(index=False))
 
@@ -136,3 +142,11 @@ def test_a_run_that_did_not_complete_is_named_under_the_table(tmp_path):
     page = table.write(folder, tmp_path / "calibration.md").read_text()
     assert "Not in the table" in page and "(interrupted)" in page
     assert table.read_record(tmp_path / "calibration.csv").empty  # an unfinished run is no row of record
+
+
+def test_a_run_of_a_task_preset_has_a_row_of_its_own_named_after_the_preset(tmp_path):
+    (run,) = calibration.plan(["dense"], ["passkey:num_keys=8"], profile="quick", seed=0, device="cpu")
+    folder = calibration.runs_folder(tmp_path, "quick")
+    assert train_all([_tiny(run)], folder, workers=1, quiet=True, threads=None) == []
+    frame = table.rows(table.load_runs(folder))
+    assert list(frame["task"]) == ["passkey:num_keys=8"] and frame["chance"].iloc[0] == "0.125"
