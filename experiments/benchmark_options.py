@@ -93,7 +93,8 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--estimate-check", action="store_true", help="train nothing: compare a benchmark whose every "
                        "job has settled with the estimate made before it ran (estimate-check.csv, a record)")
     bench.add_argument("--status", action="store_true", help="train nothing: what the storage holds of benchmark "
-                       "--name (default: the profile), with --storage and --runs-dir: jobs settled, running and left")
+                       "--name (default: as the benchmark's), with --storage and --runs-dir: jobs settled, running and "
+                       "left")
     add_launcher(bench)
     bench.add_argument("--estimate", action="store_true", help="train nothing: time a few steps and one evaluation "
                        "of every size the benchmark trains at, and print how long what remains of it will take "

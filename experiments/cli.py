@@ -49,8 +49,8 @@ def _benchmark(args: argparse.Namespace) -> int:
     from experiments.benchmark import check, command, estimate
 
     if args.status:  # what the storage holds of benchmark NAME: the rest of the command line does not count
-        return command.status(args.name or args.profile, args.storage, writable_folder(Path(args.runs_dir),
-                                                                                     RUNS_DIR_OPTION))
+        name = args.name or benchmark.definition.default_name(args.profile, args.protocol)
+        return command.status(name, args.storage, writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION))
     task_names, variant_names, sets = selection(args.task, args.variant, args.set or [], protocol=args.protocol,
                                                 profile=args.profile)
     plan = benchmark.prepare(

@@ -89,7 +89,7 @@ def status(name: str, storage_url: str | None, runs_dir: Path) -> int:
         raise OptionError(f"No benchmark {name!r} under {runs_dir} (no {journal}); accepted: the --name of a benchmark "
                           "there, or the --storage URL that holds it.")
     settings = WorkerSettings("benchmark", f"{STUDY_PREFIX}{name}", storage_url, str(journal), str(runs_dir), "cpu",
-                              60, True)
+                              60, True)  # its cells resolved on the CPU, as a record's are: none of them runs
     benchmark = joined(settings)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = open_storage(storage_url, journal, benchmark.heartbeat_seconds)

@@ -222,3 +222,11 @@ def test_make_hands_launcher_to_the_commands_that_run_workers(target):
                              capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL).stdout
     (line,) = [line for line in printed.replace("\\\n", " ").splitlines() if command in line]
     assert "--launcher slurm" in " ".join(line.split())
+
+
+def test_status_of_a_benchmark_the_runs_folder_does_not_hold_names_it_in_one_sentence(tmp_path, capsys):
+    line = refusal(capsys, ["benchmark", "--status", "--runs-dir", str(tmp_path)])
+    assert line == (f"attnlab benchmark: No benchmark 'quick-protocol2' under {tmp_path} (no {tmp_path}/benchmark/"
+                    "quick-protocol2/jobs.journal); accepted: the --name of a benchmark there, or the --storage URL "
+                    "that holds it.")
+    assert not any(tmp_path.iterdir())
