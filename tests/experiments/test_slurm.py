@@ -71,9 +71,11 @@ def cancel_a_task_mid_run(folder: Path, job_id: str, timeout: float = 300) -> st
                 run = folder / "benchmark" / "tiny" / str(trial.user_attrs.get("run_id"))
                 if (run / "checkpoint.pt").exists() and \
                         json.loads((run / "summary.json").read_text())["status"] == "running":
-                    pid = trial.user_attrs["worker"]["pid"]
-                    environ = dict(entry.split("=", 1) for entry in Path(f"/proc/{pid}/environ").read_text()
-                                   .split("\0") if "=" in entry)
+                    try:
+                        text = Path(f"/proc/{trial.user_attrs['worker']['pid']}/environ").read_text()
+                    except OSError:  # its run ended meanwhile
+                        continue
+                    environ = dict(entry.split("=", 1) for entry in text.split("\0") if "=" in entry)
                     assert environ["SLURM_ARRAY_JOB_ID"] == job_id
                     subprocess.run(["scancel", f"{job_id}_{environ['SLURM_ARRAY_TASK_ID']}"], check=True)
                     return trial.user_attrs["run_id"]
