@@ -24,6 +24,8 @@ SETTING ?= quick
 SEEDS ?=
 KEEP ?=
 CONFIG ?=
+# local: worker processes here; slurm: one SLURM job array of WORKERS tasks (docs/benchmark.md, On a cluster).
+LAUNCHER ?=
 
 # `--option VALUE` only when VARIABLE was given on make's command line, so that an experiment file (CONFIG=) keeps
 # its own value and the command its default otherwise: $(call GIVEN,VARIABLE,--option).
@@ -62,13 +64,13 @@ sweep: setup
 		$(call GIVEN,PROFILE,--profile) $(if $(CONFIG),--config $(CONFIG)) $(call GIVEN,TRIALS,--trials) \
 		$(if $(STUDY),--study $(STUDY)) $(if $(WORKERS),--workers $(WORKERS)) \
 		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(CONFIRM),--confirm-seeds $(CONFIRM)) \
-		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
+		$(if $(DEVICE),--device $(DEVICE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) --runs-dir $(RUNS_DIR) $(ARGS)
 
 # The core set (the design card's seven) on the default suite unless VARIANT or TASK is given on the command line.
 BENCHMARK = $(BIN)/attnlab benchmark $(call GIVEN,VARIANT,--variant) $(if $(CONFIG),--config $(CONFIG)) \
 	$(if $(TASK),--task $(TASK)) $(if $(SEEDS),--seeds $(SEEDS)) $(call GIVEN,PROFILE,--profile) \
 	$(if $(WORKERS),--workers $(WORKERS)) $(if $(STORAGE),--storage '$(STORAGE)') $(if $(NAME),--name $(NAME)) \
-	$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) --out $(OUT) $(ARGS)
+	$(if $(DEVICE),--device $(DEVICE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) --runs-dir $(RUNS_DIR) --out $(OUT) $(ARGS)
 
 benchmark: setup
 	$(BENCHMARK)
@@ -87,7 +89,7 @@ saturation: setup
 calibration: setup
 	$(BIN)/attnlab calibration $(call GIVEN,VARIANT,--variant) $(if $(TASK),--task $(TASK)) \
 		$(call GIVEN,PROFILE,--profile) $(call GIVEN,SEED,--seed) $(if $(CONFIG),--config $(CONFIG)) \
-		$(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) $(ARGS)
+		$(if $(DEVICE),--device $(DEVICE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) --runs-dir $(RUNS_DIR) $(ARGS)
 
 # docs/results.md, README.md's headline table and each benchmark of record's page, generated from the committed records
 # (docs/calibration.csv, docs/records/); KEEP=NAME first keeps the settled benchmark NAME as a record.
@@ -97,8 +99,8 @@ results: setup
 # Published claims beside attnlab's own measurement (every claim, or CLAIM=a,b); ARGS=--estimate trains nothing.
 reproduce: setup
 	$(BIN)/attnlab reproduce $(if $(CLAIM),--claim $(CLAIM)) $(if $(WORKERS),--workers $(WORKERS)) \
-		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(DEVICE),--device $(DEVICE)) --runs-dir $(RUNS_DIR) --out $(OUT) \
-		$(ARGS)
+		$(if $(STORAGE),--storage '$(STORAGE)') $(if $(DEVICE),--device $(DEVICE)) $(if $(LAUNCHER),--launcher $(LAUNCHER)) \
+		--runs-dir $(RUNS_DIR) --out $(OUT) $(ARGS)
 
 speed: setup
 	$(BIN)/attnlab speed $(ARGS)

@@ -34,6 +34,7 @@ from experiments.benchmark import Benchmark, Ledger, estimate, record
 from experiments.benchmark.definition import build
 from experiments.benchmark.settings import parse_multiples
 from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
+from experiments.slurm import Slurm
 from experiments.sweep.pool import worker_count
 
 RECORDS = record.RECORDS / "claims"
@@ -87,7 +88,7 @@ def estimate_all(parts: list[Benchmark], workers: int, quiet: bool) -> str:
 
 def run(names: str | None, *, workers: int | None, device: str, storage: str | None, runs_dir: Path, out: Path,
         quiet: bool, estimate_only: bool = False, records: Path = RECORDS, doc: Path = DOC,
-        lr_multiples: str | None = None) -> int:
+        lr_multiples: str | None = None, slurm: Slurm | None = None) -> int:
     """`attnlab reproduce`: train every part of the chosen claims that has not settled (a part on a task not
     discriminative at the profile: none, `untrained`), keep each settled claim's parts as records, then write the page
     and docs/reproductions.md. 0 when every chosen claim has a verdict from settled runs, 130 after a signal, 1
@@ -96,18 +97,23 @@ def run(names: str | None, *, workers: int | None, device: str, storage: str | N
     parts = {(claim.name, runs.part): benchmark_of(claim, runs, device=device, storage=storage, runs_dir=runs_dir,
                                                    lr_multiples=lr_multiples or LR_MULTIPLES)
              for claim in claims for runs in claim.runs if untrained(runs) is None}
-    count = worker_count(workers, device, per_core=True)
+    count = worker_count(workers, device, per_core=slurm is None)
     if estimate_only:
         print(estimate_all(list(parts.values()), count, quiet))
         return 0
-    exit_code = 0
+    exit_code, submitted = 0, False
     for part in parts.values():
-        code, ledger = benchmark.run(part, workers=count, quiet=quiet)
+        code, ledger = benchmark.run(part, workers=count, quiet=quiet, slurm=slurm)
+        if ledger is None:  # its workers submitted to SLURM: the same command writes the page once they are done
+            submitted = True
+            continue
         if code == 130:
             return 130
         exit_code = max(exit_code, code)
         if ledger.complete and storage is None:
             record.keep(part.name, runs_dir, records)
+    if submitted:
+        return exit_code
     print(f"wrote {write(out, records, doc)} and {doc}")
     return exit_code
 

@@ -51,3 +51,24 @@ def add_run_selection(parser: argparse.ArgumentParser, *, variant: tuple[str | N
                         "command's options and [variant], [task], [model], [train]; the command line overrides it")
     runs_dir(parser)
     parser.add_argument("--quiet", **QUIET)
+
+
+def add_launcher(parser: argparse.ArgumentParser) -> None:
+    """--launcher and what each SLURM task asks for (`experiments.slurm`, which reads them); an experiment file's
+    `[launcher]` table holds the same, `name` for --launcher."""
+    from experiments import slurm  # imports no submitit: its defaults only
+
+    parser.add_argument("--launcher", choices=["local", "slurm"], default="local",
+                        help="where the workers run: local, processes here (default); slurm, one SLURM job array of "
+                             "--workers tasks submitted through submitit (pip install -e '.[slurm]')")
+    parser.add_argument("--partition", help="slurm: the partition (default: the cluster's default)")
+    parser.add_argument("--time-limit", type=int, default=slurm.DEFAULT_TIME_LIMIT, metavar="MINUTES",
+                        help="slurm: each task's time limit; a task that reaches it is requeued and resumes "
+                             "(default: %(default)s)")
+    parser.add_argument("--gpus-per-task", type=int, help="slurm: default 1 with cuda, else 0")
+    parser.add_argument("--cpus-per-task", type=int, default=slurm.DEFAULT_CPUS_PER_TASK,
+                        help="slurm: default %(default)s")
+    parser.add_argument("--mem", default=slurm.DEFAULT_MEM, help="slurm: each task's memory (default: %(default)s; "
+                        "none: the cluster's default)")
+    parser.add_argument("--sbatch", metavar="'NAME=VALUE ...'", help="slurm: more sbatch options, e.g. "
+                        "'account=lab qos=high'")

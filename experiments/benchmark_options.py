@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from experiments import revisions, tasks
+from experiments.arguments import add_launcher
 
 # Centred where the leaderboard of record's tuning chose (docs/results.md's tuning table): on 0.3, 1, 3 most cells
 # chose x3 or the x9 beyond it; an optimum below x1 is still reached by the extension below the grid's edge.
@@ -91,6 +92,10 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--heartbeat-seconds", type=int, default=60, help="a job silent twice as long is retried")
     bench.add_argument("--estimate-check", action="store_true", help="train nothing: compare a benchmark whose every "
                        "job has settled with the estimate made before it ran (estimate-check.csv, a record)")
+    bench.add_argument("--status", action="store_true", help="train nothing: what the storage holds of benchmark "
+                       "--name (default: as the benchmark's), with --storage and --runs-dir: jobs settled, running and "
+                       "left")
+    add_launcher(bench)
     bench.add_argument("--estimate", action="store_true", help="train nothing: time a few steps and one evaluation "
                        "of every size the benchmark trains at, and print how long what remains of it will take "
                        "with --workers (the table: RUNS_DIR/benchmark/NAME/estimate.csv)")

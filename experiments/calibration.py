@@ -16,7 +16,8 @@ from pathlib import Path
 
 from experiments import config as configs
 from experiments import tasks
-from experiments.planned import PlannedRun, train_all
+from experiments.planned import PlannedRun, completed, train_all
+from experiments.slurm import Slurm, announce, submit
 from experiments.tasks import presets as task_presets
 
 DEFAULT_VARIANTS = ("dense", "local")
@@ -48,9 +49,32 @@ def runs_folder(runs_dir: Path, profile: str) -> Path:
 
 
 def run(variant_names: list[str], task_names: list[str] | None, *, profile: str, seed: int, device: str,
-        runs_dir: Path, quiet: bool, sets: list[str] = ()) -> list[str]:
+        runs_dir: Path, quiet: bool, sets: list[str] = (), slurm: Slurm | None = None) -> list[str] | None:
     """Train what the calibration lacks, one run at a time on every core (its wall times are the table's);
-    returns the runs that did not complete (run: status)."""
+    returns the runs that did not complete (run: status). With `slurm`, where some run has not completed, one SLURM
+    task trains them instead (`CalibrationTask`): None once submitted."""
     runs = plan(variant_names, task_names or tasks.DEFAULT_SUITE, profile=profile, seed=seed, device=device, sets=sets)
-    return train_all(runs, runs_folder(runs_dir, profile), workers=1, quiet=quiet, threads=None,
-                     desc="calibration runs")
+    folder = runs_folder(runs_dir, profile)
+    if slurm is not None and not all(completed(folder, planned) for planned in runs):
+        job_id = submit(slurm, CalibrationTask(runs, folder), 1, folder / "slurm", name=f"calibration-{profile}")
+        print(announce(slurm, job_id, 1, folder / "slurm", label=f"calibration {profile}", each="every run in turn",
+                       status=f"squeue -j {job_id}; the runs' folders under {folder}"), flush=True)
+        return None
+    return train_all(runs, folder, workers=1, quiet=quiet, threads=None, desc="calibration runs")
+
+
+class CalibrationTask:
+    """The SLURM task of a calibration: its runs trained in turn, as the command trains them here. When SLURM warns
+    of the task's end, submitit submits it again; the run it cut short resumes from its checkpoint."""
+
+    def __init__(self, runs: list[PlannedRun], folder: Path) -> None:
+        self.runs = runs
+        self.folder = folder
+
+    def __call__(self, index: int) -> list[str]:
+        return train_all(self.runs, self.folder, workers=1, quiet=True, threads=None, desc="calibration runs")
+
+    def checkpoint(self, index: int):
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self, index)

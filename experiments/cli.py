@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from common.files import refusal, writable_folder
-from experiments import benchmark_options, catalogue, experiment_file, launch, sweep_options
-from experiments.arguments import QUIET, RUNS_DIR_OPTION, SETS, CommandParser, add_run_selection, runs_dir
+from experiments import benchmark_options, catalogue, experiment_file, launch, speed_options, sweep_options
+from experiments.arguments import QUIET, RUNS_DIR_OPTION, SETS, CommandParser, add_launcher, add_run_selection, runs_dir
+from experiments.slurm import Slurm, SlurmUnavailable, run_device
 
 # Each command reads its arguments here and hands the work to the module of its job, imported by the command only.
 
@@ -34,32 +35,38 @@ def _sweep(args: argparse.Namespace) -> int:
 
     plan = sweep.prepare(
         variant=args.variant, task=args.task, profile=args.profile, seed=args.seed,
-        device=launch.checked_device(args.device), kernel=args.kernel, sets=args.set or [],
+        device=run_device(args), kernel=args.kernel, sets=args.set or [],
         space_args=args.space or [], space_file=args.space_file, study=args.study, storage=args.storage,
         runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), trials=args.trials, pruner=args.pruner,
         prune_after=args.prune_after, heartbeat_seconds=args.heartbeat_seconds, confirm_seeds=args.confirm_seeds)
-    return sweep.run(plan, workers=args.workers, quiet=args.quiet)
+    return sweep.run(plan, workers=args.workers, quiet=args.quiet, slurm=Slurm.from_args(args, plan.device))
 
 
 def _benchmark(args: argparse.Namespace) -> int:
     from analysis import benchmark as page
     from analysis.benchmark_suite import selection
     from experiments import benchmark
-    from experiments.benchmark import check, estimate
+    from experiments.benchmark import check, command, estimate
 
+    if args.status:  # what the storage holds of benchmark NAME: the rest of the command line does not count
+        name = args.name or benchmark.definition.default_name(args.profile, args.protocol)
+        return command.status(name, args.storage, writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION))
     task_names, variant_names, sets = selection(args.task, args.variant, args.set or [], protocol=args.protocol,
                                                 profile=args.profile)
     plan = benchmark.prepare(
         variant_names=variant_names, task_names=task_names, profile=args.profile, seed=args.seed,
-        device=launch.checked_device(args.device), kernel=args.kernel, sets=sets,
+        device=run_device(args), kernel=args.kernel, sets=sets,
         runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), **benchmark_options.values(args))
     if args.estimate:
         return estimate.run(plan, workers=args.workers, quiet=args.quiet)
     if args.estimate_check:
         return check.run(plan, workers=args.workers)
+    slurm = Slurm.from_args(args, plan.device)  # asked of SLURM before anything is created
     out = writable_folder(Path(args.out), "--out")  # the page, written once every run has trained
     check.keep_estimate(plan)
-    exit_code, state = benchmark.run(plan, workers=args.workers, quiet=args.quiet)
+    exit_code, state = benchmark.run(plan, workers=args.workers, quiet=args.quiet, slurm=slurm)
+    if state is None:  # submitted to SLURM: the same command writes the page once every job has settled
+        return exit_code
     index, board = page.write(state, out)
     print(board.to_string(index=False), f"wrote {index}", sep="\n")
     return exit_code
@@ -111,13 +118,15 @@ def _calibration(args: argparse.Namespace) -> int:
     from analysis import calibration as table
     from experiments import calibration, tasks
     from variants.presets import expand
-    device = launch.checked_device(args.device)
+    device = run_device(args)
     runs = writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION)
     writable_folder(Path(args.out).parent, "The folder of --out")
     table.read_record(Path(args.out).with_suffix(".csv"))  # a record it could not merge into is refused before training
     problems = calibration.run(list(expand(args.variant)), tasks.expand_tasks(args.task) if args.task else None,
                                profile=args.profile, seed=args.seed, device=device, runs_dir=runs,
-                               quiet=args.quiet, sets=args.set or [])
+                               quiet=args.quiet, sets=args.set or [], slurm=Slurm.from_args(args, device))
+    if problems is None:  # submitted to SLURM: the same command writes the table once its runs have completed
+        return 0
     written = table.write(calibration.runs_folder(runs, args.profile), Path(args.out))
     for problem in problems:
         print(f"run {problem}", file=sys.stderr)
@@ -159,10 +168,11 @@ def _speed_train(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     from analysis import reproduce
 
-    return reproduce.run(args.claim, workers=args.workers, device=launch.checked_device(args.device),
+    return reproduce.run(args.claim, workers=args.workers, device=run_device(args),
                          storage=args.storage, runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION),
                          out=writable_folder(Path(args.out), "--out"), quiet=args.quiet,
-                         estimate_only=args.estimate, lr_multiples=args.lr_multiples)
+                         estimate_only=args.estimate, lr_multiples=args.lr_multiples,
+                         slurm=Slurm.from_args(args, run_device(args)))
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
@@ -231,39 +241,6 @@ def _add_benchmark(commands) -> None:
     bench.set_defaults(func=_benchmark)
 
 
-def _add_speed(commands) -> None:
-    speed = commands.add_parser("speed", aliases=["bench-variants"],
-                                help="time forward+backward and peak memory per variant and kernel")
-    speed.add_argument("--variants", nargs="+", metavar="SPEC",
-                       help="variant specs, name[:option=value...] (default: every variant, at settings worth "
-                            "comparing, and every baseline)")
-    speed.add_argument("--kernels", nargs="+",
-                       help="only these kernels: auto, a kernel name, naive (the tutorials' naive implementation), "
-                            "direct (torch sdpa), masked (torch sdpa with an explicit mask), torch (the baselines' "
-                            "mixers); default: all")
-    speed.add_argument("--lengths", nargs="+", type=int, default=[512, 1024, 2048, 4096, 8192, 16384],
-                       help="sequence lengths; quadratic kernels stop where time or memory would run out")
-    speed.add_argument("--dims", nargs="*", type=int, default=[64, 128, 256, 512, 1024],
-                       help="widths d = heads * head_dim of the sweep against d (heads fixed), for the kernel auto "
-                            "picks and the baselines (default: 64 to 1024; the flag alone: no such sweep)")
-    speed.add_argument("--dim-length", type=int, default=1024, help="sequence length of the sweep against d")
-    speed.add_argument("--step-lengths", nargs="*", type=int, default=[256, 512, 1024, 2048],
-                       help="lengths of the sweep at fixed total work, batch * work(n) held at its value at the "
-                            "longest with --batch, whose exponent of time in n counts sequential steps (default: "
-                            "256 to 2048; the flag alone: no such sweep)")
-    speed.add_argument("--causal", choices=["yes", "no", "both"], default="yes")
-    speed.add_argument("--batch", type=int, default=1)
-    speed.add_argument("--heads", type=int, default=4)
-    speed.add_argument("--head-dim", type=int, default=64)
-    speed.add_argument("--repeats", type=int, default=3, help="timed rounds per case (median reported)")
-    speed.add_argument("--budget", type=float, default=30.0,
-                       help="skip a contender whose next call is predicted to take longer (seconds)")
-    speed.add_argument("--device", choices=["cpu", "cuda"])
-    speed.add_argument("--out", default="runs/speed")
-    speed.add_argument("--quiet", **QUIET)
-    speed.set_defaults(func=_speed)
-
-
 def _add_report(commands) -> None:
     report = commands.add_parser("report", help="the analysis report of the runs: HTML, Markdown and CSV (or Parquet) "
                                  "tables")
@@ -305,6 +282,7 @@ def _add_calibration(commands) -> None:
     add_run_selection(calibration, variant=("dense,local", "comma-separated (default: dense,local)"),
                        task=(None, "comma-separated (default: the default suite)"), kernel=False)
     calibration.add_argument("--out", default="docs/calibration.md", help="default: docs/calibration.md")
+    add_launcher(calibration)
     calibration.set_defaults(func=_calibration)
 
 
@@ -332,6 +310,7 @@ def _add_reproduce(commands) -> None:
     reproduce.add_argument("--out", default="reports", help="the folder of the page (default: reports)")
     runs_dir(reproduce)
     reproduce.add_argument("--quiet", **QUIET)
+    add_launcher(reproduce)
     reproduce.set_defaults(func=_reproduce)
 
 
@@ -375,7 +354,8 @@ def _add_data_check(commands) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="attnlab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_benchmark, _add_list, _add_speed,
+    for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_benchmark, _add_list,
+                lambda commands: speed_options.add_speed(commands, _speed),
                 _add_report, _add_saturation, _add_calibration, _add_results, _add_speed_train, _add_gpu_check,
                 _add_data_check, _add_reproduce):
         add(commands)
@@ -392,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:  # a user's bad value (variant, task, option, run id, checkpoint): one sentence
         print(f"attnlab {args.command}: {error}", file=sys.stderr)
         return 2
+    except SlurmUnavailable as error:  # valid input that this machine cannot submit to SLURM: a sentence
+        print(f"attnlab {args.command}: {error}", file=sys.stderr)
+        return 1
     except OSError as error:  # the filesystem refused (read-only, full, not permitted): the environment's, a sentence
         print(f"attnlab {args.command}: {refusal(error)}", file=sys.stderr)
         return 1

@@ -11,6 +11,9 @@ A TOML file has the command's options at its top level, by their long names with
     dim = 128
     [train]
     steps = 2000
+    [launcher]               # where the workers of a sweep or a benchmark run: experiments.slurm
+    name = "slurm"
+    partition = "gpu"
 
 A run's own `config.json` is an experiment file too (its variant, task, profile, seed, device and kernel, its
 options and sections), so `attnlab run --config runs/ID/config.json` trains that run again, bit for bit on CPU.
@@ -112,6 +115,8 @@ def apply(parser: argparse.ArgumentParser, argv: list[str] | None, args: argpars
     actions = {action.dest: action for action in command._actions
                if action.dest not in NOT_IN_FILES and action.default != argparse.SUPPRESS}
     sections = {name: data.pop(name) for name in configs.SECTIONS if isinstance(data.get(name), dict)}
+    if isinstance(data.get("launcher"), dict):  # [launcher]: `name` is --launcher, its other keys the options' own
+        data |= {("launcher" if key == "name" else key): value for key, value in data.pop("launcher").items()}
     defaults = {}
     for key, value in data.items():
         dest = RENAMED.get(key, key)

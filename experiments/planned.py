@@ -38,6 +38,12 @@ def _same_settings(stored: dict[str, Any], config: configs.RunConfig) -> bool:
         return False
 
 
+def completed(runs_dir: Path, planned: PlannedRun) -> bool:
+    """Whether the run has completed (`open_record` would reopen none), read without creating anything."""
+    summary = runs_dir / planned.name / "summary.json"
+    return summary.exists() and RunRecord.open(runs_dir, planned.name).read_summary().status == "completed"
+
+
 def open_record(runs_dir: Path, planned: PlannedRun) -> RunRecord | None:
     """The run's record, created or reopened; None when it already completed."""
     path = runs_dir / planned.name
@@ -49,9 +55,7 @@ def open_record(runs_dir: Path, planned: PlannedRun) -> RunRecord | None:
     if not _same_settings(record.read_config(), planned.config):
         raise RecordError(f"Run {planned.name!r} in {runs_dir} was made with other settings; accepted: the folder "
                           "as this version of attnlab writes it for this plan (remove the run to redo it).")
-    if (path / "summary.json").exists() and record.read_summary().status == "completed":
-        return None
-    return record
+    return None if completed(runs_dir, planned) else record
 
 
 def train_one(runs_dir: str, planned: PlannedRun, threads: int | None) -> Summary:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from experiments import tasks
-from experiments.arguments import add_run_selection
+from experiments.arguments import add_launcher, add_run_selection
 
 
 def add_study(sweep: argparse.ArgumentParser) -> None:
@@ -24,6 +24,7 @@ def add_study(sweep: argparse.ArgumentParser) -> None:
                             "machines (default: the embedded journal runs/sweeps/STUDY.journal)")
     sweep.add_argument("--workers", type=int,
                        help="worker processes on this machine, one study (default: one per GPU with cuda, else 1)")
+    add_launcher(sweep)
 
 
 def add_search(sweep: argparse.ArgumentParser) -> None:

@@ -4,14 +4,18 @@ started, which reads the benchmark from its study."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import optuna
 
-from experiments.benchmark.definition import Benchmark, upgraded
+from common.options import OptionError
+from experiments.benchmark import progress
+from experiments.benchmark.definition import STUDY_PREFIX, Benchmark, folder_of, upgraded
 from experiments.benchmark.ledger import Ledger
 from experiments.benchmark.worker import work
 from experiments.launch import StopFlag
+from experiments.slurm import Slurm, WorkerTask, announce, submit
 from experiments.sweep.pool import WorkerSettings, spawn_workers, worker_count
 from experiments.sweep.storage import create_or_join, open_storage
 
@@ -45,17 +49,25 @@ def header(benchmark: Benchmark, workers: int) -> str:
     return "\n".join(lines)
 
 
-def run(benchmark: Benchmark, *, workers: int | None, quiet: bool) -> tuple[int, Ledger]:
+def run(benchmark: Benchmark, *, workers: int | None, quiet: bool,
+        slurm: Slurm | None = None) -> tuple[int, Ledger | None]:
     """The whole benchmark from this process (`workers` processes: default one per GPU with cuda, else one per CPU
-    core) and its state at the end: 0 when every job has settled, 130 after a signal, 1 otherwise."""
-    workers = worker_count(workers, benchmark.device, per_core=True)
+    core) and its state at the end: 0 when every job has settled, 130 after a signal, 1 otherwise. With `slurm`,
+    `workers` array tasks (default one) submitted where jobs remain: (0, None) once submitted."""
+    workers = worker_count(workers, benchmark.device, per_core=slurm is None)
     study = open_study(benchmark)
     print(header(benchmark, workers), flush=True)
-    if workers == 1:
+    settings = WorkerSettings("benchmark", benchmark.study_name, benchmark.storage_url, str(benchmark.journal),
+                              str(benchmark.runs_dir), benchmark.device, benchmark.heartbeat_seconds, quiet)
+    if slurm is not None and not Ledger(benchmark, study.get_trials(deepcopy=False)).complete:
+        folder = benchmark.folder / "slurm"
+        job_id = submit(slurm, WorkerTask(settings), workers, folder, name=benchmark.study_name)
+        print(announce(slurm, job_id, workers, folder, label=f"benchmark {benchmark.name}",
+                       status=status_command(benchmark)), flush=True)
+        return 0, None
+    if workers == 1 or slurm is not None:  # one worker, or none to start: every job has settled
         exit_code = work(benchmark, study, quiet=quiet, should_stop=StopFlag().install())
     else:
-        settings = WorkerSettings("benchmark", benchmark.study_name, benchmark.storage_url, str(benchmark.journal),
-                                  str(benchmark.runs_dir), benchmark.device, benchmark.heartbeat_seconds, quiet)
         codes = spawn_workers(settings, workers, label=f"benchmark {benchmark.name}")
         exit_code = 0 if all(code == 0 for code in codes) else 130 if 130 in codes else 1
     state = Ledger(benchmark, study.get_trials(deepcopy=False))
@@ -64,13 +76,39 @@ def run(benchmark: Benchmark, *, workers: int | None, quiet: bool) -> tuple[int,
     return exit_code, state
 
 
+def status_command(benchmark: Benchmark) -> str:
+    """The command that shows what the storage holds of `benchmark` (`progress.status`)."""
+    words = ["attnlab", "benchmark", "--status", "--name", benchmark.name, "--runs-dir", str(benchmark.runs_dir)]
+    return shlex.join(words + (["--storage", benchmark.storage_shown] if benchmark.storage_url else []))
+
+
+def status(name: str, storage_url: str | None, runs_dir: Path) -> int:
+    """`attnlab benchmark --status`: what the storage holds of benchmark `name`, read as a worker reads it."""
+    journal = folder_of(runs_dir, name) / "jobs.journal"
+    if storage_url is None and not journal.is_file():
+        raise OptionError(f"No benchmark {name!r} under {runs_dir} (no {journal}); accepted: the --name of a benchmark "
+                          "there, or the --storage URL that holds it.")
+    settings = WorkerSettings("benchmark", f"{STUDY_PREFIX}{name}", storage_url, str(journal), str(runs_dir), "cpu",
+                              60, True)  # its cells resolved on the CPU, as a record's are: none of them runs
+    benchmark = joined(settings)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    storage = open_storage(storage_url, journal, benchmark.heartbeat_seconds)
+    trials = optuna.load_study(study_name=benchmark.study_name, storage=storage).get_trials(deepcopy=False)
+    print(progress.status(Ledger(benchmark, trials)))
+    return 0
+
+
+def joined(settings: WorkerSettings) -> Benchmark:
+    """The benchmark in study `settings.study`, rebuilt from the definition the study holds (its cells resolved
+    again here)."""
+    return Benchmark.from_definition(settings.stored_definition(), study_name=settings.study, device=settings.device,
+                                     storage_url=settings.storage_url, runs_dir=Path(settings.runs_dir),
+                                     heartbeat_seconds=settings.heartbeat_seconds)
+
+
 def join(settings: WorkerSettings) -> int:
-    """One worker of the benchmark in study `settings.study`, rebuilt from the definition the study holds (its
-    cells resolved again here): jobs until every job has settled (no page: the process that started it writes
-    it)."""
-    benchmark = Benchmark.from_definition(settings.stored_definition(), study_name=settings.study,
-                                          device=settings.device, storage_url=settings.storage_url,
-                                          runs_dir=Path(settings.runs_dir),
-                                          heartbeat_seconds=settings.heartbeat_seconds)
+    """One worker of the benchmark in study `settings.study` (`joined`): jobs until every job has settled (no page:
+    the process that started it writes it)."""
+    benchmark = joined(settings)
     return work(benchmark, open_study(benchmark), worker=settings.index, quiet=settings.quiet,
                 should_stop=StopFlag().install())

@@ -91,7 +91,7 @@ class Benchmark:
     @property
     def folder(self) -> Path:
         """Where this machine keeps the benchmark's runs (and, without a storage URL, its jobs)."""
-        return self.runs_dir / "benchmark" / self.name
+        return folder_of(self.runs_dir, self.name)
 
     @property
     def journal(self) -> Path:
@@ -242,6 +242,11 @@ class Benchmark:
         words += ["--kernel", self.kernel] if self.kernel != "auto" else []
         words += [word for assignment in self.sets for word in ("--set", assignment)]
         return shlex.join(words + (["--storage", self.storage_shown] if self.storage_url else []))
+
+
+def folder_of(runs_dir: Path, name: str) -> Path:
+    """Where this machine keeps the runs of benchmark `name` (and, without a storage URL, its jobs)."""
+    return runs_dir / "benchmark" / name
 
 
 def upgraded(stored: dict[str, Any]) -> dict[str, Any]:

@@ -184,11 +184,15 @@ def spawn_workers(settings: WorkerSettings, workers: int, *, label: str) -> list
     return codes
 
 
+def settings_of(sweep: Sweep, quiet: bool) -> WorkerSettings:
+    """What each worker of `sweep` is started with."""
+    return WorkerSettings("sweep", sweep.study_name, sweep.storage_url, str(sweep.journal), str(sweep.runs_dir),
+                          sweep.device, sweep.heartbeat_seconds, quiet, trials=sweep.trials)
+
+
 def run_workers(sweep: Sweep, study: optuna.Study, workers: int, *, quiet: bool) -> int:
     """`workers` worker processes of `sweep` (`spawn_workers`): 0 when the study reached its target; else 130
     after a signal, 1 otherwise."""
-    settings = WorkerSettings("sweep", sweep.study_name, sweep.storage_url, str(sweep.journal), str(sweep.runs_dir),
-                              sweep.device, sweep.heartbeat_seconds, quiet, trials=sweep.trials)
-    codes = spawn_workers(settings, workers, label=f"sweep {sweep.study_name}")
+    codes = spawn_workers(settings_of(sweep, quiet), workers, label=f"sweep {sweep.study_name}")
     complete = sum(trial.state == TrialState.COMPLETE for trial in study.get_trials(deepcopy=False))
     return 0 if complete >= sweep.trials else 130 if 130 in codes else 1
