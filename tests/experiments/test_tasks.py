@@ -334,6 +334,15 @@ def test_training_seeds_outside_0_to_2_31_are_refused(seed):
         ("mqar", "quick", {"num_values": 7}, ["'num_values'", "7", ">= num_pairs = 8"]),
         ("mqar", "quick", {"gap_power": 0}, ["'gap_power'", "0.0", "> 0"]),
         ("mqar", "quick", {"num_filler": 2.0}, ["'num_filler'", "2.0", "an integer"]),
+        ("in_context_recall", "quick", {"seq_len": 13}, ["'seq_len'", "13", "an even integer >= 4"]),
+        ("noisy_in_context_recall", "mad", {"vocab_size": 19}, ["'mad'", "'vocab_size'", "19", ">= 20",
+                                                                "besides 16 other tokens"]),
+        ("noisy_in_context_recall", "quick", {"frac_noise": 1}, ["'frac_noise'", "1", "up to (not including) 1"]),
+        ("fuzzy_in_context_recall", "quick", {"max_key_tokens": 9}, ["'max_key_tokens'", "9", "1 to the 7 key"]),
+        ("fuzzy_in_context_recall", "quick", {"seq_len": 12}, ["'seq_len'", "12", "> 2 * (max_key_tokens"]),
+        ("memorization", "mad", {"train_examples": -1}, ["'train_examples'", "-1", "an integer >= 0"]),
+        ("memorization", "quick", {"table_seed": 2**31}, ["'table_seed'", str(2**31), "0 to 2**31 - 1"]),
+        ("compression", "quick", {"vocab_size": 2}, ["'vocab_size'", "2", ">= 3"]),
     ],
 )
 def test_bad_options_get_one_sentence_naming_option_value_and_accepted(name, profile, options, expected):
