@@ -5,7 +5,8 @@ speed of learning, read from the confirmation runs' figures in the storage) and 
 - distance: the test accuracy per dependency-distance bucket of each task (how many positions back the
   evidence lies), mean over the seeds, a line per variant;
 - length: the test accuracy at each evaluation length of a task that evaluates at lengths beyond its
-  training length (1x, 2x, 4x where the task's profile does, e.g. induction), mean over the seeds;
+  training length (1x, 2x, 4x where the task's profile does, e.g. induction), mean over the seeds, in a table and
+  in a figure with each mean's 95% interval;
 - speed of learning: the steps and the wall time a confirmation run takes to reach the benchmark's target
   validation accuracy (`--target-accuracy`, where the run stopped); without a target, to first reach 90% of the
   task's best accuracy (the highest mean test accuracy of any cell on that task) on its learning curve (the
@@ -42,21 +43,26 @@ def _confirmed(state: CellState) -> list[dict]:
     return [job.result for job in state.confirmation if job is not None and job.state == COMPLETED]
 
 
-def length_table(ledger: Ledger) -> pd.DataFrame:
-    """One row per (variant, task, evaluation length) of the tasks evaluated at several lengths: the length as a
-    multiple of the training length, and the mean test accuracy there over the seeds that have it."""
+def length_seeds(ledger: Ledger) -> pd.DataFrame:
+    """One row per (variant, task, seed, evaluation length) of the tasks evaluated at several lengths: the length as
+    a multiple of the training length, and that seed's test accuracy there (a run that has none is left out)."""
     rows = []
     for state in ledger.cells:
-        results = _confirmed(state)
-        lengths = [entry["length"] for entry in (results[0].get("accuracy_by_length", []) if results else [])]
-        for length in lengths:
-            accuracies = [entry["accuracy"] for result in results for entry in result.get("accuracy_by_length", [])
-                          if entry["length"] == length and entry["accuracy"] is not None]
-            rows.append({"variant": state.cell.variant, "task": state.cell.task, "length": length,
-                         "x training length": length / lengths[0],
-                         "test accuracy": statistics.fmean(accuracies) if accuracies else math.nan,
-                         "seeds": len(accuracies)})
-    return pd.DataFrame(rows, columns=["variant", "task", "length", "x training length", "test accuracy", "seeds"])
+        for job in state.confirmation:
+            if job is None or job.state != COMPLETED:
+                continue
+            lengths = job.result.get("accuracy_by_length", [])
+            rows += [{"variant": state.cell.variant, "task": state.cell.task, "seed": job.job.seed,
+                      "length": entry["length"], "x training length": entry["length"] / lengths[0]["length"],
+                      "test accuracy": entry["accuracy"]} for entry in lengths if entry["accuracy"] is not None]
+    return pd.DataFrame(rows, columns=["variant", "task", "seed", "length", "x training length", "test accuracy"])
+
+
+def length_table(ledger: Ledger) -> pd.DataFrame:
+    """One row per (variant, task, evaluation length): the mean test accuracy there over the seeds that have it."""
+    return (length_seeds(ledger).groupby(["variant", "task", "length", "x training length"], sort=False)
+            ["test accuracy"].agg(["mean", "count"]).reset_index()
+            .rename(columns={"mean": "test accuracy", "count": "seeds"}))
 
 
 DISTANCE_COLUMNS = ["variant", "task", "lo", "hi", "distance", "test accuracy", "seeds"]
@@ -107,7 +113,8 @@ def _reached(result: dict, threshold: float, target: float | None) -> tuple[floa
 def speed_table(ledger: Ledger, cells: pd.DataFrame) -> pd.DataFrame:
     """Per cell with confirmation runs: the threshold (the benchmark's target, read on the validation set where
     the runs stopped; without one 90% of the task's best mean test accuracy), how many seeds reach it, and the
-    mean steps and wall seconds they take to."""
+    mean steps and wall seconds they take to: without a target over every seed, one that never reaches it counted
+    at the end of its budget (so the mean is a lower bound where some do not), with a target over those that do."""
     best, target = cells.groupby("task")["test mean"].max(), ledger.benchmark.target_accuracy
     rows = []
     for state in ledger.cells:
@@ -115,10 +122,14 @@ def speed_table(ledger: Ledger, cells: pd.DataFrame) -> pd.DataFrame:
         if not results or pd.isna(best.get(state.cell.task)):
             continue
         threshold = target if target is not None else SPEED_FRACTION * best[state.cell.task]
-        reached = [point for point in (_reached(result, threshold, target) for result in results)
-                   if point is not None]
+        points = [_reached(result, threshold, target) for result in results]
+        count = sum(point is not None for point in points)
+        if target is None:  # every run trained its whole budget: one that never reached it counts at its end
+            points = [point or (result["steps"], result["wall_seconds"]) for point, result in
+                      zip(points, results, strict=True)]
+        reached = [point for point in points if point is not None]
         rows.append({"variant": state.cell.variant, "task": state.cell.task, "task best": best[state.cell.task],
-                     "threshold": threshold, "seeds reaching": f"{len(reached)} of {len(results)}",
+                     "threshold": threshold, "seeds reaching": f"{count} of {len(results)}",
                      "steps to threshold": statistics.fmean(step for step, _ in reached) if reached else math.nan,
                      "wall seconds to threshold": (statistics.fmean(seconds for _, seconds in reached)
                                                    if reached else math.nan)})
@@ -130,15 +141,26 @@ CAPACITY_COLUMNS = ["variant", "task", "axis", "multiple", "value", "test accura
 PANELS_PER_ROW = 3
 
 
-def _point_results(state: CellState, point: Point, seeds: set[int], stage: str) -> list[dict]:
-    """The figures of the completed runs of a cell's capacity point: for the cell's own size, its confirmation
-    runs with the capacity seeds; else the point's jobs of the capacity stage (`stage`)."""
+def _point_jobs(state: CellState, point: Point, seeds: set[int], stage: str) -> list:
+    """The completed jobs of a cell's capacity point: for the cell's own size, its confirmation runs with the
+    capacity seeds; else the point's jobs of the capacity stage (`stage`)."""
     if point.own:
         jobs = [job for job in state.confirmation if job is not None and job.job.seed in seeds]
     else:
         jobs = [job for job in state.of(stage)
                 if job is not None and (job.job.axis, job.job.value) == (point.axis, point.value)]
-    return [job.result for job in jobs if job.state == COMPLETED]
+    return [job for job in jobs if job.state == COMPLETED]
+
+
+def capacity_seeds(ledger: Ledger, stage: str) -> pd.DataFrame:
+    """One row per completed run of each capacity point: the point (`capacity_table`'s columns), the seed and its
+    test accuracy, which the figures draw with their interval over the seeds."""
+    seeds = set(ledger.benchmark.capacity_seed_list)
+    rows = [{"variant": state.cell.variant, "task": state.cell.task, "axis": point.axis, "multiple": point.multiple,
+             "value": point.value, "seed": job.job.seed, "test accuracy": job.result["test_accuracy"]}
+            for state in ledger.cells for point in state.cell.capacity
+            for job in _point_jobs(state, point, seeds, stage)]
+    return pd.DataFrame(rows, columns=["variant", "task", "axis", "multiple", "value", "seed", "test accuracy"])
 
 
 def capacity_table(ledger: Ledger, stage: str) -> pd.DataFrame:
@@ -149,7 +171,7 @@ def capacity_table(ledger: Ledger, stage: str) -> pd.DataFrame:
     rows = []
     for state in ledger.cells:
         for point in state.cell.capacity:
-            results = _point_results(state, point, seeds, stage)
+            results = [job.result for job in _point_jobs(state, point, seeds, stage)]
             rows.append({"variant": state.cell.variant, "task": state.cell.task, "axis": point.axis,
                          "multiple": point.multiple, "value": point.value,
                          "test accuracy": (statistics.fmean(result["test_accuracy"] for result in results)
@@ -176,8 +198,9 @@ def _capacity_shown(table: pd.DataFrame) -> pd.DataFrame:
 
 def _per_task_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, x: str, *, log_x: bool,
                      labels: Callable[[pd.DataFrame], tuple[str, str]], caption: str) -> Figure:
-    """One panel per task of `table` (its rows with a test accuracy): test accuracy against column `x`, a line per
-    variant; `labels(rows)` of a task's rows: its x-axis label, and the name of x in its title."""
+    """One panel per task of `table` (a row per seed with a test accuracy): test accuracy against column `x`, a line
+    per variant through the means over the seeds, each with its 95% interval (Student's t, n - 1 degrees of freedom;
+    none from one seed); `labels(rows)` of a task's rows: its x-axis label, and the name of x in its title."""
     task_names = list(dict.fromkeys(table["task"]))
     columns = min(PANELS_PER_ROW, len(task_names))
     fig, panels = figures.figure(math.ceil(len(task_names) / columns), columns)
@@ -187,7 +210,7 @@ def _per_task_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, x: st
         frame = rows[rows["test accuracy"].notna()]
         if not frame.empty:
             sns.lineplot(data=frame, x=x, y="test accuracy", hue="variant", palette=colours, marker="o",
-                         errorbar=None, ax=ax, legend=index == 0)
+                         errorbar=figures.mean_interval_bar, err_style="bars", ax=ax, legend=index == 0)
             if log_x and (frame[x] > 0).all():
                 figures.log_axes(ax, frame[x], y=False)
         accuracy_axis(ax)
@@ -208,8 +231,8 @@ def _capacity_figure(table: pd.DataFrame, benchmark: Benchmark, name: str, what:
 
     return _per_task_figure(
         table, benchmark, name, "value", log_x=True, labels=labels,
-        caption=f"Capacity: test accuracy against {what}, one line per variant, mean over the capacity seeds (the "
-                "cell's own size: its confirmation runs with those seeds)")
+        caption=f"Capacity: test accuracy against {what}, one line per variant, mean over the capacity seeds with "
+                "its 95% interval (the cell's own size: its confirmation runs with those seeds)")
 
 
 def capacity_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
@@ -227,8 +250,9 @@ def capacity_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[B
               "width and of its task's capacity option ('count'; sizes: the values those multiples are); x1 is the "
               "confirmation runs with the same seeds", _capacity_shown(table), data=table)]
     done = table[table["test accuracy"].notna()]
-    for name, what, rows in (("capacity-width", "model width", done[done["axis"] == WIDTH]),
-                             ("capacity-count", "each task's capacity option", done[done["axis"] != WIDTH])):
+    runs = capacity_seeds(ledger, stage.name)
+    for name, what, rows in (("capacity-width", "model width", runs[runs["axis"] == WIDTH]),
+                             ("capacity-count", "each task's capacity option", runs[runs["axis"] != WIDTH])):
         if not rows.empty:
             blocks.append(_capacity_figure(rows, benchmark, name, what))
     if done.empty:
@@ -253,13 +277,22 @@ def confirmation_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> li
                               columns=list(dict.fromkeys(shown["column"]))).reset_index()
         blocks.append(Table("length", "Length: mean test accuracy over the confirmation seeds at each evaluation "
                             "length of the tasks evaluated beyond their training length", table, data=lengths))
+        runs = length_seeds(ledger)
+        beyond = runs[runs["task"].isin(set(lengths.loc[lengths["x training length"] > 1, "task"]))]
+        blocks.append(_per_task_figure(
+            beyond, ledger.benchmark, "length-seeds", "x training length", log_x=True,
+            labels=lambda rows: ("evaluation length (x the training length)", "evaluation length"),
+            caption="Length: test accuracy against the evaluation length as a multiple of the training length, one "
+                    "line per variant, mean over the confirmation seeds with its 95% interval"))
     else:
         blocks.append(Text("Length: no task of this benchmark evaluates beyond its training length at this profile "
                            "(a task's eval_lengths option adds lengths, with positions that reach them)."))
     target = ledger.benchmark.target_accuracy
     rule = (f"the target validation accuracy {target:g}, where each run stopped" if target is not None else
             f"{SPEED_FRACTION:.0%} of the task's best mean test accuracy")
+    over = ("averaged over the seeds that reach it" if target is not None else "averaged over every seed, one that "
+            "never reaches it counted at the end of its budget (the mean is then a lower bound)")
     blocks.append(Table("speed", f"Speed of learning: steps and wall time (evaluations included) to first reach "
-                        f"{rule}, at the evaluations of each confirmation run (every train.eval_every steps), "
-                        "averaged over the seeds that reach it", speed_table(ledger, cells)))
+                        f"{rule}, at the evaluations of each confirmation run (every train.eval_every steps), {over}",
+                        speed_table(ledger, cells)))
     return blocks

@@ -1,12 +1,13 @@
 """The calibration table (docs/calibration.md): what each task's profile reaches, written from the runs of
 `make calibration` (`experiments.calibration`), so the figures in the docs are the ones measured.
 
-One row per run: the task, the variant as it describes itself, its position scheme, the test accuracy (the
+One row per run: the task (a preset's row where an option is set away from the profile's: `mqar:num_pairs=16`),
+the variant as it describes itself, its position scheme, the test accuracy (the
 test set), the validation accuracy, chance, the extra splits and evaluation lengths, the steps, wall time and
 throughput, the commit it trained at, and the command that trains the same config again.
 
 The rows of record live in a CSV beside the page (docs/calibration.csv); the page is rendered from it. Writing
-merges: a completed run under the runs folder replaces the row of the same task, variant and seed, and every
+merges: a completed run under the runs folder replaces the row of the same task, variant, seed and steps, and every
 other row is kept as it was measured, so a calibration can be extended on another machine, or after its runs
 folder is gone, without losing or hand-copying the rows measured before.
 """
@@ -25,13 +26,14 @@ from common.files import atomic_write_text
 from common.provenance import git_commit
 from experiments import revisions
 from experiments.rerun import rerun_command
+from experiments.tasks import presets as task_presets
 
 COLUMNS = ("task", "variant", "seed", "positions", "test accuracy", "validation accuracy", "chance",
            "splits and lengths", "steps", "wall time (s)", "tokens/s", "commit")
 REVISIONS = ("task revision", "variant revision")  # what the run trained on (`experiments.revisions`)
 # The CSV's columns: the table's, then what the page says beside it, then the revisions that tell a stale row.
 RECORD = (*COLUMNS, "device", "command", *REVISIONS)
-KEY = ["task", "variant", "seed"]  # with the profile its command names (`profile_of`): one row per run config
+KEY = ["task", "variant", "seed", "steps"]  # with the profile its command names (`profile_of`): a row per run config
 
 
 def _accuracy(value) -> str:
@@ -56,7 +58,7 @@ def rows(runs: pd.DataFrame) -> pd.DataFrame:
     """The records of the completed runs, by task, then variant, then seed: every column a string."""
     completed = runs[runs["status"] == "completed"]
     frame = pd.DataFrame([
-        {"task": run["task"], "variant": run["variant_name"], "seed": str(run["seed"]),
+        {"task": task_row(run), "variant": run["variant_name"], "seed": str(run["seed"]),
          "positions": str(run.get("model.positions")),
          "test accuracy": _accuracy(run["test_accuracy"]), "validation accuracy": _accuracy(run["val_accuracy"]),
          "chance": _accuracy(run["chance_accuracy"]), "splits and lengths": _extras(run),
@@ -67,6 +69,13 @@ def rows(runs: pd.DataFrame) -> pd.DataFrame:
             for column, kind in zip(REVISIONS, (revisions.TASK, revisions.VARIANT), strict=True)}}
         for run in completed.to_dict("records")], columns=list(RECORD))
     return _sorted(frame)
+
+
+def task_row(run: dict) -> str:
+    """The task as the run trained it: its name, then each option set away from its profile's
+    (`experiments.tasks.presets.row_of`), so that a preset's row is not merged with the profile's own."""
+    config = saved_config(run)
+    return task_presets.row_of(config["task"], config["profile"], config["task_options"])
 
 
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
@@ -108,7 +117,7 @@ def stale(record: pd.DataFrame) -> pd.Series:
     """Per row of a record, why its task or variant has been revised since it trained (`experiments.revisions`;
     the variant as its command names it, a task revision only where it changed the row's profile), or '' where
     it still measures today's code."""
-    return pd.Series([revisions.stale_because(row["task"], setting(row["command"], "VARIANT"), {
+    return pd.Series([revisions.stale_because(task_presets.base(row["task"]), setting(row["command"], "VARIANT"), {
         revisions.TASK: int(row["task revision"]), revisions.VARIANT: int(row["variant revision"])}, profile)
         for (_, row), profile in zip(record.iterrows(), profile_of(record), strict=True)],
         index=record.index, dtype=object)
@@ -136,7 +145,8 @@ def _keys(record: pd.DataFrame) -> list[tuple]:
 
 
 def merged(fresh: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
-    """The fresh rows, and every kept row whose task, variant, seed and profile no fresh row has."""
+    """The fresh rows, and every kept row whose task, variant, seed, steps and profile no fresh row has (a budget set
+    away from the profile's, `--set train.steps=N`, is a row of its own)."""
     fresh_keys = set(_keys(fresh))
     still = kept[[key not in fresh_keys for key in _keys(kept)]]
     return _sorted(pd.concat([still, fresh], ignore_index=True))
@@ -149,7 +159,7 @@ def markdown(table: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path) -> str:
     lines = ["# Task calibration", "",
              f"Generated by `make calibration` on {time.strftime('%Y-%m-%d')} from the runs under `{runs_dir}` and "
              f"the rows measured before them, kept in `calibration.csv` beside this page (a run replaces the row of "
-             f"its task, variant, seed and profile); written at commit {(git_commit() or 'unknown')[:12]} on a "
+             f"its task, variant, seed, steps and profile); written at commit {(git_commit() or 'unknown')[:12]} on a "
              f"machine of {os.cpu_count()} cores. Each row names the commit its run trained at; the rows trained on: "
              f"{devices}. Test accuracy is on each task's test set, which nothing selects on; chance is the "
              "task's `chance_accuracy`; wall time includes the evaluations.", ""]

@@ -17,6 +17,8 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter, NullFormatter
 
+from common.statistics import mean_interval
+
 PANEL_INCHES = (6.4, 4.0)  # one plot: about 640 x 400 pixels at the report's 100 dpi
 DPI = 100
 
@@ -28,6 +30,16 @@ def style() -> Iterator[None]:
               "figure.dpi": DPI, "savefig.dpi": DPI, "legend.fontsize": 9, "axes.titlesize": 12}
     with rc_context(params):
         yield
+
+
+def mean_interval_bar(values: Iterable[float]) -> tuple[float, float]:
+    """seaborn's `errorbar` of a mean over seeds: its 95% interval (Student's t, `common.statistics.mean_interval`);
+    from one seed, no bar (the value itself at both ends)."""
+    values = list(values)
+    if len(values) < 2:
+        return values[0], values[0]
+    interval = mean_interval(values)
+    return interval.low, interval.high
 
 
 def palette(names: Iterable[str]) -> dict[str, tuple[float, float, float]]:

@@ -89,8 +89,9 @@ def _coerce(owner: str, name: str, annotation: Any, value: Any) -> Any:
     return value
 
 
-def build_options(cls: type, owner: str, values: dict[str, Any]) -> Any:
-    """Instantiate the options dataclass `cls` from user `values`, validating names and types."""
+def checked_values(cls: type, owner: str, values: dict[str, Any]) -> dict[str, Any]:
+    """User `values` for the options dataclass `cls`, each name one of its fields and each value of the field's
+    type (an int where a float is read as that float); the dataclass's own checks are not made."""
     fields = {field.name: field for field in dataclasses.fields(cls)}
     for name in values:
         if name not in fields:
@@ -99,7 +100,12 @@ def build_options(cls: type, owner: str, values: dict[str, Any]) -> Any:
                 f"{owner} has no option {name!r}{closest(name, fields)}; its options are: {allowed}."
             )
     hints = typing.get_type_hints(cls)
-    checked = {name: _coerce(owner, name, hints[name], value) for name, value in values.items()}
+    return {name: _coerce(owner, name, hints[name], value) for name, value in values.items()}
+
+
+def build_options(cls: type, owner: str, values: dict[str, Any]) -> Any:
+    """Instantiate the options dataclass `cls` from user `values`, validating names and types."""
+    checked = checked_values(cls, owner, values)
     # inf passes a range check such as lr > 0 and a run then diverges; nan fails every range check, whose sentence
     # says what the option accepts, so the options' own checks speak first and this one catches what they let by
     not_finite = next(((name, value) for name, value in checked.items() for item in
@@ -203,3 +209,29 @@ def format_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(format_value(item) for item in value) if value else "[]"
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def parse_preset(row: str, *, what: str, example: str) -> tuple[str, dict[str, Any]]:
+    """'relative:kind=t5:num_buckets=16' -> ('relative', {'kind': 't5', 'num_buckets': 16}): a registered name,
+    then options fixed to values (`what`: 'Variant' or 'Task', as the sentence names the row; `example` a row
+    the sentence shows). The caller checks the name and the options against its registry."""
+    name, *pairs = row.split(":")
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key or key in options:
+            raise OptionError(f"{what} preset {row!r} has {pair!r}; accepted: name:option=value[:option=value], "
+                              f"each option once (e.g. {example}).")
+        options[key] = parse_value(text)
+    return name, options
+
+
+def merged_preset(row: str, name: str, fixed: dict[str, Any], overrides: dict[str, Any], *,
+                  section: str) -> dict[str, Any]:
+    """A preset's fixed options, then the user's --set of `section` (which may not give one of the preset's options
+    another value): what the run of preset `row` (of registered `name`) takes."""
+    for key, value in overrides.items():
+        if key in fixed and fixed[key] != value:
+            raise OptionError(f"--set {section}.{key}={format_value(value)} contradicts preset {row!r}; accepted: "
+                              f"another row (e.g. {name}:{key}={format_value(value)}), or no --set of {key}.")
+    return {**fixed, **overrides}

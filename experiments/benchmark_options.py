@@ -82,7 +82,8 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
                             "none: no such axis (default: %(default)s)")
     bench.add_argument("--capacity-seeds", type=int, default=DEFAULT_CAPACITY_SEEDS, metavar="N",
                        help="capacity: the first N confirmation seeds train each point (default: %(default)s)")
-    bench.add_argument("--name", help="the benchmark's name (default: the profile)")
+    bench.add_argument("--name", help="the benchmark's name (default: the profile; under protocol 2 and later, the "
+                       "profile and the protocol, e.g. quick-protocol2)")
     bench.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL (postgresql://...) shared by "
                        "machines (default: the journal RUNS_DIR/benchmark/NAME/jobs.journal)")
     bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else one "

@@ -17,6 +17,7 @@ from pathlib import Path
 from experiments import config as configs
 from experiments import tasks
 from experiments.planned import PlannedRun, train_all
+from experiments.tasks import presets as task_presets
 
 DEFAULT_VARIANTS = ("dense", "local")
 
@@ -37,7 +38,7 @@ def plan(variant_names: list[str], task_names: list[str], *, profile: str, seed:
             except configs.Incompatible as reason:
                 print(f"skipped {variant} on {task}: {reason}", file=sys.stderr)
                 continue
-            name = f"{task}-{configs.described_variant(config)}-s{seed}"
+            name = f"{task_presets.folder_name(task)}-{configs.described_variant(config)}-s{seed}"
             runs.append(PlannedRun(name, config, {"calibration": profile}))
     return runs
 

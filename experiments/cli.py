@@ -2,10 +2,8 @@
 
     attnlab run --variant dense,local --task passkey --profile quick --set variant.window=32
     attnlab sweep --variant local --task passkey --trials 30 --space variant.window=16:64
-    attnlab sample passkey --count 5 --seed 0
     attnlab report --filter task=passkey
-    attnlab benchmark --variant dense,local,linear --task mqar,listops --seeds 3 --workers 2
-    attnlab speed --variants local:window=256 --lengths 2048 16384
+    attnlab benchmark --variant dense,local,linear --task mqar:num_pairs=16,listops --seeds 6 --workers 2
 """
 
 from __future__ import annotations
@@ -18,8 +16,7 @@ from common.files import refusal, writable_folder
 from experiments import benchmark_options, catalogue, experiment_file, launch, sweep_options
 from experiments.arguments import QUIET, RUNS_DIR_OPTION, SETS, CommandParser, add_run_selection, runs_dir
 
-# Each command reads its arguments here and hands the work to the module of its job. Sweeps (optuna),
-# reports (the analysis), the saturation studies and the benchmarks are imported by their command only.
+# Each command reads its arguments here and hands the work to the module of its job, imported by the command only.
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -40,19 +37,21 @@ def _sweep(args: argparse.Namespace) -> int:
         device=launch.checked_device(args.device), kernel=args.kernel, sets=args.set or [],
         space_args=args.space or [], space_file=args.space_file, study=args.study, storage=args.storage,
         runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), trials=args.trials, pruner=args.pruner,
-        prune_after=args.prune_after, heartbeat_seconds=args.heartbeat_seconds, confirm_seeds=args.confirm_seeds,
-    )
+        prune_after=args.prune_after, heartbeat_seconds=args.heartbeat_seconds, confirm_seeds=args.confirm_seeds)
     return sweep.run(plan, workers=args.workers, quiet=args.quiet)
 
 
 def _benchmark(args: argparse.Namespace) -> int:
     from analysis import benchmark as page
+    from analysis.benchmark_suite import selection
     from experiments import benchmark
     from experiments.benchmark import check, estimate
 
+    task_names, variant_names, sets = selection(args.task, args.variant, args.set or [], protocol=args.protocol,
+                                                profile=args.profile)
     plan = benchmark.prepare(
-        variant_names=args.variant, task_names=args.task, profile=args.profile, seed=args.seed,
-        device=launch.checked_device(args.device), kernel=args.kernel, sets=args.set or [],
+        variant_names=variant_names, task_names=task_names, profile=args.profile, seed=args.seed,
+        device=launch.checked_device(args.device), kernel=args.kernel, sets=sets,
         runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), **benchmark_options.values(args))
     if args.estimate:
         return estimate.run(plan, workers=args.workers, quiet=args.quiet)
@@ -110,13 +109,13 @@ def _saturation(args: argparse.Namespace) -> int:
 
 def _calibration(args: argparse.Namespace) -> int:
     from analysis import calibration as table
-    from experiments import calibration
+    from experiments import calibration, tasks
     from variants.presets import expand
     device = launch.checked_device(args.device)
     runs = writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION)
     writable_folder(Path(args.out).parent, "The folder of --out")
     table.read_record(Path(args.out).with_suffix(".csv"))  # a record it could not merge into is refused before training
-    problems = calibration.run(list(expand(args.variant)), args.task.split(",") if args.task else None,
+    problems = calibration.run(list(expand(args.variant)), tasks.expand_tasks(args.task) if args.task else None,
                                profile=args.profile, seed=args.seed, device=device, runs_dir=runs,
                                quiet=args.quiet, sets=args.set or [])
     written = table.write(calibration.runs_folder(runs, args.profile), Path(args.out))
@@ -224,7 +223,8 @@ def _add_benchmark(commands) -> None:
                     "(docs/benchmark.md). Every run is a job in one Optuna storage: the same command continues it, "
                     "and on other machines with the same --storage joins it.")
     add_run_selection(bench, variant=(None, "variants, presets and sets, comma-separated (default: core)"),
-                       task=(None, "comma-separated (default: the default suite)"),
+                       task=(None, "tasks and presets (mqar:num_pairs=16), comma-separated (default: protocol 2's "
+                                   "calibrated suite at quick, docs/benchmark.md; else the default suite)"),
                        seed="the tuning runs' seed (default: 0)")
     benchmark_options.add_arguments(bench)
     bench.add_argument("--out", default="reports", help="the folder of the page (default: reports)")

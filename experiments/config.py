@@ -15,6 +15,7 @@ import variants
 from common.memory import check_fits
 from common.options import OptionError, build_options, closest, format_value, option, parse_value, require
 from experiments import tasks, trackers
+from experiments.tasks import presets as task_presets
 from variants import presets
 
 SECTIONS = ("variant", "task", "model", "train")
@@ -148,7 +149,8 @@ def for_task(overrides: dict[str, dict[str, Any]], name: str, names: list[str]) 
     """The overrides for task `name` of a list: `task.X` goes to the listed tasks that have option X, and is an
     error when none of them has it."""
     return _for_listed(overrides, "task", name, {
-        listed: {item.name for item in dataclasses.fields(tasks.task_class(listed).Options)} for listed in names})
+        listed: {item.name for item in dataclasses.fields(tasks.task_class(task_presets.base(listed)).Options)}
+        for listed in names})
 
 
 class Incompatible(OptionError):
@@ -174,6 +176,7 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
             overrides: dict[str, dict[str, Any]] | None = None, trains_here: bool = True) -> RunConfig:
     """Profile defaults, then overrides, then every option of the variant and the task filled in. `variant` is a
     name or a preset (`relative:kind=alibi`, `variants.presets`): the config holds the name and the options.
+    `task` likewise is a name or a preset (`mqar:num_pairs=16`, `experiments.tasks.presets`).
     `trains_here`: the run is to train in this environment, so its model must fit the device's memory and its
     trackers must be able to start here; the analysis of a saved run passes False (a run trained on a larger GPU, or
     tracked online elsewhere, still reads on a laptop without a W&B key)."""
@@ -181,7 +184,8 @@ def resolve(*, variant: str, task: str, profile: str, seed: int, device: str, ke
     variant, variant_values = presets.with_preset(variant, overrides["variant"])  # a preset: its options fixed
     variants.check_kernel_name(variant, kernel)
     tasks.check_train_seed(seed)
-    task_obj = tasks.create_task(task, profile=profile, **overrides["task"])
+    task, task_values = task_presets.with_preset(task, overrides["task"])  # a preset: its options fixed
+    task_obj = tasks.create_task(task, profile=profile, **task_values)
     model = build_options(ModelConfig, "Config section 'model'",
                           {**task_obj.default_model, **variant_defaults(variant), **overrides["model"]})
     check_variant_fits_model(variant, model, task_obj)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from common.options import OptionError, closest, format_value, parse_value
+from common.options import OptionError, closest, format_value, merged_preset, parse_preset
 from variants.registry import list_baselines, list_variants, options_of
 
 # The design card's seven, one row each: dense scaled and unscaled dot product, temperature (learned, per head),
@@ -46,7 +46,7 @@ SETS: dict[str, tuple[str, Callable[[], tuple[str, ...]]]] = {
 def parse(row: str) -> tuple[str, dict[str, Any]]:
     """'relative:kind=t5:num_buckets=16' -> ('relative', {'kind': 't5', 'num_buckets': 16}), checked against the
     variant's options: an unknown name, option or value is a one-sentence error."""
-    name, *pairs = row.split(":")
+    name = row.split(":", 1)[0]
     if name in SETS:
         raise OptionError(f"{name!r} is a set of variants, which cannot take options; accepted: a variant name "
                           "before the options, e.g. relative:kind=alibi.")
@@ -54,13 +54,7 @@ def parse(row: str) -> tuple[str, dict[str, Any]]:
     if name not in known:
         raise OptionError(f"Unknown variant {name!r}{closest(name, [*known, *SETS])}; available: {', '.join(known)}; "
                           f"or a set ({', '.join(SETS)}), or a preset name:option=value.")
-    options: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key or key in options:
-            raise OptionError(f"Variant preset {row!r} has {pair!r}; accepted: name:option=value[:option=value], "
-                              "each option once.")
-        options[key] = parse_value(text)
+    _, options = parse_preset(row, what="Variant", example="relative:kind=alibi")
     typed = options_of(name, options)  # an unknown option or a bad value: the variant's own sentence
     return name, {key: getattr(typed, key) for key in options}  # as the variant reads them: '2' -> 2.0
 
@@ -96,11 +90,7 @@ def with_preset(row: str, overrides: dict[str, Any]) -> tuple[str, dict[str, Any
     """(the variant's name, its options): the preset's options, then the user's --set for the variant, which may
     not give one of the preset's options another value."""
     name, fixed = parse(row)
-    for key, value in overrides.items():
-        if key in fixed and fixed[key] != value:
-            raise OptionError(f"--set variant.{key}={format_value(value)} contradicts preset {row!r}; accepted: "
-                              f"another row (e.g. {name}:{key}={format_value(value)}), or no --set of {key}.")
-    return name, {**fixed, **overrides}
+    return name, merged_preset(row, name, fixed, overrides, section="variant")
 
 
 def describe_sets() -> str:

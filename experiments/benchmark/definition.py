@@ -33,6 +33,7 @@ from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES,
 from experiments.benchmark_options import PROTOCOL_DEFAULTS
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
+from experiments.tasks import presets as task_presets
 from variants import presets
 
 STUDY_PREFIX = "benchmark-"  # the study of benchmark NAME is benchmark-NAME
@@ -313,8 +314,10 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
         raise OptionError(f"Benchmark stages {', '.join(names)} name one stage twice; accepted: each name once (a "
                           "job's key begins with its stage's name).")
     variant_names = presets.expand(",".join(variant_names))  # each checked and written as pages show it
+    task_names = tuple(task_presets.canonical(task) for task in task_names)  # each checked, as pages show it
     for task in task_names:
-        tasks.task_class(task)
+        if task_names.count(task) > 1:
+            raise OptionError(f"Benchmark task {task!r} is listed twice; accepted: each row once.")
     overrides = configs.parse_sets(list(sets))
     if "lr" in overrides["train"]:
         raise OptionError("--set train.lr names what the benchmark tunes; accepted: the grid's multiples of each "
@@ -347,6 +350,13 @@ def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, .
                      screen_fraction=screen_fraction)
 
 
+def default_name(profile: str, protocol: int) -> str:
+    """A benchmark's name where none is given: its profile under protocol 1 (`quick`, the name of protocol 1's record),
+    the profile and the protocol after it (`quick-protocol2`), so that a later protocol never continues, nor is kept
+    over, an earlier one's benchmark of the same profile."""
+    return profile if protocol == 1 else f"{profile}-protocol{protocol}"
+
+
 def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
             lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
             kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
@@ -360,7 +370,8 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
     target_accuracy = defaults["target_accuracy"] if target_accuracy is None else target_accuracy
     interim_validation = defaults["interim_validation"] if interim_validation is None else interim_validation
     screen_fraction = defaults["screen_fraction"] if screen_fraction is None else screen_fraction
-    return build(name=name or profile, variant_names=presets.expand(variant_names, presets.CORE),
+    return build(name=name or default_name(profile, protocol),
+                 variant_names=presets.expand(variant_names, presets.CORE),
                  task_names=_names(tasks.expand_tasks(task_names or ""), "task", tasks.DEFAULT_SUITE),
                  profile=profile, seed=seed, seeds=seeds,
                  lr_multiples=parse_multiples(lr_multiples),

@@ -21,6 +21,7 @@ from typing import Any
 
 from experiments import tasks
 from experiments.config import RunConfig
+from experiments.tasks import presets as task_presets
 
 # A stage reads the benchmark that holds it (`experiments.benchmark.definition.Benchmark`), its cells (`Cell`) and
 # a cell's state in the ledger (`experiments.benchmark.ledger.CellState`); those modules are built on the stages,
@@ -264,8 +265,8 @@ class Capacity(Stage):
     def protocol(self, benchmark: Any) -> str:
         if not benchmark.capacity_widths and not benchmark.capacity_scales:
             return "Capacity: off (--capacity-widths none and --capacity-scales none)."
-        options = ", ".join(f"{task}: {tasks.task_class(task).capacity_option}" for task in benchmark.tasks
-                            if tasks.task_class(task).capacity_option is not None)
+        options = ", ".join(f"{task}: {option}" for task in benchmark.tasks
+                            if (option := tasks.task_class(task_presets.base(task)).capacity_option) is not None)
         sizes = [f"the model width (model.dim; the heads keep their number and widen with it) at "
                  f"{_multiples(benchmark.capacity_widths)} the cell's"] if benchmark.capacity_widths else []
         sizes += [f"the task's capacity option ({options or 'none of these tasks declares one'}) at "

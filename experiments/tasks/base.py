@@ -179,6 +179,10 @@ class Task:
     # None for a task that generates its data. Such a task has the DATA_PROFILES, is left out of `list_tasks()`
     # (`list_data_tasks()` names it), and reads nothing until it is built by name.
     data_source: ClassVar[str | None] = None
+    # Where a task follows a published one: the paper (and configuration) it follows, and each way it departs from
+    # it, one sentence each without the full stop; `attnlab list` shows both.
+    paper: ClassVar[str | None] = None
+    deviations: ClassVar[tuple[str, ...]] = ()
     # The separate sequences each example holds (two for a pair of documents compared, LRA's retrieval): the
     # model encodes each half of the sequence alone and classifies the pair (`experiments.model`).
     towers: ClassVar[int] = 1
@@ -186,9 +190,6 @@ class Task:
     # compression, after its AutoEncoder backbone): the model reads the sequence there, and a decoder gives every
     # position's logits from that one vector and the position (`experiments.model`).
     bottleneck: ClassVar[bool] = False
-    # The paper (and code) a task follows and where it departs from them, for `attnlab list`; None where the module's
-    # docstring alone says it (the tasks attnlab had before MAD's suite).
-    paper: ClassVar[str | None] = None
     # MAD's ladder of difficulty (its `configs/tasks/*.yml` changes): option -> the values MAD tries, each alone over
     # the mad profile's options. Empty for a task outside MAD's suite.
     mad_ladder: ClassVar[dict[str, tuple[Any, ...]]] = {}

@@ -21,7 +21,7 @@ Profiles: quick seq_len 32, vocabulary 16, fresh examples every batch (dim 64, d
 64, lr 1e-3); mad MAD's baseline: seq_len 32, vocabulary 16, 12,800 training examples, the shared mad model and
 budget. MAD's ladder: vocab_size 32, 64, 128; seq_len 64, 128, 256; train_examples 6,400 down to 800.
 
-Calibration: not yet measured; `make calibration` writes the figures to docs/calibration.md.
+Calibration: not measured yet; `make calibration` writes the figures to docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
+from experiments.tasks import mad
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Task
 from experiments.tasks.in_context_recall import LADDER
-from experiments.tasks.mad import QUICK_PROFILE, TRAIN_EXAMPLES_HELP, check_counts, mad_paper, mad_profile
 from experiments.tasks.registry import register_task
 
 BASELINE = {"seq_len": 32, "vocab_size": 16}
@@ -52,8 +52,9 @@ class Compression(Task):
     """
 
     bottleneck = True
-    paper = mad_paper("generate_compression_instance and AutoEncoder", "`#` is not scored (MAD scores it, a free "
-                                                                         "1 / seq_len); LayerNorm for RMSNorm")
+    paper = f"{mad.PAPER} generate_compression_instance and AutoEncoder"
+    deviations = ("`#` is not scored (MAD scores it, a free 1 / seq_len)",
+                  "the decoder's norms are LayerNorm, not RMSNorm", *mad.SHARED_DEVIATIONS)
     mad_ladder = {"vocab_size": LADDER["vocab_size"], "seq_len": (64, 128, 256),
                   "train_examples": LADDER["train_examples"]}
 
@@ -61,17 +62,17 @@ class Compression(Task):
     class Options:
         seq_len: int = option(BASELINE["seq_len"], "tokens per example: seq_len - 1 data tokens, then `#`")
         vocab_size: int = option(BASELINE["vocab_size"], "tokens in all (MAD's count): the data tokens and `#`")
-        train_examples: int = option(0, TRAIN_EXAMPLES_HELP)
+        train_examples: int = option(0, mad.TRAIN_EXAMPLES_HELP)
         test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
 
         def __post_init__(self) -> None:
             require(self.seq_len >= 2, "seq_len", self.seq_len, "an integer >= 2, a data token and `#`")
             require(self.vocab_size >= 3, "vocab_size", self.vocab_size, "an integer >= 3, two data tokens and `#`")
-            check_counts(self)
+            mad.check_counts(self)
 
     profiles = {
-        "quick": QUICK_PROFILE,
-        "mad": mad_profile(BASELINE),
+        "quick": mad.QUICK_PROFILE,
+        "mad": mad.profile(BASELINE),
     }
 
     def __init__(self, options: Options, profile: str) -> None:

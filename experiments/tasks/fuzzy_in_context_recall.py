@@ -31,7 +31,7 @@ examples every batch (dim 64, depth 2, heads 4; 1000 steps of 64, lr 1e-3); mad 
 vocabulary 16, 12,800 training examples, the shared mad model and budget. MAD's ladder: vocab_size 32, 64, 128;
 seq_len 256, 512, 1024; train_examples 6,400 down to 800.
 
-Calibration: not yet measured; `make calibration` writes the figures to docs/calibration.md.
+Calibration: not measured yet; `make calibration` writes the figures to docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -41,16 +41,9 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
+from experiments.tasks import mad
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Task
 from experiments.tasks.in_context_recall import LADDER, check_sizes
-from experiments.tasks.mad import (
-    QUICK_PROFILE,
-    TRAIN_EXAMPLES_HELP,
-    keys_and_values,
-    mad_paper,
-    mad_profile,
-    previous_occurrence,
-)
 from experiments.tasks.registry import register_task
 
 
@@ -77,9 +70,10 @@ class FuzzyInContextRecall(Task):
 
     needs_causal = True  # each target is the next input
     mad_ladder = LADDER
-    paper = mad_paper("generate_fuzzy_in_context_recall_instance, multi_query",
-                      "the pair repeated at the end is an earlier pair drawn at random (MAD's probe pair is drawn "
-                      "apart); pairs stop 2 * (max_key_tokens + max_value_tokens) before the end: more padding")
+    paper = f"{mad.PAPER} generate_fuzzy_in_context_recall_instance, multi_query"
+    deviations = ("the pair repeated at the end is an earlier pair drawn at random (MAD's probe pair is drawn apart)",
+                  "pairs stop 2 * (max_key_tokens + max_value_tokens) before the end, so a little more padding",
+                  mad.NEXT_TOKEN_DEVIATION, *mad.SHARED_DEVIATIONS)
 
     @dataclass(frozen=True)
     class Options:
@@ -89,7 +83,7 @@ class FuzzyInContextRecall(Task):
         max_key_tokens: int = option(3, "a key is 1 to this many distinct key tokens (MAD's k_motif_size); the "
                                         "test set's keys have this many")
         max_value_tokens: int = option(3, "a value is 1 to this many distinct value tokens (MAD's v_motif_size)")
-        train_examples: int = option(0, TRAIN_EXAMPLES_HELP)
+        train_examples: int = option(0, mad.TRAIN_EXAMPLES_HELP)
         test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
 
         def __post_init__(self) -> None:
@@ -105,13 +99,13 @@ class FuzzyInContextRecall(Task):
                     f"its repeat")
 
     profiles = {
-        "quick": QUICK_PROFILE,
-        "mad": mad_profile({"seq_len": 128, "vocab_size": 16}),
+        "quick": mad.QUICK_PROFILE,
+        "mad": mad.profile({"seq_len": 128, "vocab_size": 16}),
     }
 
     def __init__(self, options: Options, profile: str) -> None:
         super().__init__(options, profile)
-        self.num_keys, self.num_values, self.vocabulary = keys_and_values(options.vocab_size - 1, ["_"])
+        self.num_keys, self.num_values, self.vocabulary = mad.keys_and_values(options.vocab_size - 1, ["_"])
         self.num_classes = self.num_values
         self.chance_accuracy = 1 / self.num_values
 
@@ -137,7 +131,7 @@ class FuzzyInContextRecall(Task):
         place = torch.arange(key_tokens, device=device)
         padded = torch.where(place < key_length[..., None], keys, self.num_keys)  # (batch, pairs, K)
         key_id = (padded * (self.num_keys + 1) ** place).sum(-1)  # (batch, pairs)
-        _, first = previous_occurrence(key_id)  # a key keeps the value it first had
+        _, first = mad.previous_occurrence(key_id)  # a key keeps the value it first had
         values, value_length = values[rows, first], value_length.gather(1, first)
 
         # Pairs while fewer than 2 * longest positions are taken, then one drawn among them, repeated.
@@ -153,7 +147,7 @@ class FuzzyInContextRecall(Task):
         taken = torch.where(kept, key_length + value_length, 0)
         start = self.seq_len - taken.sum(1, keepdim=True) + taken.cumsum(1) - taken  # padding first
         value_start = start + key_length
-        previous, _ = previous_occurrence(torch.where(kept, key_id, -1))  # (batch, pairs + 1)
+        previous, _ = mad.previous_occurrence(torch.where(kept, key_id, -1))  # (batch, pairs + 1)
 
         inputs = torch.full((batch_size, self.seq_len), self.vocab_size - 1, dtype=torch.long, device=device)
         offset = torch.arange(longest, device=device)  # a pair's positions: key tokens, then value tokens

@@ -27,7 +27,7 @@ Profiles: quick seq_len 64, vocabulary 16 (8 keys, 8 values), fresh examples eve
 shared mad model and budget. MAD's ladder: vocab_size 32, 64, 128; seq_len 256, 512, 1024; train_examples 6,400
 down to 800.
 
-Calibration: not yet measured; `make calibration` writes the figures to docs/calibration.md.
+Calibration: not measured yet; `make calibration` writes the figures to docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -37,20 +37,13 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
+from experiments.tasks import mad
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Task
-from experiments.tasks.mad import (
-    QUICK_PROFILE,
-    TRAIN_EXAMPLES_HELP,
-    check_counts,
-    keys_and_values,
-    mad_paper,
-    mad_profile,
-    previous_occurrence,
-)
 from experiments.tasks.registry import register_task
 
-RECALL_DEVIATIONS = ("the inputs hold all seq_len tokens (MAD drops the last value); the pair kept free of noise is "
-                     "drawn before the last")
+RECALL_DEVIATIONS = ("the inputs hold all seq_len tokens (MAD drops the last value)",
+                     "the pair kept free of noise is drawn before the last (MAD's may fall on the last)",
+                     mad.NEXT_TOKEN_DEVIATION, *mad.SHARED_DEVIATIONS)
 LADDER = {"vocab_size": (32, 64, 128), "seq_len": (256, 512, 1024), "train_examples": (6400, 3200, 1600, 800)}
 
 
@@ -61,7 +54,7 @@ def check_sizes(options, reserved: int) -> None:
             "an even integer >= 4, room for two key-value pairs")
     require(options.vocab_size >= reserved + 4, "vocab_size", options.vocab_size,
             f"an integer >= {reserved + 4}, at least two keys and two values besides {reserved} other tokens")
-    check_counts(options)
+    mad.check_counts(options)
 
 
 @register_task("in_context_recall")
@@ -78,28 +71,29 @@ class InContextRecall(Task):
 
     needs_causal = True  # the value follows its key: a model that sees the next token reads the answer
     mad_ladder = LADDER
-    paper = mad_paper("generate_in_context_recall_instance, multi_query", RECALL_DEVIATIONS)
+    paper = f"{mad.PAPER} generate_in_context_recall_instance, multi_query"
+    deviations = RECALL_DEVIATIONS
 
     @dataclass(frozen=True)
     class Options:
         seq_len: int = option(64, "tokens per example: seq_len / 2 key-value pairs")
         vocab_size: int = option(16, "tokens in all (MAD's count): keys the first half, values the rest")
-        train_examples: int = option(0, TRAIN_EXAMPLES_HELP)
+        train_examples: int = option(0, mad.TRAIN_EXAMPLES_HELP)
         test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
 
         def __post_init__(self) -> None:
             check_sizes(self, reserved=0)
 
     profiles = {
-        "quick": QUICK_PROFILE,
-        "mad": mad_profile({"seq_len": 128, "vocab_size": 16}),
+        "quick": mad.QUICK_PROFILE,
+        "mad": mad.profile({"seq_len": 128, "vocab_size": 16}),
     }
 
     def __init__(self, options, profile: str) -> None:
         super().__init__(options, profile)
         self.noise_vocab_size: int = getattr(options, "noise_vocab_size", 0)
         self.frac_noise: float = getattr(options, "frac_noise", 0.0)
-        self.num_keys, self.num_values, self.vocabulary = keys_and_values(
+        self.num_keys, self.num_values, self.vocabulary = mad.keys_and_values(
             options.vocab_size - self.noise_vocab_size, [f"n{noise}" for noise in range(self.noise_vocab_size)])
         self.num_classes = self.num_values
         self.chance_accuracy = 1 / self.num_values
@@ -118,7 +112,7 @@ class InContextRecall(Task):
             1, keys[:, :-1], (~noise[:, :-1]).float())  # (batch, keys): how often each key came before the last pair
         keys[:, -1] = torch.multinomial(shown.clamp(max=1), 1, generator=generator)[:, 0]
         values = uniform(self.num_values, batch_size, self.num_keys).gather(1, keys)  # (batch, pairs): one per key
-        previous, _ = previous_occurrence(torch.where(noise, -1, keys))  # (batch, pairs): -1 where the key is new
+        previous, _ = mad.previous_occurrence(torch.where(noise, -1, keys))  # (batch, pairs): -1 where the key is new
 
         first_key, first_noise = self.num_values, self.num_values + self.num_keys
         inputs = torch.empty(batch_size, self.seq_len, dtype=torch.long, device=device)  # (batch, seq)

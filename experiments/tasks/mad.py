@@ -11,9 +11,10 @@ default) and weight decay 0; a level with fewer training examples trains fewer s
 
 Deviations every task of the suite shares: the model is attnlab's Transformer (a GELU MLP of 4 x width, learned
 absolute positions, 16 heads of width 8), where MAD's has SwiGLU and rotary embeddings; a training batch draws its
-examples from the fixed set uniformly with replacement, not in shuffled epochs; the loss is over the scored positions
-only, where MAD's recall tasks train next-token prediction at every position (keys and noise included, which
-nothing predicts); the cosine ends at 1e-6 / 5e-4 of the peak whatever the peak, so at 2e-7 to 2e-6 over MAD's grid.
+examples from the fixed set uniformly with replacement, not in shuffled epochs; the cosine ends at 1e-6 / 5e-4 of the
+peak whatever the peak, so at 2e-7 to 2e-6 over MAD's grid. The recall tasks add one: their loss is over the scored
+positions only, where MAD trains them as language models, next-token prediction at every position (keys and noise
+included, which nothing predicts).
 """
 
 from __future__ import annotations
@@ -27,15 +28,14 @@ from common.options import require
 from experiments.tasks.base import MAD_PROFILE, Profile
 from experiments.tasks.registry import TASK_SETS, task_class
 
-# The deviations every task of the suite shares, for `Task.paper` (the module's docstring says why).
-SHARED_DEVIATIONS = ("attnlab's Transformer (GELU MLP, learned positions) for MAD's (SwiGLU, rotary); batches drawn "
-                     "from the fixed training set with replacement, not in epochs; the loss on scored positions only")
-
-
-def mad_paper(function: str, deviations: str) -> str:
-    """`Task.paper` of a task of MAD's suite whose generator is athms/mad-lab's `function`."""
-    return (f"Poli et al. 2024, \"Mechanistic Design and Scaling of Hybrid Architectures\" (MAD; athms/mad-lab's "
-            f"{function}); deviations: {deviations}; {SHARED_DEVIATIONS}")
+# MAD's paper and code, the start of `Task.paper` of each task of the suite (which names the generator it follows).
+PAPER = "Poli et al. 2024, \"Mechanistic Design and Scaling of Hybrid Architectures\" (MAD), athms/mad-lab's"
+# The deviations every task of the suite shares, the end of its `Task.deviations` (the module's docstring says why).
+SHARED_DEVIATIONS = ("attnlab's Transformer (GELU MLP, learned positions) where MAD's has SwiGLU and rotary embeddings",
+                     "a batch draws its examples from the fixed training set with replacement, not in shuffled epochs")
+# What the recall tasks add: MAD trains them as language models.
+NEXT_TOKEN_DEVIATION = ("the loss is over the scored positions only, where MAD trains next-token prediction at every "
+                        "position")
 
 
 MAD_EPOCHS = 200  # MADConfig.epochs
@@ -67,17 +67,17 @@ def keys_and_values(symbols: int, others: list[str]) -> tuple[int, int, list[str
                                   *(f"k{key}" for key in range(num_keys)), *others]
 
 
-def mad_train(train_examples: int) -> dict[str, Any]:
+def budget(train_examples: int) -> dict[str, Any]:
     """MAD's budget for a training set of `train_examples`: 200 epochs of batches of 128, cosine to 1e-6."""
     steps = MAD_EPOCHS * math.ceil(train_examples / MAD_BATCH_SIZE)
     return {"steps": steps, "batch_size": MAD_BATCH_SIZE, "lr": MAD_LR, "weight_decay": 0.0, "warmup_steps": 0,
             "min_lr_ratio": MAD_MIN_LR / MAD_LR, "grad_clip": 0.0, "eval_every": max(1, steps // EVALUATIONS)}
 
 
-def mad_profile(options: dict[str, Any], train_examples: int = MAD_TRAIN_EXAMPLES) -> Profile:
+def profile(options: dict[str, Any], train_examples: int = MAD_TRAIN_EXAMPLES) -> Profile:
     """The mad profile of a task whose MAD baseline sets `options`, on a fixed set of `train_examples`."""
     return Profile(options={**options, "train_examples": train_examples, "test_size": MAD_TEST_SIZE},
-                   model=MAD_MODEL, train=mad_train(train_examples))
+                   model=MAD_MODEL, train=budget(train_examples))
 
 
 def mad_levels(name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -93,7 +93,7 @@ def mad_levels(name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     ladder = task_class(name).mad_ladder
     if not ladder:
         raise ValueError(f"Task {name!r} is not one of MAD's; accepted: {', '.join(TASK_SETS[MAD_PROFILE])}.")
-    return [({}, {}), *(({option: value}, mad_train(value) if option == "train_examples" else {})
+    return [({}, {}), *(({option: value}, budget(value) if option == "train_examples" else {})
                         for option, values in ladder.items() for value in values)]
 
 

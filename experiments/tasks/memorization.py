@@ -25,7 +25,7 @@ Profiles: quick seq_len 32, vocabulary 64 (31 keys), fresh examples every batch 
 steps of 64, lr 1e-3); mad MAD's baseline: seq_len 32, vocabulary 256 (127 keys), 256 training examples, the
 shared mad model and budget. MAD's ladder: vocab_size 512, 1024, 2048, 4096, 8192.
 
-Calibration: not yet measured; `make calibration` writes the figures to docs/calibration.md.
+Calibration: not measured yet; `make calibration` writes the figures to docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -35,15 +35,8 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
+from experiments.tasks import mad
 from experiments.tasks.base import IGNORE, MAX_TRAIN_SEED, QUICK_EVAL_SIZE, Batch, Task
-from experiments.tasks.mad import (
-    QUICK_PROFILE,
-    TRAIN_EXAMPLES_HELP,
-    check_counts,
-    keys_and_values,
-    mad_paper,
-    mad_profile,
-)
 from experiments.tasks.registry import register_task
 
 
@@ -61,8 +54,8 @@ class Memorization(Task):
     """
 
     mad_ladder = {"vocab_size": (512, 1024, 2048, 4096, 8192)}
-    paper = mad_paper("generate_memorization_instance", "the table comes from torch seeded with table_seed, not "
-                                                        "numpy at MAD's seed")
+    paper = f"{mad.PAPER} generate_memorization_instance"
+    deviations = ("the table comes from torch seeded with table_seed, not numpy at MAD's seed", *mad.SHARED_DEVIATIONS)
 
     @dataclass(frozen=True)
     class Options:
@@ -70,7 +63,7 @@ class Memorization(Task):
         vocab_size: int = option(64, "tokens in all (MAD's count): `>`, and of the rest keys the first half, "
                                      "values the others")
         table_seed: int = option(0, "seed of the fixed key-value table, the same for every run seed")
-        train_examples: int = option(0, TRAIN_EXAMPLES_HELP)
+        train_examples: int = option(0, mad.TRAIN_EXAMPLES_HELP)
         test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
 
         def __post_init__(self) -> None:
@@ -80,16 +73,16 @@ class Memorization(Task):
                     "an integer >= 5, at least two keys and two values besides `>`")
             require(0 <= self.table_seed < MAX_TRAIN_SEED, "table_seed", self.table_seed,
                     "an integer from 0 to 2**31 - 1")
-            check_counts(self)
+            mad.check_counts(self)
 
     profiles = {
-        "quick": QUICK_PROFILE,
-        "mad": mad_profile({"seq_len": 32, "vocab_size": 256}, train_examples=256),
+        "quick": mad.QUICK_PROFILE,
+        "mad": mad.profile({"seq_len": 32, "vocab_size": 256}, train_examples=256),
     }
 
     def __init__(self, options: Options, profile: str) -> None:
         super().__init__(options, profile)
-        self.num_keys, self.num_values, self.vocabulary = keys_and_values(options.vocab_size - 1, [">"])
+        self.num_keys, self.num_values, self.vocabulary = mad.keys_and_values(options.vocab_size - 1, [">"])
         self.num_classes = self.num_values
         self.chance_accuracy = 1 / self.num_keys
         table_generator = torch.Generator().manual_seed(options.table_seed)

@@ -41,6 +41,7 @@ import torch
 
 from common.options import option, require
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
+from experiments.tasks.haystack import distinct, distractor_haystack
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -113,20 +114,16 @@ class MultiQueryRecall(Task):
         pairs, first_key = options.num_pairs, options.num_values
         prefix, space = 2 * pairs, (length - 2 * pairs) // 2
 
-        def distinct(vocabulary: int) -> torch.Tensor:  # (batch, pairs) distinct ids from 0..vocabulary-1
-            scores = torch.rand(batch_size, vocabulary, generator=generator, device=device)
-            return scores.argsort(dim=1)[:, :pairs]
-
-        keys = first_key + distinct(options.num_keys)  # (batch, pairs)
-        values = distinct(options.num_values)  # (batch, pairs)
+        keys = first_key + distinct(batch_size, options.num_keys, pairs, generator, device)  # (batch, pairs)
+        values = distinct(batch_size, options.num_values, pairs, generator, device)  # (batch, pairs)
         weights = torch.arange(1, space + 1, device=device, dtype=torch.float32) ** (options.gap_power - 1)  # (space,)
         gaps = torch.multinomial(weights.expand(batch_size, space), pairs, replacement=False,
                                  generator=generator)  # (batch, pairs)
         query_position = prefix + 2 * gaps  # (batch, pairs): where key j comes back
         value_position = 2 * torch.arange(pairs, device=device) + 1  # (pairs,)
 
-        inputs = first_key + options.num_keys + torch.randint(options.num_filler, (batch_size, length),
-                                                              generator=generator, device=device)  # (batch, seq)
+        inputs = distractor_haystack(batch_size, length, first_key + options.num_keys, options.num_filler, generator,
+                                     device)  # (batch, seq) filler
         inputs[:, 0:prefix:2] = keys
         inputs[:, 1:prefix:2] = values
         inputs.scatter_(1, query_position, keys)

@@ -21,7 +21,7 @@ Profiles: quick seq_len 64, vocabulary 32 of which 16 noise tokens, frac_noise 0
 noise tokens, frac_noise 0.2, 12,800 training examples, the shared mad model and budget. MAD's ladder:
 vocab_size 48, 80, 144; seq_len 256, 512, 1024; train_examples 6,400 down to 800; frac_noise 0.4, 0.6, 0.8.
 
-Calibration: not yet measured; `make calibration` writes the figures to docs/calibration.md.
+Calibration: not measured yet; `make calibration` writes the figures to docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import math
 from dataclasses import dataclass
 
 from common.options import option, require
+from experiments.tasks import mad
 from experiments.tasks.base import QUICK_EVAL_SIZE
-from experiments.tasks.in_context_recall import LADDER, RECALL_DEVIATIONS, InContextRecall, check_sizes
-from experiments.tasks.mad import QUICK_PROFILE, TRAIN_EXAMPLES_HELP, mad_paper, mad_profile
+from experiments.tasks.in_context_recall import LADDER, InContextRecall, check_sizes
 from experiments.tasks.registry import register_task
 
 BASELINE = {"vocab_size": 32, "noise_vocab_size": 16, "frac_noise": 0.2}
@@ -51,7 +51,7 @@ class NoisyInContextRecall(InContextRecall):
         task.label_text(batch, 0) == "2: k4 -> v4; 8: k4 -> v4; 10: k7 -> v4; 14: k4 -> v4"
     """
 
-    paper = mad_paper("generate_noisy_in_context_recall_instance, multi_query", RECALL_DEVIATIONS)
+    paper = f"{mad.PAPER} generate_noisy_in_context_recall_instance, multi_query"
     mad_ladder = {"vocab_size": (48, 80, 144), **{name: LADDER[name] for name in ("seq_len", "train_examples")},
                   "frac_noise": (0.4, 0.6, 0.8)}
 
@@ -63,7 +63,7 @@ class NoisyInContextRecall(InContextRecall):
         noise_vocab_size: int = option(BASELINE["noise_vocab_size"], "noise tokens, drawn uniformly for a noise pair")
         frac_noise: float = option(BASELINE["frac_noise"], "probability that a pair is noise (never the last pair, "
                                                            "nor one pair drawn before it)")
-        train_examples: int = option(0, TRAIN_EXAMPLES_HELP)
+        train_examples: int = option(0, mad.TRAIN_EXAMPLES_HELP)
         test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
 
         def __post_init__(self) -> None:
@@ -73,6 +73,6 @@ class NoisyInContextRecall(InContextRecall):
             check_sizes(self, reserved=self.noise_vocab_size)
 
     profiles = {
-        "quick": QUICK_PROFILE,
-        "mad": mad_profile({"seq_len": 128, **BASELINE}),
+        "quick": mad.QUICK_PROFILE,
+        "mad": mad.profile({"seq_len": 128, **BASELINE}),
     }

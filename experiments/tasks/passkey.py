@@ -34,6 +34,7 @@ import torch
 
 from common.options import option, require
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task, distance_buckets
+from experiments.tasks.haystack import distractor_haystack
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -110,8 +111,8 @@ class Passkey(Task):
         """Examples whose key sits `distance` (batch,) positions before the final query token."""
         (batch_size,), device, length = distance.shape, distance.device, self.seq_len
         num_keys = self.options.num_keys
-        inputs = num_keys + torch.randint(self.options.num_distractors, (batch_size, length),
-                                          generator=generator, device=device)  # (batch, seq) distractors
+        inputs = distractor_haystack(batch_size, length, num_keys, self.options.num_distractors, generator,
+                                     device)  # (batch, seq)
         key = torch.randint(num_keys, (batch_size,), generator=generator, device=device)  # (batch,)
         inputs[:, -1] = self.vocab_size - 1  # the query token
         inputs.scatter_(1, (length - 1 - distance)[:, None], key[:, None])

@@ -57,9 +57,11 @@ def list_data_tasks(pattern: str = "*") -> list[str]:
 
 
 # Sets of tasks that `--task` takes beside names: LRA's five real-data tasks, in its Table 1's order (Path-X,
-# `lra_pathx`, which every model of the table failed, runs when named); MAD's six synthetic tasks, in the order of
-# its Figure 2 (each at its baseline with --profile mad; `mad_ladder` gives its levels of difficulty).
+# `lra_pathx`, which every model of the table failed, runs when named); RULER's needle and variable-tracking tasks;
+# MAD's six synthetic tasks, in the order of its Figure 2 (each at its baseline with --profile mad; `mad_ladder` gives
+# its levels of difficulty).
 TASK_SETS = {"lra": ("lra_listops", "lra_text", "lra_retrieval", "lra_image", "lra_pathfinder"),
+             "ruler": ("niah_multikey", "niah_multivalue", "niah_multiquery", "variable_tracking"),
              "mad": ("in_context_recall", "fuzzy_in_context_recall", "noisy_in_context_recall", "selective_copy",
                      "compression", "memorization")}
 
@@ -138,7 +140,8 @@ def describe_tasks() -> str:
         cls = task_class(name)
         lines.append(f"{name}: {TASKS.summary(name)}")
         if cls.paper is not None:
-            lines.append(f"    after {cls.paper}")
+            lines.append(f"    paper: {cls.paper}")
+        lines.extend(f"    deviation: {deviation}" for deviation in cls.deviations)
         if cls.data_source is not None:
             lines.append(f"    reads files (--set task.data_dir=DIR or ATTNLAB_DATA): {cls.data_source}")
         for profile in cls.profiles:

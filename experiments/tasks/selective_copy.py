@@ -49,8 +49,8 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
+from experiments.tasks import mad
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
-from experiments.tasks.mad import TRAIN_EXAMPLES_HELP, check_counts, mad_paper, mad_profile
 from experiments.tasks.registry import register_task
 
 _QUICK_MODEL = {"dim": 64, "depth": 2, "heads": 4}
@@ -71,9 +71,11 @@ class SelectiveCopy(Task):
 
     capacity_option = "num_tokens"  # more tokens to hold and put in order (the Mamba paper's 16 at long)
     suite_position = 2
-    paper = ("Gu & Dao 2023, \"Mamba\", section 3.1 (S4's copying.py, variable=True); profile mad after " +
-             mad_paper("generate_selective_copying_instance", "markers `?` ask for the tokens where MAD has one copy "
-                                                               "token and blanks; data tokens anywhere in the content"))
+    paper = (f"Gu & Dao 2023, \"Mamba\", section 3.1 (S4's copying.py, variable=True); its profile mad follows "
+             f"{mad.PAPER} generate_selective_copying_instance")
+    deviations = ("at profile mad, markers `?` ask for the tokens where MAD has one copy token and then blanks",
+                  "at profile mad, the data tokens lie anywhere in the content, where MAD's content ends on one",
+                  *(f"at profile mad, {deviation}" for deviation in mad.SHARED_DEVIATIONS))
     mad_ladder = {"num_data_tokens": (30, 62, 126), "seq_len": (512, 1024), "train_examples": (6400, 3200, 1600, 800),
                   "num_tokens": (32, 64, 96)}
 
@@ -82,7 +84,7 @@ class SelectiveCopy(Task):
         seq_len: int = option(64, "tokens per example: the data tokens among noise, then one marker per data token")
         num_tokens: int = option(4, "data tokens to copy, each asked for by one marker at the end")
         num_data_tokens: int = option(8, "size of the data vocabulary, the answers; chance is 1/num_data_tokens")
-        train_examples: int = option(0, TRAIN_EXAMPLES_HELP)
+        train_examples: int = option(0, mad.TRAIN_EXAMPLES_HELP)
         test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
@@ -92,7 +94,7 @@ class SelectiveCopy(Task):
             require(self.seq_len >= 2 * self.num_tokens, "seq_len", self.seq_len,
                     f"an integer >= 2 * num_tokens = {2 * self.num_tokens}, room for the data tokens and a marker "
                     f"for each")
-            check_counts(self)
+            mad.check_counts(self)
 
     profiles = {
         "quick": Profile(options={}, model=_QUICK_MODEL,
@@ -103,7 +105,7 @@ class SelectiveCopy(Task):
         "long": Profile(options={"seq_len": 4096, "num_tokens": 16, "num_data_tokens": 16, "test_size": 256},
                         model=_LARGER_MODEL,
                         train={"steps": 6000, "batch_size": 16, "lr": 5e-4, "eval_every": 500}),
-        "mad": mad_profile({"seq_len": 256, "num_tokens": 16, "num_data_tokens": 14}),
+        "mad": mad.profile({"seq_len": 256, "num_tokens": 16, "num_data_tokens": 14}),
     }
 
     def __init__(self, options: Options, profile: str) -> None:

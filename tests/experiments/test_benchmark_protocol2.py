@@ -134,3 +134,15 @@ def test_a_protocol_1_benchmark_reads_and_is_not_continued_as_protocol_2(tmp_pat
     refused = r"created for another benchmark \(its .*protocol.* differ\); accepted: the protocol"
     with pytest.raises(ValueError, match=refused):
         benchmark.open_study(plan(tmp_path, task="passkey", variants="dense", protocol=2, interim_validation="all"))
+
+
+def test_a_protocol_2_benchmark_without_a_name_is_never_protocol_1s_benchmark_of_the_same_profile(tmp_path):
+    def named(protocol, **rules):
+        return benchmark.prepare(variant_names="dense", task_names="passkey", profile="quick", seed=0, seeds=2,
+                                 lr_multiples="1,3,9", capacity_widths="none", capacity_scales="none",
+                                 capacity_seeds=1, device="cpu", kernel="auto", sets=TINY_SETS, name=None,
+                                 storage=None, runs_dir=tmp_path, heartbeat_seconds=1, protocol=protocol,
+                                 **rules).name
+
+    assert named(1) == "quick"  # protocol 1's record is benchmark-quick
+    assert named(2, interim_validation="all") == "quick-protocol2"

@@ -60,6 +60,10 @@ SEQUENCE_TASKS = {
     "induction": (2, {"quick": 1500, "standard": 500}, "all", "most frequent"),
     "flipflop": (4, {"quick": 300, "standard": 60}, "all", "most frequent"),
     "listops": (2, {"quick": 1500, "standard": 1500}, "all", "chance"),  # standard: 400 leave a 9 too rare to split
+    "niah_multikey": (2, {"quick": 500}, "all", "most frequent"),
+    "niah_multivalue": (2, {"quick": 150}, "all", "most frequent"),
+    "niah_multiquery": (2, {"quick": 150}, "all", "most frequent"),
+    "variable_tracking": (2, {"quick": 120}, "all", "most frequent"),
     "in_context_recall": (2, {"quick": 150}, "all", "most frequent"),
     "noisy_in_context_recall": (2, {"quick": 200}, "all", "most frequent"),
     "fuzzy_in_context_recall": (2, {"quick": 400}, "all", "most frequent"),

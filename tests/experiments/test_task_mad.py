@@ -186,10 +186,12 @@ def test_attnlab_list_names_each_tasks_paper_deviations_and_ladder():
         name = name if line.startswith(" ") else line.split(":")[0]
         blocks[name] = blocks.get(name, "") + line + "\n"
     for name in MAD_TASKS:
-        assert "Mechanistic Design and Scaling of Hybrid Architectures" in blocks[name], name
-        assert "deviations: " in blocks[name] and "profile mad: " in blocks[name]
+        paper = next(line for line in blocks[name].splitlines() if line.startswith("    paper: "))
+        assert "Poli et al. 2024, \"Mechanistic Design and Scaling of Hybrid Architectures\" (MAD)" in paper, name
+        assert "    deviation: " in blocks[name] and "    profile mad: " in blocks[name]
         assert "MAD's ladder of difficulty (each alone over profile mad): " in blocks[name]
-    assert "    after Gu & Dao 2023" in blocks["selective_copy"]
+    assert "    paper: Gu & Dao 2023" in blocks["selective_copy"]
+    assert "    deviation: at profile mad, markers `?` ask for the tokens" in blocks["selective_copy"]
 
 
 def test_a_task_sized_after_mad_alone_has_quick_and_mad_and_a_profile_set_of_another_shape_is_refused():
