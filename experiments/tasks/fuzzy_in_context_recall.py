@@ -23,8 +23,8 @@ max_value_tokens + the probe's length, so a little more padding; and those every
 
 Purpose: recall where neither a key nor a value is one token: a model must hold and match runs of tokens, not
 token identities. In MAD's own figure the Transformer stays at 0.08-0.28 here at width 128: not saturated.
-Cost: about 2 seq_len / 5 scored positions per sequence in training, fewer in the test set (long keys repeat
-less); a batch is O(batch * seq_len * (num_keys + log seq_len)).
+Cost: about seq_len / 10 scored positions per sequence in training and seq_len / 30 in the test set (at the mad
+profile: keys of 3 tokens seldom repeat); a batch is O(batch * seq_len * (num_keys + log seq_len)).
 
 Profiles: quick seq_len 64, vocabulary 16 (7 keys, 8 values, `_`), keys and values of up to 3 tokens, fresh
 examples every batch (dim 64, depth 2, heads 4; 1000 steps of 64, lr 1e-3); mad MAD's baseline: seq_len 128,

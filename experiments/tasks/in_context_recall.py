@@ -19,8 +19,8 @@ scored there); the forced pair is drawn among the pairs before the last (MAD's m
 none); and those every task of the suite shares (`experiments.tasks.mad`).
 
 Purpose: recall of a value by its key from context, the MQAR skill, with keys repeating at every distance.
-Cost: about seq_len / 2 scored positions per sequence; a batch is O(batch * seq_len * log seq_len) (a sort finds
-each key's last appearance).
+Cost: a little under seq_len / 2 scored positions per sequence; a batch is O(batch * seq_len * log seq_len) (a sort
+finds each key's last appearance).
 
 Profiles: quick seq_len 64, vocabulary 16 (8 keys, 8 values), fresh examples every batch (dim 64, depth 2, heads
 4; 1000 steps of 64, lr 1e-3); mad MAD's baseline: seq_len 128, vocabulary 16, 12,800 training examples, the
