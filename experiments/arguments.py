@@ -14,7 +14,8 @@ QUIET = {"action": "store_true", "default": bool(os.environ.get("CI")),
 SETS = {"action": "append", "metavar": "SECTION.FIELD=VALUE",
         "help": "override any config field: variant.*, task.*, model.*, train.* (repeatable)"}
 RUNS_DIR_OPTION = "--runs-dir (or RUNS_DIR)"  # how a sentence about the runs folder names where it came from
-PROFILE_HELP = f"one of {', '.join(tasks.PROFILES)} (default: quick); lra for the tasks that read LRA's files"
+PROFILE_HELP = (f"one of {', '.join(tasks.PROFILES)} (default: quick); lra for the tasks that read LRA's files, "
+                f"{tasks.MAD_PROFILE} for MAD's tasks")
 
 
 class CommandParser(argparse.ArgumentParser):

@@ -59,5 +59,5 @@ def build(config: RunConfig) -> Parts:
     torch.manual_seed(config.seed)
     model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
                         variant=config.variant, variant_options=config.variant_options, kernel=config.kernel,
-                        seed=config.seed, towers=task.towers)
+                        seed=config.seed, towers=task.towers, bottleneck=task.bottleneck)
     return Parts(config=config, task=task, model=model, rng_state=torch.get_rng_state())

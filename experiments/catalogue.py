@@ -30,7 +30,8 @@ def print_catalogue() -> None:
     print(tasks.describe_tasks())
     print(f"\nProfiles (--profile NAME): {', '.join(tasks.PROFILES)}; quick for CPU minutes, standard for "
           "one GPU, long for LRA-scale lengths. The tasks that read LRA's files have quick and lra, LRA's published "
-          "sizes and budgets (docs/lra.md); --task lra names the five of LRA's Table 1.")
+          "sizes and budgets (docs/lra.md); --task lra names the five of LRA's Table 1. MAD's tasks have mad, MAD's "
+          "baseline sizes, model and budget (docs/mad.md), and quick; --task mad names its six.")
 
 
 def print_samples(task_name: str, *, profile: str, sets: list[str], count: int, seed: int, format: str,

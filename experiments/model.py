@@ -12,6 +12,10 @@ halves go through the same embedding and blocks as separate sequences, so attent
 other; each is read at its last position (its query), u and v, and an MLP over [u, v, u * v, u - v] (LRA's dual
 encoder head: dim * mlp_ratio, ReLU, half that, ReLU, classes) gives the pair's logits at the sequence's last
 position; the other positions' logits are 0 (they are never scored).
+
+A bottleneck (a task with `bottleneck = True`, MAD's compression, after its AutoEncoder): the blocks read the
+sequence, and every position's logits come from the state at the last position alone plus that position's fixed
+sinusoidal encoding, through a decoder of two GELU layers of width dim (LayerNorm before each) and the head.
 """
 
 from __future__ import annotations
@@ -88,9 +92,16 @@ def pair_head(config: ModelConfig, num_classes: int) -> nn.Sequential:
                          nn.Linear(width // 2, num_classes))
 
 
+def bottleneck_decoder(dim: int) -> nn.Sequential:
+    """MAD's AutoEncoder decoder (dim -> dim): two GELU layers, each after a LayerNorm, then one for the head."""
+    return nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, dim), nn.GELU(), nn.LayerNorm(dim), nn.Linear(dim, dim),
+                         nn.GELU(), nn.LayerNorm(dim))
+
+
 class Transformer(nn.Module):
     def __init__(self, config: ModelConfig, *, vocab_size: int, num_classes: int, max_len: int,
-                 variant: str, variant_options: Any, kernel: str = "auto", seed: int = 0, towers: int = 1) -> None:
+                 variant: str, variant_options: Any, kernel: str = "auto", seed: int = 0, towers: int = 1,
+                 bottleneck: bool = False) -> None:
         super().__init__()
         if towers not in (1, 2) or max_len % towers:
             raise ValueError(f"towers got {towers!r} for sequences of {max_len}; accepted: 1, or 2 with an even "
@@ -110,6 +121,9 @@ class Transformer(nn.Module):
             for layer_index in range(config.depth)
         )
         self.norm = nn.LayerNorm(config.dim)
+        self.decoder = bottleneck_decoder(config.dim) if bottleneck else None
+        if bottleneck:
+            self.register_buffer("decoder_positions", sinusoidal(max_len, config.dim), persistent=False)
         self.head = nn.Linear(config.dim, num_classes) if towers == 1 else pair_head(config, num_classes)
 
     @property
@@ -139,6 +153,8 @@ class Transformer(nn.Module):
             x, layer_weights = block(x, self.config.causal, return_weights)
             weights.append(layer_weights)
         x = self.norm(x)
+        if self.decoder is not None:  # every position rebuilt from the last one's state: (B, T, dim)
+            x = self.decoder(x[:, -1:] + self.decoder_positions[: tokens.shape[1]])
         if self.towers == 1:
             logits = self.head(x)
         else:

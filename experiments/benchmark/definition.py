@@ -261,8 +261,8 @@ def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
             "screen_fraction": 1.0, **stored}
 
 
-def _names(text: str | None, what: str, default: list[str]) -> tuple[str, ...]:
-    names = [name for name in (text or "").split(",") if name] or default
+def _names(names: list[str], what: str, default: list[str]) -> tuple[str, ...]:
+    names = names or default
     for name in names:
         if names.count(name) > 1:
             raise OptionError(f"Benchmark {what} {name!r} is listed twice; accepted: each name once.")
@@ -377,7 +377,8 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
     screen_fraction = defaults["screen_fraction"] if screen_fraction is None else screen_fraction
     return build(name=name or default_name(profile, protocol),
                  variant_names=presets.expand(variant_names, presets.CORE),
-                 task_names=_names(task_names, "task", tasks.DEFAULT_SUITE), profile=profile, seed=seed, seeds=seeds,
+                 task_names=_names(tasks.expand_tasks(task_names or ""), "task", tasks.DEFAULT_SUITE),
+                 profile=profile, seed=seed, seeds=seeds,
                  lr_multiples=parse_multiples(lr_multiples),
                  capacity_widths=capacity.parse_multiples(capacity_widths, "capacity-widths",
                                                           "each cell's model width"),

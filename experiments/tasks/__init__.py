@@ -1,9 +1,8 @@
 """attnlab's tasks: a registry of long-range dependency tasks that generate their own batches.
 
     >>> from experiments import tasks
-    >>> tasks.list_tasks()  # doctest: +NORMALIZE_WHITESPACE
-    ['flipflop', 'induction', 'listops', 'mqar', 'niah_multikey', 'niah_multiquery', 'niah_multivalue', 'passkey',
-     'pathfinder', 'selective_copy', 'variable_tracking']
+    >>> tasks.list_tasks("p*")
+    ['passkey', 'pathfinder']
     >>> task = tasks.create_task("passkey", profile="quick", num_keys=8)
     >>> batch = task.batch(32, tasks.train_generator(0), "cpu")
     >>> batch.inputs.shape, task.num_classes, task.chance_accuracy
@@ -14,6 +13,7 @@ from common.registry import import_modules
 from experiments.tasks.base import (
     DATA_PROFILES,
     IGNORE,
+    MAD_PROFILE,
     MAX_TRAIN_SEED,
     PROFILES,
     TEST_SEED_OFFSET,
@@ -24,9 +24,11 @@ from experiments.tasks.base import (
     distance_buckets,
     test_seed,
     train_generator,
+    training_set_seed,
     validation_seed,
 )
 from experiments.tasks.lra_files import DataError, MissingData
+from experiments.tasks.mad import mad_levels
 from experiments.tasks.registry import (
     TASK_SETS,
     caveats,
@@ -59,6 +61,7 @@ __all__ = [
     "DEFAULT_SUITE",
     "TEST_SEED_OFFSET",
     "IGNORE",
+    "MAD_PROFILE",
     "MAX_TRAIN_SEED",
     "PROFILES",
     "VALIDATION_SEED_OFFSET",
@@ -77,8 +80,10 @@ __all__ = [
     "test_seed",
     "list_data_tasks",
     "list_tasks",
+    "mad_levels",
     "register_task",
     "task_class",
     "train_generator",
+    "training_set_seed",
     "validation_seed",
 ]

@@ -19,6 +19,11 @@ Validation set: sweeps select hyperparameters on it, so the test set stays an un
 drawn like the test set (`sample_test`, `validation_size` examples, test_size unless a task says otherwise)
 from `validation_seed(name)` = VALIDATION_SEED_OFFSET + crc32("validation/" + name) mod 2**31, which lies
 in [2**32, 2**32 + 2**31) and so is neither a training seed nor an test seed.
+
+Fixed training set: a task with a `train_examples` option above 0 (MAD's tasks, which train many epochs over a few
+thousand examples) draws that many examples once, on the CPU, from `training_set_seed(name)` in [2**32 + 2**31,
+2**33), above every other seed, so the same set for every run seed; each training batch then picks its examples
+from it, uniformly with replacement, with the run's generator. With 0, every batch holds fresh examples.
 """
 
 from __future__ import annotations
@@ -41,9 +46,14 @@ PROFILES = ("quick", "standard", "long")
 # The profiles of a task that reads its data from files (`Task.data_source`): quick, a CPU-sized check that the
 # files train, and lra, the Long Range Arena's published sizes and training budgets (docs/lra.md).
 DATA_PROFILES = ("quick", "lra")
+# The profile of a task of MAD's synthetic suite (Poli et al. 2024, "Mechanistic Design and Scaling of Hybrid
+# Architectures"): its baseline task sizes, model and budget. A task sized after MAD alone has quick and mad; a task
+# of the suite that attnlab already had (selective copying) has PROFILES and mad.
+MAD_PROFILE = "mad"
 MAX_TRAIN_SEED = 2**31  # training seeds lie in [0, MAX_TRAIN_SEED)
 TEST_SEED_OFFSET = MAX_TRAIN_SEED  # test seeds lie in [TEST_SEED_OFFSET, 2**32), so never meet a training seed
 VALIDATION_SEED_OFFSET = 2**32  # validation seeds lie in [2**32, 2**32 + 2**31): above every test seed
+TRAINING_SET_SEED_OFFSET = VALIDATION_SEED_OFFSET + 2**31  # fixed training sets' seeds: above every other seed
 
 
 def test_seed(name: str) -> int:
@@ -55,6 +65,11 @@ def validation_seed(name: str) -> int:
     """The seed of task `name`'s validation set, in [2**32, 2**32 + 2**31): above every training and test seed,
     and salted, so the validation and test sets of one task are drawn from unrelated streams."""
     return VALIDATION_SEED_OFFSET + zlib.crc32(f"validation/{name}".encode()) % 2**31
+
+
+def training_set_seed(name: str) -> int:
+    """The seed of task `name`'s fixed training set (its `train_examples` option), in [2**32 + 2**31, 2**33)."""
+    return TRAINING_SET_SEED_OFFSET + zlib.crc32(f"training set/{name}".encode()) % 2**31
 
 
 def check_train_seed(seed: int) -> None:
@@ -124,7 +139,8 @@ class Task:
     """A long-range dependency task of fixed sizes; a subclass says how to sample it.
 
     A subclass declares `Options` (a frozen dataclass with at least `seq_len` and `test_size`), one
-    `Profile` per name in PROFILES, and in `__init__` its `vocabulary` (the name of each token id),
+    `Profile` per name in PROFILES (a task of MAD's suite adds MAD_PROFILE; one sized after MAD alone has quick and
+    MAD_PROFILE only), and in `__init__` its `vocabulary` (the name of each token id),
     `num_classes` and `chance_accuracy`; it implements `sample` and, when the test set is drawn
     differently from training batches, `sample_test`. Callers use `batch` and `test_set`.
     """
@@ -170,6 +186,13 @@ class Task:
     # The separate sequences each example holds (two for a pair of documents compared, LRA's retrieval): the
     # model encodes each half of the sequence alone and classifies the pair (`experiments.model`).
     towers: ClassVar[int] = 1
+    # True where the model must rebuild the scored positions from its state at the last position alone (MAD's
+    # compression, after its AutoEncoder backbone): the model reads the sequence there, and a decoder gives every
+    # position's logits from that one vector and the position (`experiments.model`).
+    bottleneck: ClassVar[bool] = False
+    # MAD's ladder of difficulty (its `configs/tasks/*.yml` changes): option -> the values MAD tries, each alone over
+    # the mad profile's options. Empty for a task outside MAD's suite.
+    mad_ladder: ClassVar[dict[str, tuple[Any, ...]]] = {}
 
     vocabulary: list[str]  # readable name of each token id
     num_classes: int  # answers are token ids 0..num_classes-1
@@ -182,11 +205,18 @@ class Task:
         self.test_size: int = options.test_size
         self.default_train: dict[str, Any] = dict(self.profiles[profile].train)
         self.default_model: dict[str, Any] = dict(self.profiles[profile].model)
+        self._training_sets: dict[torch.device, Batch] = {}  # device -> the fixed training set there, once drawn
 
     @property
     def validation_size(self) -> int:
         """Examples in the validation set: as many as in the test set (a task may say otherwise)."""
         return self.test_size
+
+    @property
+    def train_examples(self) -> int:
+        """The size of the fixed training set: the task's `train_examples` option, if it has one; 0 (fresh
+        examples in every batch) otherwise."""
+        return getattr(self.options, "train_examples", 0)
 
     @property
     def eval_lengths(self) -> tuple[int, ...]:
@@ -242,7 +272,22 @@ class Task:
         if generator.device.type != device.type:
             raise ValueError(f"The generator lives on {generator.device} but the batch was asked for on {device}; "
                              f"accepted: a generator on the batch's device, train_generator(seed, {str(device)!r}).")
-        return self.sample(batch_size, generator, device)
+        if not self.train_examples:
+            return self.sample(batch_size, generator, device)
+        chosen = torch.randint(self.train_examples, (batch_size,), generator=generator, device=device)  # (batch,)
+        training_set = self.training_set(device)
+        return Batch(training_set.inputs[chosen], training_set.targets[chosen], training_set.distance[chosen],
+                     {name: values[chosen] for name, values in training_set.metadata.items()})
+
+    def training_set(self, device: torch.device | str) -> Batch:
+        """The fixed training set (`train_examples` > 0): drawn like training batches from `training_set_seed(name)`
+        on the CPU, the same for every run seed, moved to `device` and kept there."""
+        device = torch.device(device)
+        if device not in self._training_sets:
+            generator = torch.Generator().manual_seed(training_set_seed(self.name))
+            drawn = self.sample(self.train_examples, generator, torch.device("cpu"))
+            self._training_sets[device] = drawn.to(device)
+        return self._training_sets[device]
 
     def test_set(self, device: torch.device | str) -> Batch:
         """The fixed held-out set: test_size examples from `test_seed(name)`, drawn on the CPU, moved to `device`."""

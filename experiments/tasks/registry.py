@@ -8,21 +8,33 @@ from typing import Any
 
 from common.options import OptionError, build_options, closest, describe_options
 from common.registry import Registry
-from experiments.tasks.base import DATA_PROFILES, PROFILES, Task
+from experiments.tasks.base import DATA_PROFILES, MAD_PROFILE, PROFILES, Task
 
 _REQUIRED_OPTIONS = ("seq_len", "test_size")
+# The profile sets a task may define: a generated task PROFILES (and MAD's profile where MAD's suite has the task
+# too), or quick and MAD's profile for a task sized after MAD alone; a task that reads files DATA_PROFILES.
+_GENERATED_PROFILES = (PROFILES, (*PROFILES, MAD_PROFILE), ("quick", MAD_PROFILE))
 
 
 def _check_task(name: str, cls: type[Task]) -> None:
-    required = PROFILES if cls.data_source is None else DATA_PROFILES
-    if set(cls.profiles) != set(required):
-        raise ValueError(f"Task {name!r} defines profiles {sorted(cls.profiles)}; required: {list(required)}.")
+    accepted = _GENERATED_PROFILES if cls.data_source is None else (DATA_PROFILES,)
+    if not any(set(cls.profiles) == set(profiles) for profiles in accepted):
+        raise ValueError(f"Task {name!r} defines profiles {sorted(cls.profiles)}; accepted: "
+                         f"{' or '.join(str(list(profiles)) for profiles in accepted)}.")
+    if bool(cls.mad_ladder) != (MAD_PROFILE in cls.profiles):
+        raise ValueError(f"Task {name!r} has {'no ' if not cls.mad_ladder else ''}MAD ladder but "
+                         f"{'no ' if MAD_PROFILE not in cls.profiles else ''}profile {MAD_PROFILE!r}; accepted: both "
+                         f"or neither.")
     if cls.towers not in (1, 2):
         raise ValueError(f"Task {name!r} declares {cls.towers!r} towers; accepted: 1, or 2 for a pair.")
     fields = [field.name for field in dataclasses.fields(cls.Options)]
     missing = [option for option in _REQUIRED_OPTIONS if option not in fields]
     if missing:
         raise ValueError(f"Task {name!r} lacks the options {missing}; every task has {list(_REQUIRED_OPTIONS)}.")
+    unknown = [option for option in cls.mad_ladder if option not in fields]
+    if unknown:
+        raise ValueError(f"Task {name!r} declares a MAD ladder over {unknown}, which are not its options; accepted: "
+                         f"options among {fields}.")
     if cls.capacity_option is not None and cls.capacity_option not in fields:
         raise ValueError(f"Task {name!r} declares capacity option {cls.capacity_option!r}, which is not one of its "
                          f"options; accepted: one of {fields}, or None.")
@@ -45,9 +57,13 @@ def list_data_tasks(pattern: str = "*") -> list[str]:
 
 
 # Sets of tasks that `--task` takes beside names: LRA's five real-data tasks, in its Table 1's order (Path-X,
-# `lra_pathx`, which every model of the table failed, runs when named); RULER's needle and variable-tracking tasks.
+# `lra_pathx`, which every model of the table failed, runs when named); RULER's needle and variable-tracking tasks;
+# MAD's six synthetic tasks, in the order of its Figure 2 (each at its baseline with --profile mad; `mad_ladder` gives
+# its levels of difficulty).
 TASK_SETS = {"lra": ("lra_listops", "lra_text", "lra_retrieval", "lra_image", "lra_pathfinder"),
-             "ruler": ("niah_multikey", "niah_multivalue", "niah_multiquery", "variable_tracking")}
+             "ruler": ("niah_multikey", "niah_multivalue", "niah_multiquery", "variable_tracking"),
+             "mad": ("in_context_recall", "fuzzy_in_context_recall", "noisy_in_context_recall", "selective_copy",
+                     "compression", "memorization")}
 
 
 def expand_tasks(names: str) -> list[str]:
@@ -132,6 +148,9 @@ def describe_tasks() -> str:
             overrides = ", ".join(f"{option}={value!r}" for option, value in cls.profiles[profile].options.items())
             lines.append(f"    profile {profile}: {overrides or 'the defaults below'}")
         lines.extend(f"    {line}" for line in describe_options(cls.Options))
+        if cls.mad_ladder:
+            levels = "; ".join(f"{option}={','.join(map(str, values))}" for option, values in cls.mad_ladder.items())
+            lines.append(f"    MAD's ladder of difficulty (each alone over profile mad): {levels}")
         lines.extend(f"    known shortcut at {profile}{SUITE_NOTE if profile == 'quick' else ''}: {reason}"
                      for profile, reason in cls.known_shortcut.items())
         lines.extend(f"    not discriminative at {profile}{SUITE_NOTE if profile == 'quick' else ''}: {reason}"

@@ -28,7 +28,16 @@ scores).
 Profiles: quick seq_len 64, 4 tokens to copy from 8 data tokens (dim 64, depth 2, heads 4; 1000 steps of
 64 examples, lr 1e-3); standard seq_len 1024, 16 tokens from 16 (dim 128, depth 2, 4000 steps of 64);
 long seq_len 4096, 16 tokens from 16, the paper's length and number of tokens (dim 128, depth 2, 6000
-steps of 16). Standard and long are sized like the other tasks' and not yet calibrated.
+steps of 16). Standard and long are sized like the other tasks' and not yet calibrated. mad is MAD's baseline of
+selective copying (Poli et al. 2024, "Mechanistic Design and Scaling of Hybrid Architectures", athms/mad-lab's
+`generate_selective_copying_instance`): seq_len 256, 16 tokens to copy from 14 data tokens (MAD's vocabulary of 16
+counts its two special tokens), a fixed set of 12,800 training examples, and the model and budget every task of
+MAD's suite shares (`experiments.tasks.mad`). MAD's ladder: num_data_tokens 30, 62, 126 (its vocabularies of 32,
+64, 128); seq_len 512, 1024; train_examples 6,400 down to 800; num_tokens 32, 64, 96. Deviations from MAD's
+layout: the tokens to copy are asked for by num_tokens markers `?`, where MAD puts one copy token and then
+num_tokens blanks (the same noise token as in the content) at which the targets lie; its blanks fall only before
+data tokens (np.insert at indices below num_tokens), so its content ends on a data token, where here the data
+tokens lie anywhere in the content; and those every task of MAD's suite shares.
 
 Calibration: the measured accuracies of each profile are in docs/calibration.md.
 """
@@ -40,6 +49,7 @@ from dataclasses import dataclass
 import torch
 
 from common.options import option, require
+from experiments.tasks import mad
 from experiments.tasks.base import IGNORE, QUICK_EVAL_SIZE, Batch, Profile, Task
 from experiments.tasks.registry import register_task
 
@@ -61,12 +71,20 @@ class SelectiveCopy(Task):
 
     capacity_option = "num_tokens"  # more tokens to hold and put in order (the Mamba paper's 16 at long)
     suite_position = 2
+    paper = (f"Gu & Dao 2023, \"Mamba\", section 3.1 (S4's copying.py, variable=True); its profile mad follows "
+             f"{mad.PAPER} generate_selective_copying_instance")
+    deviations = ("at profile mad, markers `?` ask for the tokens where MAD has one copy token and then blanks",
+                  "at profile mad, the data tokens lie anywhere in the content, where MAD's content ends on one",
+                  *(f"at profile mad, {deviation}" for deviation in mad.SHARED_DEVIATIONS))
+    mad_ladder = {"num_data_tokens": (30, 62, 126), "seq_len": (512, 1024), "train_examples": (6400, 3200, 1600, 800),
+                  "num_tokens": (32, 64, 96)}
 
     @dataclass(frozen=True)
     class Options:
         seq_len: int = option(64, "tokens per example: the data tokens among noise, then one marker per data token")
         num_tokens: int = option(4, "data tokens to copy, each asked for by one marker at the end")
         num_data_tokens: int = option(8, "size of the data vocabulary, the answers; chance is 1/num_data_tokens")
+        train_examples: int = option(0, mad.TRAIN_EXAMPLES_HELP)
         test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
@@ -76,7 +94,7 @@ class SelectiveCopy(Task):
             require(self.seq_len >= 2 * self.num_tokens, "seq_len", self.seq_len,
                     f"an integer >= 2 * num_tokens = {2 * self.num_tokens}, room for the data tokens and a marker "
                     f"for each")
-            require(self.test_size >= 1, "test_size", self.test_size, "an integer >= 1")
+            mad.check_counts(self)
 
     profiles = {
         "quick": Profile(options={}, model=_QUICK_MODEL,
@@ -87,6 +105,7 @@ class SelectiveCopy(Task):
         "long": Profile(options={"seq_len": 4096, "num_tokens": 16, "num_data_tokens": 16, "test_size": 256},
                         model=_LARGER_MODEL,
                         train={"steps": 6000, "batch_size": 16, "lr": 5e-4, "eval_every": 500}),
+        "mad": mad.profile({"seq_len": 256, "num_tokens": 16, "num_data_tokens": 14}),
     }
 
     def __init__(self, options: Options, profile: str) -> None:

@@ -7,7 +7,8 @@ query included). Rows whose evidence lies within those last tokens are dropped: 
 local and reading it is the task, not a shortcut. `probe_accuracy` (linear) and `boosted_probe_accuracy`
 (non-linear: thresholds on counts, interactions between features) fit a probe on one set of rows and score
 it on another; `PROBES` names both. `leak_label` plants the answer in some rows, to check a probe finds a
-label where there is one.
+label where there is one. A task that rebuilds its scored positions from the last one (`Task.bottleneck`,
+compression) is read there, where its model reads, with the position asked for.
 """
 
 import numpy as np
@@ -25,17 +26,19 @@ def sequence_rows(task, batch, context, bag_tokens=None):
     """(features, labels) for every scored position whose evidence lies `context` or more tokens back.
 
     Features: counts of each token id in `bag_tokens` (default every id) among the inputs up to the
-    position, the position itself, and the one-hot ids of the last `context` inputs up to it.
+    position the model reads (the scored one, or the last for a bottleneck task), the scored position itself,
+    and the one-hot ids of the last `context` inputs up to the position read.
     """
     vocab = task.vocab_size
     bag_tokens = list(range(vocab)) if bag_tokens is None else list(bag_tokens)
     examples, positions = (batch.targets != IGNORE).nonzero(as_tuple=True)  # (rows,) each
     keep = batch.distance[examples, positions] >= context
     examples, positions = examples[keep], positions[keep]
+    read = torch.full_like(positions, batch.inputs.shape[1] - 1) if task.bottleneck else positions  # (rows,)
     one_hot = torch.nn.functional.one_hot(batch.inputs, vocab).double()  # (batch, seq, vocab)
-    prefix_counts = one_hot.cumsum(1)[examples, positions][:, bag_tokens]  # (rows, bag) counts up to the position
+    prefix_counts = one_hot.cumsum(1)[examples, read][:, bag_tokens]  # (rows, bag) counts up to the position read
     offsets = torch.arange(context)  # the query and the context - 1 tokens before it
-    last = batch.inputs[examples[:, None], (positions[:, None] - offsets).clamp(min=0)]  # (rows, context)
+    last = batch.inputs[examples[:, None], (read[:, None] - offsets).clamp(min=0)]  # (rows, context)
     last_one_hot = torch.nn.functional.one_hot(last, vocab).flatten(1).double()  # (rows, context * vocab)
     features = torch.cat([prefix_counts, positions[:, None].double(), last_one_hot], 1)
     return features.numpy(), batch.targets[examples, positions].numpy()

@@ -48,7 +48,8 @@ def sequence_bound(task, rows, probe):
     return max(task.chance_accuracy, most_frequent_answer_accuracy(task, rows)) + MARGINS[probe]
 
 
-# name: (last tokens seen, examples per profile, bag of every token or of the non-answer tokens only, baseline).
+# name: (last tokens seen, examples per profile, bag of every token, of the non-answer tokens only or of all but the
+# keys, baseline).
 # Passkey's bag leaves out the key vocabulary: the key is the only key token, so counting it is reading the
 # evidence itself, which any pooling model does by design. mqar's standard profile (256 classes over a
 # 1,549-wide row) is left out: fitting its probe alone would take minutes.
@@ -63,6 +64,14 @@ SEQUENCE_TASKS = {
     "niah_multivalue": (2, {"quick": 150}, "all", "most frequent"),
     "niah_multiquery": (2, {"quick": 150}, "all", "most frequent"),
     "variable_tracking": (2, {"quick": 120}, "all", "most frequent"),
+    "in_context_recall": (2, {"quick": 150}, "all", "most frequent"),
+    "noisy_in_context_recall": (2, {"quick": 200}, "all", "most frequent"),
+    "fuzzy_in_context_recall": (2, {"quick": 400}, "all", "most frequent"),
+    # Memorization has no dependency to shortcut: its evidence is the key just before each `>` and its answer the
+    # table's value, which a probe that sees the key learns as a model does (the bag names the last key among few:
+    # linear 0.25 at quick). Like passkey's, its bag leaves out the keys; its row reads the `>` and the position.
+    "memorization": (1, {"quick": 100}, "non-key", "chance"),
+    "compression": (2, {"quick": 50}, "all", "most frequent"),  # read at `#`, where the model reads
 }
 SEQUENCE_CASES = [(name, profile) for name, (_, sizes, *_) in SEQUENCE_TASKS.items() for profile in sizes]
 PROBE_CASES = [(*case, probe) for case in SEQUENCE_CASES for probe in PROBES]
@@ -91,7 +100,9 @@ def sequence_probe_sets():
     for name, profile in SEQUENCE_CASES:
         context, sizes, bag, _ = SEQUENCE_TASKS[name]
         task = tasks.create_task(name, profile=profile)
-        tokens = range(task.num_classes, task.vocab_size) if bag == "non-answer" else None
+        tokens = {"all": None, "non-answer": range(task.num_classes, task.vocab_size),
+                  "non-key": [token for token in range(task.vocab_size)
+                              if not task.num_classes <= token < task.num_classes + getattr(task, "num_keys", 0)]}[bag]
 
         def rows_of(task, batch, context=context, tokens=tokens):
             if task.name == "listops":

@@ -226,15 +226,17 @@ def test_chance_vocabulary_and_answer_ids_follow_the_options():
 
 def test_profiles_give_defaults_and_explicit_options_override_them():
     assert tasks.PROFILES == ("quick", "standard", "long")
-    lengths = {name: [tasks.create_task(name, profile=profile).seq_len for profile in tasks.PROFILES]
-               for name in tasks.list_tasks()}
+    sized = [name for name in tasks.list_tasks() if "standard" in tasks.task_class(name).profiles]
+    mad_only = {name: tuple(tasks.task_class(name).profiles) for name in tasks.list_tasks() if name not in sized}
+    assert mad_only == dict.fromkeys(set(tasks.TASK_SETS["mad"]) - {"selective_copy"}, ("quick", "mad"))
+    lengths = {name: [tasks.create_task(name, profile=profile).seq_len for profile in tasks.PROFILES] for name in sized}
     assert lengths["passkey"] == [128, 1024, 4096] and lengths["mqar"] == [64, 512, 2048]
     for name, (quick, standard, long) in lengths.items():
         assert quick < standard <= long and long >= 1024, name  # long is LRA-scale: 1K tokens and more
     task = tasks.create_task("mqar", profile="standard", seq_len=1024)
     assert (task.seq_len, task.options.num_pairs, task.profile) == (1024, 64, "standard")
     for name in tasks.list_tasks():
-        for profile in tasks.PROFILES:
+        for profile in tasks.task_class(name).profiles:
             task = tasks.create_task(name, profile=profile)
             assert {"steps", "batch_size", "lr", "eval_every"} <= task.default_train.keys()
             assert {"dim", "depth", "heads"} <= task.default_model.keys()
@@ -331,6 +333,15 @@ def test_training_seeds_outside_0_to_2_31_are_refused(seed):
         ("mqar", "quick", {"num_values": 7}, ["'num_values'", "7", ">= num_pairs = 8"]),
         ("mqar", "quick", {"gap_power": 0}, ["'gap_power'", "0.0", "> 0"]),
         ("mqar", "quick", {"num_filler": 2.0}, ["'num_filler'", "2.0", "an integer"]),
+        ("in_context_recall", "quick", {"seq_len": 13}, ["'seq_len'", "13", "an even integer >= 4"]),
+        ("noisy_in_context_recall", "mad", {"vocab_size": 19}, ["'mad'", "'vocab_size'", "19", ">= 20",
+                                                                "besides 16 other tokens"]),
+        ("noisy_in_context_recall", "quick", {"frac_noise": 1}, ["'frac_noise'", "1", "up to (not including) 1"]),
+        ("fuzzy_in_context_recall", "quick", {"max_key_tokens": 9}, ["'max_key_tokens'", "9", "1 to the 7 key"]),
+        ("fuzzy_in_context_recall", "quick", {"seq_len": 12}, ["'seq_len'", "12", "> 2 * (max_key_tokens"]),
+        ("memorization", "mad", {"train_examples": -1}, ["'train_examples'", "-1", "an integer >= 0"]),
+        ("memorization", "quick", {"table_seed": 2**31}, ["'table_seed'", str(2**31), "0 to 2**31 - 1"]),
+        ("compression", "quick", {"vocab_size": 2}, ["'vocab_size'", "2", ">= 3"]),
     ],
 )
 def test_bad_options_get_one_sentence_naming_option_value_and_accepted(name, profile, options, expected):
