@@ -44,6 +44,7 @@ from experiments import revisions, tasks
 from experiments.benchmark import Benchmark, CellState, Ledger
 from experiments.benchmark.ledger import COMPLETED, SETTLED, mean_validation
 from experiments.benchmark.parity import REFERENCE, TOLERANCE
+from experiments.tasks import presets as task_presets
 
 UNMATCHED = f"parameters not within {TOLERANCE:.0%} of {REFERENCE}'s"  # the cells table's column: why, or ''
 PAIRS_ATTENDED = "pairs attended"  # the cells table's column: `coverage_text`, or '–' where the variant has no layout
@@ -235,7 +236,8 @@ def leaderboard_blocks(ledger: Ledger, cells: pd.DataFrame, shown: pd.DataFrame,
         verdicts += verdict_blocks(cells[cells["variant"].isin(board.loc[rows, "variant"]) & ~computes_dense(cells)],
                                    scores,
                                    tuple(ledger.benchmark.tasks), "" if kind == "causal" else kind)
-    shortcuts = [line for task in ledger.benchmark.tasks for line in tasks.caveats(task, ledger.benchmark.profile)]
+    shortcuts = [line for task in dict.fromkeys(map(task_presets.base, ledger.benchmark.tasks))
+                 for line in tasks.caveats(task, ledger.benchmark.profile)]
     return [*boards, *(Text(line) for line in [*shortcuts, *unranked_text(board), *stale_lines(ledger)]),
             *(verdicts if len(verdicts) > 1 else [])]
 

@@ -21,6 +21,8 @@ speed of learning, read from the confirmation runs' figures in the storage) and 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import statistics
 from collections.abc import Callable
@@ -31,6 +33,7 @@ import seaborn as sns
 from analysis import figures
 from analysis.render import Block, Figure, Table, Text
 from analysis.sections.shared import accuracy_axis
+from experiments import tasks
 from experiments.benchmark import Benchmark, CellState, Ledger, Stage
 from experiments.benchmark.capacity import WIDTH, Point
 from experiments.benchmark.ledger import COMPLETED
@@ -263,6 +266,46 @@ def capacity_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[B
     return blocks
 
 
+ROW_CAPACITY_COLUMNS = ["task", "axis", "value", "variant", "seed", "test accuracy"]
+
+
+def row_capacity_seeds(ledger: Ledger) -> pd.DataFrame:
+    """The capacity axis a benchmark's task rows make: where two rows or more of one task differ in its capacity
+    option alone (selective_copy and selective_copy:num_tokens=8), one row per confirmation run of each, with the
+    option's value, its seed and its test accuracy, so that every point has its paired seeds and its interval."""
+    found = []
+    for state in ledger.cells:
+        jobs = [job for job in state.confirmation if job is not None and job.state == COMPLETED]
+        config = ledger.benchmark.config(jobs[0].job) if jobs else None
+        option = None if config is None else tasks.task_class(config.task).capacity_option
+        if option is None:
+            continue
+        rest = json.dumps({key: value for key, value in dataclasses.asdict(config.task_options).items()
+                           if key != option}, sort_keys=True, default=str)
+        found += [{"task": config.task, "rest": rest, "axis": option, "value": getattr(config.task_options, option),
+                   "variant": state.cell.variant, "seed": job.job.seed, "test accuracy": job.result["test_accuracy"]}
+                  for job in jobs]
+    frame = pd.DataFrame(found, columns=["rest", *ROW_CAPACITY_COLUMNS])
+    values = frame.groupby(["task", "rest"])["value"].transform("nunique")
+    return frame[values >= 2][ROW_CAPACITY_COLUMNS].reset_index(drop=True)
+
+
+def row_capacity_blocks(ledger: Ledger) -> list[Block]:
+    """The capacity axis of the task rows (`row_capacity_seeds`): a table of the means and a figure with each mean's
+    95% interval over the paired seeds; nothing where no task has two such rows."""
+    runs = row_capacity_seeds(ledger)
+    if runs.empty:
+        return []
+    table = (runs.groupby(["task", "axis", "value", "variant"], sort=False)["test accuracy"].agg(["mean", "count"])
+             .reset_index().rename(columns={"mean": "test accuracy", "count": "seeds"}))
+    return [Table("capacity-rows", "Capacity across task rows: mean test accuracy over the confirmation seeds of each "
+                  "row of a task that differs from another in the task's capacity option alone", table),
+            _per_task_figure(runs, ledger.benchmark, "capacity-rows-seeds", "value", log_x=True,
+                             labels=lambda rows: (f"{rows['axis'].iloc[0]} (task option)", rows["axis"].iloc[0]),
+                             caption="Capacity across task rows: test accuracy against the task's capacity option, one "
+                                     "line per variant, mean over the confirmation seeds with its 95% interval")]
+
+
 def confirmation_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> list[Block]:
     """The confirmation stage's section beside the leaderboard: the distance, length and speed-of-learning tables
     and figures of its runs."""
@@ -295,4 +338,4 @@ def confirmation_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> li
     blocks.append(Table("speed", f"Speed of learning: steps and wall time (evaluations included) to first reach "
                         f"{rule}, at the evaluations of each confirmation run (every train.eval_every steps), {over}",
                         speed_table(ledger, cells)))
-    return blocks
+    return blocks + row_capacity_blocks(ledger)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from experiments import revisions
 from experiments.benchmark import Ledger
+from experiments.tasks import presets as task_presets
 from variants import presets
 
 MARK = " (stale)"  # after a stale cell's test accuracy on the leaderboard
@@ -27,7 +28,8 @@ def stale_cells(ledger: Ledger) -> dict[tuple[str, str], str]:
     found: dict[tuple[str, str], dict[str, None]] = {}
     for variant, task, result in _results(ledger):
         recorded = result.get("revisions")  # none: stored before results kept them (`stale_lines` says so)
-        reason = recorded and revisions.stale_because(task, presets.base(variant), recorded, ledger.benchmark.profile)
+        reason = recorded and revisions.stale_because(task_presets.base(task), presets.base(variant), recorded,
+                                                      ledger.benchmark.profile)
         if reason:
             found.setdefault((variant, task), {})[reason] = None
     return {cell: "; ".join(reasons) for cell, reasons in found.items()}

@@ -146,6 +146,9 @@ RECORDS = {
     "benchmark-estimate-core": ("Benchmark: what `make benchmark`, the core set, costs before it runs", _as_recorded),
     "benchmark-estimate-protocol2": ("Benchmark: what `make benchmark`, the core set on the default suite under "
                                      "protocol 2 (every job its whole budget), costs before it runs", _as_recorded),
+    "benchmark-estimate-suite": ("Benchmark: what `make benchmark`, the core set on protocol 2's calibrated suite at "
+                                 "its 400-step budget, costs before it runs (the run of record's estimate)",
+                                 _as_recorded),
     "benchmark-estimate-all": ("Benchmark: what `VARIANT=all`, every variant and baseline, costs, estimated before "
                                "it runs (every job at its profile's steps: no record of it predicts its stops)",
                                _as_recorded),

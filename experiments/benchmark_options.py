@@ -16,19 +16,22 @@ from experiments.arguments import add_launcher
 # Centred where the leaderboard of record's tuning chose (docs/results.md's tuning table): on 0.3, 1, 3 most cells
 # chose x3 or the x9 beyond it; an optimum below x1 is still reached by the extension below the grid's edge.
 DEFAULT_LR_MULTIPLES = "1,3,9"
-DEFAULT_CAPACITY_WIDTHS = "0.5"  # x2 would cost more than the rest of the quick benchmark together
-DEFAULT_CAPACITY_SCALES = "2"
 DEFAULT_CAPACITY_SEEDS = 1
 DEFAULT_EXTEND_GRID = "2"
 DEFAULT_SEEDS = 6  # paired confirmation seeds: with 3, the smallest two-sided rank-test p is 0.10
 # What an option left out means under each protocol (`experiments.revisions.PROTOCOLS`). Protocol 1 stops at 0.99 (as
 # Zoology does), reads a quarter of the quick profile's validation set (half-width at most 0.04) at each evaluation
-# before the last, and tunes on one seed over the whole budget. Protocol 2 trains every run its whole budget, reads
-# the whole validation set at each evaluation (its events are decided there), and screens each learning rate on two
-# seeds over a quarter of the budget.
+# before the last, tunes on one seed over the whole budget, and trains a capacity stage at half the width and twice
+# the task's capacity option on one seed (x2 the width would cost more than the rest of the quick benchmark together).
+# Protocol 2 trains every run its whole budget, reads the whole validation set at each evaluation (its events are
+# decided there), screens each learning rate on two seeds over a quarter of the budget, and has no capacity stage by
+# default: one seed per point tells no variants apart, so its capacity axis is a task's rows at several values of
+# the option (selective_copy, selective_copy:num_tokens=8), each on every paired seed (`analysis.benchmark_axes`).
 PROTOCOL_DEFAULTS = {
-    1: {"target_accuracy": "0.99", "interim_validation": "608", "screen_seeds": 1, "screen_fraction": "1"},
-    2: {"target_accuracy": "none", "interim_validation": "all", "screen_seeds": 2, "screen_fraction": "0.25"},
+    1: {"target_accuracy": "0.99", "interim_validation": "608", "screen_seeds": 1, "screen_fraction": "1",
+        "capacity_widths": "0.5", "capacity_scales": "2"},
+    2: {"target_accuracy": "none", "interim_validation": "all", "screen_seeds": 2, "screen_fraction": "0.25",
+        "capacity_widths": "none", "capacity_scales": "none"},
 }
 DEFAULT_TARGET_ACCURACY = PROTOCOL_DEFAULTS[1]["target_accuracy"]
 DEFAULT_INTERIM_VALIDATION = PROTOCOL_DEFAULTS[1]["interim_validation"]
@@ -75,12 +78,14 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
                        help="size each cell's model to within 10%% of dense's parameters on its task (the variant's "
                             "size option, else the width); --no-size-to-dense: each at its own size, and one outside "
                             "10%% is not ranked (default: on)")
-    bench.add_argument("--capacity-widths", default=DEFAULT_CAPACITY_WIDTHS, metavar="MULTIPLES",
+    bench.add_argument("--capacity-widths", metavar="MULTIPLES",
                        help="capacity: train each confirmed cell again at these multiples of its model width "
-                            "(model.dim; the heads widen with it); none: no width axis (default: %(default)s)")
-    bench.add_argument("--capacity-scales", default=DEFAULT_CAPACITY_SCALES, metavar="MULTIPLES",
+                            "(model.dim; the heads widen with it); none: no width axis (default: 0.5 under protocol "
+                            "1, none under protocol 2)")
+    bench.add_argument("--capacity-scales", metavar="MULTIPLES",
                        help=f"capacity: and at these multiples of its task's capacity option ({capacity_options()}); "
-                            "none: no such axis (default: %(default)s)")
+                            "none: no such axis (default: 2 under protocol 1, none under protocol 2, whose capacity "
+                            "axis is a task's rows, e.g. selective_copy,selective_copy:num_tokens=8)")
     bench.add_argument("--capacity-seeds", type=int, default=DEFAULT_CAPACITY_SEEDS, metavar="N",
                        help="capacity: the first N confirmation seeds train each point (default: %(default)s)")
     bench.add_argument("--name", help="the benchmark's name (default: the profile; under protocol 2 and later, the "

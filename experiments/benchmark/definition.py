@@ -363,8 +363,8 @@ def default_name(profile: str, protocol: int) -> str:
 
 
 def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
-            lr_multiples: str, capacity_widths: str, capacity_scales: str, capacity_seeds: int, device: str,
-            kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
+            lr_multiples: str, capacity_widths: str | None, capacity_scales: str | None, capacity_seeds: int,
+            device: str, kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
             heartbeat_seconds: int, extend_grid: str = "0", size_to_dense: bool = True,
             target_accuracy: str | None = None, interim_validation: str | None = None,
             protocol: int = revisions.PROTOCOL, screen_seeds: int | None = None,
@@ -375,6 +375,8 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
     target_accuracy = defaults["target_accuracy"] if target_accuracy is None else target_accuracy
     interim_validation = defaults["interim_validation"] if interim_validation is None else interim_validation
     screen_fraction = defaults["screen_fraction"] if screen_fraction is None else screen_fraction
+    capacity_widths = defaults["capacity_widths"] if capacity_widths is None else capacity_widths
+    capacity_scales = defaults["capacity_scales"] if capacity_scales is None else capacity_scales
     return build(name=name or default_name(profile, protocol),
                  variant_names=presets.expand(variant_names, presets.CORE),
                  task_names=_names(tasks.expand_tasks(task_names or ""), "task", tasks.DEFAULT_SUITE),

@@ -208,6 +208,11 @@ class Task:
         self._training_sets: dict[torch.device, Batch] = {}  # device -> the fixed training set there, once drawn
 
     @property
+    def split_size(self) -> int:
+        """Examples in each extra split (`eval_splits`): as many as in the test set (a task may say otherwise)."""
+        return self.test_size
+
+    @property
     def validation_size(self) -> int:
         """Examples in the validation set: as many as in the test set (a task may say otherwise)."""
         return self.test_size
@@ -300,12 +305,12 @@ class Task:
         return self.sample_test(self.validation_size, generator, torch.device("cpu")).to(device)
 
     def extra_test_sets(self, device: torch.device | str) -> dict[str, Batch]:
-        """The held-out sets scored beside `test_set`: each split of `eval_splits` under its name, and
-        the test set at each of `eval_lengths` under 'length=<n>'; each of test_size examples, fixed."""
+        """The held-out sets scored beside `test_set`: each split of `eval_splits` under its name (of `split_size`
+        examples), and the test set at each of `eval_lengths` under 'length=<n>' (of test_size), each fixed."""
         sets = {}
         for split in self.eval_splits:
             generator = self._test_generator(f"{self.name}/{split}")
-            sets[split] = self.sample_split(split, self.test_size, generator, torch.device("cpu")).to(device)
+            sets[split] = self.sample_split(split, self.split_size, generator, torch.device("cpu")).to(device)
         for length in self.eval_lengths:
             task = self.at_length(length)
             generator = self._test_generator(f"{self.name}@{length}")

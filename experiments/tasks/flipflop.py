@@ -23,7 +23,9 @@ distances).
 Held-out sets: the test set is in-distribution (ignore_prob). Two splits are reported separately, as in
 the paper: `dense` (dense_ignore_prob = 0.1: mostly writes and reads, short distances) and `sparse`
 (sparse_ignore_prob = 0.98: long runs of ignores, the last write often far back, where the paper finds
-Transformers' rare "attention glitches"). `eval_lengths` adds in-distribution sets at other lengths.
+Transformers' rare "attention glitches"); each split holds `split_size` examples (test_size unless set), read once at
+the end, so a split large enough to count rare errors costs no interim evaluation. `eval_lengths` adds
+in-distribution sets at other lengths.
 
 Purpose: a precise, long-range, recency-sensitive lookup: attend to the latest write and only it, past
 distractor bits of the same two values. A window that misses the last write (and any read since) can
@@ -80,7 +82,9 @@ class FlipFlop(Task):
                                          "read is `i` (training and test set); `w` and `r` share the rest equally")
         dense_ignore_prob: float = option(0.1, "ignore probability of the `dense` eval split")
         sparse_ignore_prob: float = option(0.98, "ignore probability of the `sparse` eval split")
-        test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set and in each split")
+        test_size: int = option(QUICK_EVAL_SIZE, "examples in the test set (and the validation set)")
+        split_size: int = option(0, "examples in each of the dense and sparse splits, read once at the end (0: "
+                                    "test_size); about 7,700 give the sparse split 10^4 reads")
         eval_lengths: tuple[int, ...] = option((), "also evaluate at these sequence lengths (length generalisation)")
 
         def __post_init__(self) -> None:
@@ -90,6 +94,7 @@ class FlipFlop(Task):
                 value = getattr(self, name)
                 require(math.isfinite(value) and 0 <= value <= 1, name, value, "a probability from 0 to 1")
             require(self.test_size >= 1, "test_size", self.test_size, "an integer >= 1")
+            require(self.split_size >= 0, "split_size", self.split_size, "an integer >= 0 (0: test_size)")
 
     profiles = {
         "quick": Profile(options={}, model=_QUICK_MODEL,
@@ -110,6 +115,10 @@ class FlipFlop(Task):
 
     def sample(self, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
         return self._flip_flop(self.options.ignore_prob, batch_size, generator, device)
+
+    @property
+    def split_size(self) -> int:
+        return self.options.split_size or self.test_size
 
     def sample_split(self, split: str, batch_size: int, generator: torch.Generator, device: torch.device) -> Batch:
         if split not in self.eval_splits:

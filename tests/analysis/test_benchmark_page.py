@@ -417,3 +417,27 @@ def test_a_record_stored_before_protocols_and_revisions_reads_as_protocol_1_and_
         "variant; they trained at commit c8d502593777, whose experiments/revisions.py lists the revisions then; "
         "whether a revision since has left them stale is not known here."]
     assert not leaderboard_cell(ledger, "local", "passkey").endswith(" (stale)")
+
+
+# Selective copying's rows at 4 and 8 tokens, and an MQAR row that differs from its task's profile in another option
+# too: the test accuracy of each confirmation seed (seeds 1 and 2).
+ROWS = {("dense", "selective_copy"): [0.8, 0.6], ("dense", "selective_copy:num_tokens=8"): [0.5, 0.3],
+        ("local", "selective_copy"): [0.4, 0.2], ("local", "selective_copy:num_tokens=8"): [0.2, 0.1]}
+
+
+def test_a_tasks_rows_that_differ_in_its_capacity_option_alone_draw_the_capacity_axis_with_every_seed(tmp_path):
+    bench = prepare(tmp_path, "dense,local", "selective_copy,selective_copy:num_tokens=8,mqar", seeds=2)
+    study = optuna.create_study()
+    for cell in bench.cells:
+        for job in bench.stage("tune").jobs(bench, cell):
+            add(study, job, 0.9 if job.lr == 0.001 else 0.5, 1000)
+        for job, value in zip(bench.stage("confirm").jobs(bench, cell, 0.001),
+                              ROWS.get((cell.variant, cell.task), [0.7, 0.7]), strict=True):
+            add(study, job, value, 1000)
+    folder = page.write(Ledger(bench, study.get_trials()), tmp_path)[0].parent
+    table = pd.read_csv(folder / "tables" / "capacity-rows.csv").set_index(["variant", "value"])
+    assert set(table["task"]) == {"selective_copy"} and set(table["axis"]) == {"num_tokens"}  # MQAR has one row
+    assert table.loc[("dense", 4), "test accuracy"] == pytest.approx(0.7) and table.loc[("dense", 8), "seeds"] == 2
+    assert table.loc[("local", 8), "test accuracy"] == pytest.approx(0.15)
+    runs = pd.read_csv(folder / "tables" / "capacity-rows-seeds.csv")
+    assert len(runs) == 8 and (folder / "figures" / "capacity-rows-seeds.png").is_file()

@@ -51,12 +51,12 @@ def test_a_row_left_out_says_whether_dense_is_at_the_ceiling_or_at_the_floor():
 
 
 def test_a_candidate_the_record_lacks_at_the_budget_names_the_command_that_calibrates_it():
-    command = ('make calibration VARIANT=dense TASK=selective_copy:num_tokens=8 ARGS="--set train.steps=500 --set '
+    command = ('make calibration VARIANT=dense TASK=selective_copy:num_tokens=8 ARGS="--set train.steps=400 --set '
                'train.eval_every=50" measures it')
     metrics, sentence = benchmark_suite.verdict("selective_copy:num_tokens=8", record((0.5, "–")))
     assert metrics == [] and command in sentence
     metrics, sentence = benchmark_suite.verdict(ROW, record((0.5, "–"), steps=1000))  # quick's own budget
-    assert metrics == [] and "not calibrated: the record has no dense run of mqar:num_pairs=16 at quick over 500" \
+    assert metrics == [] and "not calibrated: the record has no dense run of mqar:num_pairs=16 at quick over 400" \
         in sentence
 
 
@@ -70,7 +70,7 @@ def test_a_record_that_chooses_nothing_is_one_sentence_and_protocol_1_keeps_the_
 def test_protocol_2_at_quick_runs_the_chosen_rows_at_the_budget_under_the_users_own_sets():
     rows, variants, sets = benchmark_suite.selection(None, None, ["train.steps=300"], protocol=2, profile="quick")
     assert rows == ",".join(benchmark_suite.suite())
-    assert sets == ["train.steps=500", "train.eval_every=50", "train.steps=300"]  # the last one given wins
+    assert sets == ["train.steps=400", "train.eval_every=50", "train.steps=300"]  # the last one given wins
     assert benchmark_suite.selection("mqar", None, [], protocol=2, profile="quick") == ("mqar", None, [])
     assert benchmark_suite.selection(None, "dense", [], protocol=2, profile="quick")[1] == "dense"
     assert variants.split(",") == [*CORE[:5], "sparse:pattern=bigbird:block_size=4", *CORE[6:]]
@@ -95,3 +95,17 @@ def test_the_committed_record_chooses_every_row_of_protocol_2s_default_suite():
     suite = benchmark_suite.suite()
     assert suite == tuple(chosen.loc[chosen["in suite"], "task"]) and suite
     assert not {"mqar", "passkey"} & set(suite)  # saturated at quick: they leave the default suite
+
+
+def test_the_suite_takes_the_first_four_candidates_in_range_in_their_order_and_says_so_of_the_fifth():
+    rows = [row for row, _ in benchmark_suite.CANDIDATES]
+    frame = pd.concat([record((0.5, "–")).assign(task=row) for row in rows], ignore_index=True)
+    chosen = benchmark_suite.choose(frame)
+    assert list(chosen.loc[chosen["in suite"], "task"]) == rows[:benchmark_suite.MAX_ROWS] and \
+        benchmark_suite.MAX_ROWS == 4
+    fifth = chosen.iloc[benchmark_suite.MAX_ROWS]
+    assert not fifth["in suite"] and fifth["verdict"].startswith("in range, but past the suite's 4 rows: dense reads")
+    # a candidate out of range does not take a place: the next one in range joins in its stead
+    frame.loc[frame["task"] == rows[1], "test accuracy"] = "0.990"
+    chosen = benchmark_suite.choose(frame)
+    assert list(chosen.loc[chosen["in suite"], "task"]) == [rows[0], *rows[2:5]]

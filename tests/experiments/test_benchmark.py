@@ -39,7 +39,7 @@ TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "ta
 TINY_MQAR = ["task.seq_len=16", "task.num_pairs=2", "task.test_size=32", *TINY_RUNS]  # x2 pairs still fit
 TINY = [word for assignment in TINY_SETS for word in ("--set", assignment)]
 CAPACITY = {"capacity_widths": "0.5,2",  # both ways, whatever the command line's default
-            "capacity_scales": benchmark_options.DEFAULT_CAPACITY_SCALES,
+            "capacity_scales": benchmark_options.PROTOCOL_DEFAULTS[1]["capacity_scales"],
             "capacity_seeds": benchmark_options.DEFAULT_CAPACITY_SEEDS}
 
 

@@ -170,3 +170,18 @@ def test_bad_options_get_one_sentence_naming_option_value_and_accepted(options, 
     assert "\n" not in message and message.endswith(".") and "Task 'flipflop'" in message
     for fragment in expected:
         assert fragment in message, (fragment, message)
+
+
+def test_split_size_sizes_only_the_splits_and_8000_give_the_sparse_split_10_to_the_4_reads():
+    task = tasks.create_task("flipflop", split_size=8000)
+    splits = task.extra_test_sets("cpu")
+    assert {name: len(batch.inputs) for name, batch in splits.items()} == {"dense": 8000, "sparse": 8000}
+    assert len(task.test_set("cpu").inputs) == task.validation_size == tasks.create_task("flipflop").test_size
+    assert splits["sparse"].metadata["reads"].sum().item() >= 10_000
+    # 0 (the default) sizes the splits as the test set, as before the option
+    default = tasks.create_task("flipflop", test_size=40)
+    assert all(len(batch.inputs) == 40 for batch in default.extra_test_sets("cpu").values())
+    assert default.extra_test_sets("cpu")["sparse"].inputs.equal(
+        tasks.create_task("flipflop", test_size=40, split_size=40).extra_test_sets("cpu")["sparse"].inputs)
+    with pytest.raises(ValueError, match=r"'split_size' got -1; accepted: an integer >= 0 \(0: test_size\)"):
+        tasks.create_task("flipflop", split_size=-1)
