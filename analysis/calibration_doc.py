@@ -137,7 +137,10 @@ def _causality_note(rows: pd.DataFrame) -> list[str]:
 
 
 def calibration_sections(record: pd.DataFrame) -> list[str]:
-    """One section per table of the calibration record: what it measures, the table, where its rows come from."""
+    """One section per table of the calibration record at each profile's own budget: what it measures, the table,
+    where its rows come from. A row whose run set its budget away from the profile's (`--set train.steps=N`: the
+    benchmark suite's calibration, `analysis.benchmark_suite`) is left to the section of what it calibrates."""
+    record = record[[setting(command, "train.steps") == "" for command in record["command"]]]
     reference = annotated(record)
     reference = reference[(reference["name"] == REFERENCE) & (reference["normaliser"] == "")]
     lines = ["## Calibration: each task's profile, one run per cell", "",
