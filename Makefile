@@ -42,7 +42,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(BIN)/python -m pytest -q -n auto --durations=10
+	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=10
 
 lint: setup
 	$(BIN)/ruff check common variants experiments analysis tests

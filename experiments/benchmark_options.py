@@ -80,16 +80,15 @@ def add_arguments(bench: argparse.ArgumentParser) -> None:
                             "10%% is not ranked (default: on)")
     bench.add_argument("--capacity-widths", metavar="MULTIPLES",
                        help="capacity: train each confirmed cell again at these multiples of its model width "
-                            "(model.dim; the heads widen with it); none: no width axis (default: 0.5 under protocol "
-                            "1, none under protocol 2)")
+                            "(model.dim); none: no width axis (default: 0.5 under protocol 1, none under 2)")
     bench.add_argument("--capacity-scales", metavar="MULTIPLES",
                        help=f"capacity: and at these multiples of its task's capacity option ({capacity_options()}); "
                             "none: no such axis (default: 2 under protocol 1, none under protocol 2, whose capacity "
                             "axis is a task's rows, e.g. selective_copy,selective_copy:num_tokens=8)")
     bench.add_argument("--capacity-seeds", type=int, default=DEFAULT_CAPACITY_SEEDS, metavar="N",
                        help="capacity: the first N confirmation seeds train each point (default: %(default)s)")
-    bench.add_argument("--name", help="the benchmark's name (default: the profile; under protocol 2 and later, the "
-                       "profile and the protocol, e.g. quick-protocol2)")
+    bench.add_argument("--name", help="the benchmark's name (default: the profile, then the protocol after 1: "
+                                      "quick-protocol2)")
     bench.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL (postgresql://...) shared by "
                        "machines (default: the journal RUNS_DIR/benchmark/NAME/jobs.journal)")
     bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else one "
