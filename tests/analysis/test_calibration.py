@@ -33,7 +33,11 @@ def test_a_set_reaches_the_variants_that_have_the_option_and_names_their_runs_ap
 
 def _tiny(run):
     train = dataclasses.replace(run.config.train, steps=2, eval_every=2, checkpoint_every=2, warmup_steps=0)
-    return dataclasses.replace(run, config=dataclasses.replace(run.config, train=train))
+    task_options = dataclasses.replace(run.config.task_options, test_size=64)  # the table, not the set, is tested
+    return dataclasses.replace(run, config=dataclasses.replace(run.config, train=train, task_options=task_options))
+
+
+TINY_ROW = "passkey:test_size=64"  # the row of a tiny passkey run: its test set set away from the profile's
 
 
 def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp_path):
@@ -47,7 +51,7 @@ def test_the_table_states_what_each_run_measured_with_chance_and_its_command(tmp
     assert list(frame["variant"]) == [configs.described_variant(run.config) for run in runs]
     assert set(frame["chance"]) == {f"{tasks.create_task('passkey', profile='quick').chance_accuracy:.3f}"}
     for run in table.load_runs(folder).to_dict("records"):
-        assert (f"| passkey | {run['variant_name']} | 0 | {run['model.positions']} | {run['test_accuracy']:.3f} |"
+        assert (f"| {TINY_ROW} | {run['variant_name']} | 0 | {run['model.positions']} | {run['test_accuracy']:.3f} |"
                 in page)
     assert page.count("make experiment VARIANT=") == 2 and "train.steps=2" in page
     assert "Not in the table" not in page
@@ -71,14 +75,14 @@ def test_writing_keeps_the_rows_of_runs_no_longer_here_and_replaces_those_run_ag
     assert train_all([run], folder, workers=1, quiet=True, threads=None) == []
     variant = configs.described_variant(run.config)
     earlier = pd.DataFrame([
-        _record_row(task="passkey", variant=variant, seed="0", steps="2",
+        _record_row(task=TINY_ROW, variant=variant, seed="0", steps="2",
                     **{"test accuracy": "0.123", "commit": "aaaaaaaaaaaa"}),
         _record_row(task="mqar", variant="gru", seed="0", **{"test accuracy": "0.456", "commit": "bbbbbbbbbbbb",
                                                               "command": "make experiment VARIANT=gru TASK=mqar"}),
-        _record_row(task="passkey", variant=variant, seed="1", steps="2",
+        _record_row(task=TINY_ROW, variant=variant, seed="1", steps="2",
                     **{"test accuracy": "0.789", "commit": "cccccccccccc"}),
         # the same task, variant and seed over another budget (--set train.steps=1000): a row of its own
-        _record_row(task="passkey", variant=variant, seed="0", steps="1000",
+        _record_row(task=TINY_ROW, variant=variant, seed="0", steps="1000",
                     **{"test accuracy": "0.654", "commit": "dddddddddddd"}),
     ])
     (tmp_path / "calibration.csv").write_text(earlier.to_csv(index=False))
@@ -86,10 +90,10 @@ def test_writing_keeps_the_rows_of_runs_no_longer_here_and_replaces_those_run_ag
     page = table.write(folder, tmp_path / "calibration.md").read_text()
     record = table.read_record(tmp_path / "calibration.csv")
     assert list(zip(record["task"], record["variant"], record["seed"], record["steps"], strict=True)) == [
-        ("mqar", "gru", "0", "–"), ("passkey", variant, "0", "1000"), ("passkey", variant, "0", "2"),
-        ("passkey", variant, "1", "2")]
+        ("mqar", "gru", "0", "–"), (TINY_ROW, variant, "0", "1000"), (TINY_ROW, variant, "0", "2"),
+        (TINY_ROW, variant, "1", "2")]
     assert "| 0.654 |" in page
-    fresh = record[(record["task"] == "passkey") & (record["seed"] == "0") & (record["steps"] == "2")].iloc[0]
+    fresh = record[(record["task"] == TINY_ROW) & (record["seed"] == "0") & (record["steps"] == "2")].iloc[0]
     accuracy = table.load_runs(folder)["test_accuracy"].iloc[0]
     assert fresh["test accuracy"] == f"{accuracy:.3f}" and fresh["commit"] != "aaaaaaaaaaaa"
     assert "0.123" not in page and "| 0.456 |" in page and "| 0.789 |" in page and "| bbbbbbbbbbbb |" in page
@@ -101,7 +105,7 @@ def test_a_run_replaces_only_the_row_of_its_own_profile_and_each_profile_has_its
     folder = calibration.runs_folder(tmp_path, "quick")
     assert train_all([run], folder, workers=1, quiet=True, threads=None) == []
     variant = configs.described_variant(run.config)
-    standard = _record_row(task="passkey", variant=variant, seed="0", steps="2", **{
+    standard = _record_row(task=TINY_ROW, variant=variant, seed="0", steps="2", **{
         "test accuracy": "0.321", "command": "make experiment VARIANT=dense TASK=passkey PROFILE=standard SEED=0"})
     (tmp_path / "calibration.csv").write_text(pd.DataFrame([standard]).to_csv(index=False))
 
@@ -109,7 +113,7 @@ def test_a_run_replaces_only_the_row_of_its_own_profile_and_each_profile_has_its
     record = table.read_record(tmp_path / "calibration.csv")
     assert sorted(table.profile_of(record)) == ["quick", "standard"]
     quick_table, standard_table = page.split("## The quick profile")[1].split("## The standard profile")
-    assert f"| passkey | {variant} | 0 |" in quick_table and "| 0.321 |" not in quick_table
+    assert f"| {TINY_ROW} | {variant} | 0 |" in quick_table and "| 0.321 |" not in quick_table
     assert "| 0.321 |" in standard_table
 
 
@@ -149,4 +153,4 @@ def test_a_run_of_a_task_preset_has_a_row_of_its_own_named_after_the_preset(tmp_
     folder = calibration.runs_folder(tmp_path, "quick")
     assert train_all([_tiny(run)], folder, workers=1, quiet=True, threads=None) == []
     frame = table.rows(table.load_runs(folder))
-    assert list(frame["task"]) == ["passkey:num_keys=8"] and frame["chance"].iloc[0] == "0.125"
+    assert list(frame["task"]) == ["passkey:num_keys=8:test_size=64"] and frame["chance"].iloc[0] == "0.125"
