@@ -26,6 +26,7 @@ def parse(row: str) -> tuple[str, dict[str, Any]]:
     name, options = parse_preset(row, what="Task", example="mqar:num_pairs=16")
     return name, checked_values(task_class(name).Options, f"Task preset {row!r}", options)
 
+
 def canonical(row: str) -> str:
     """The row as pages show it: the name, then its options as `--set` writes their values."""
     name, options = parse(row)
