@@ -242,16 +242,19 @@ def test_write_rewrites_the_page_and_only_the_readmes_block(records, tmp_path):
         results_doc.write(tmp_path / "results.md", records, readme)
 
 
-def test_the_cost_line_reads_the_estimate_check_and_the_all_estimate_from_their_records(tmp_path):
+def test_the_cost_line_reads_the_estimate_made_before_the_run_and_the_all_estimate_from_their_records(tmp_path):
     provenance = {"profile": "quick", "commit": "abc", "device": "cpu", "command": "attnlab benchmark",
                   "source": "written by the command"}
     folder = tmp_path / "records"
     folder.mkdir()
-    assert results_doc.cost_lines(folder) == []  # no records: no line
-    pd.DataFrame([{"what": "wall time with 2 workers", "estimated (s)": "7200.0", "measured (s)": "7920.0",
-                   **provenance}]).to_csv(folder / "benchmark-quick-estimate-check.csv", index=False)
+    assert results_doc.cost_lines(folder, 7920.0) == []  # no records: no line
+    pd.DataFrame([{"what": "every job", "jobs": "416", "hours": "3.58", **provenance},
+                  {"what": "wall time with 2 workers", "jobs": "", "hours": "2.00", **provenance}]).to_csv(
+        folder / f"{results_doc.HEADLINE_ESTIMATE}.csv", index=False)
+    assert results_doc.cost_lines(folder, 7920.0) == []  # no estimate of every variant: no line
     pd.DataFrame([{"what": "every job", "jobs": "800", "hours": "24.00", **provenance}]).to_csv(
         folder / "benchmark-estimate-all.csv", index=False)
-    line, = results_doc.cost_lines(folder)
-    assert "`make benchmark-estimate WORKERS=2`) 2.00 hours of wall time, measured 2.20 (1.10 of the estimate)" in line
+    line, = results_doc.cost_lines(folder, 7920.0)
+    assert "`make benchmark-estimate WORKERS=2`, [records/benchmark-estimate-suite.csv]" in line
+    assert ") 2.00 hours of wall time, measured 2.20 (1.10 of the estimate)" in line
     assert "`VARIANT=all`, 800 jobs, 24.0 hours of runs: 12.0 hours with 2 workers here, 3.0 on 4 such" in line
