@@ -93,24 +93,26 @@ def draw_rows(task, rows_of, size):
     return [rows_of(task, task.batch(size, tasks.train_generator(seed), "cpu")) for seed in (1, 2)]
 
 
+def probe_set(name, profile):
+    """(task, training rows, held-out rows) of task `name` at `profile`, drawn as its entry in SEQUENCE_TASKS says."""
+    context, sizes, bag, _ = SEQUENCE_TASKS[name]
+    task = tasks.create_task(name, profile=profile)
+    tokens = {"all": None, "non-answer": range(task.num_classes, task.vocab_size),
+              "non-key": [token for token in range(task.vocab_size)
+                          if not task.num_classes <= token < task.num_classes + getattr(task, "num_keys", 0)]}[bag]
+
+    def rows_of(task, batch):
+        if task.name == "listops":
+            return listops_rows(task, batch, context)
+        return sequence_rows(task, batch, context, tokens)
+
+    return (task, *draw_rows(task, rows_of, sizes[profile]))
+
+
 @pytest.fixture(scope="module")
 def sequence_probe_sets():
     """(task, training rows, held-out rows) per (name, profile), drawn once."""
-    sets = {}
-    for name, profile in SEQUENCE_CASES:
-        context, sizes, bag, _ = SEQUENCE_TASKS[name]
-        task = tasks.create_task(name, profile=profile)
-        tokens = {"all": None, "non-answer": range(task.num_classes, task.vocab_size),
-                  "non-key": [token for token in range(task.vocab_size)
-                              if not task.num_classes <= token < task.num_classes + getattr(task, "num_keys", 0)]}[bag]
-
-        def rows_of(task, batch, context=context, tokens=tokens):
-            if task.name == "listops":
-                return listops_rows(task, batch, context)
-            return sequence_rows(task, batch, context, tokens)
-
-        sets[name, profile] = (task, *draw_rows(task, rows_of, sizes[profile]))
-    return sets
+    return {(name, profile): probe_set(name, profile) for name, profile in SEQUENCE_CASES}
 
 
 @pytest.mark.parametrize("name, profile, probe", PROBE_CASES)
