@@ -5,9 +5,11 @@ claim-<claim>-<part>, at the quick profile, under the benchmark's machinery: sto
 the test set read once per run, `WORKERS`, resuming (the same command continues) and `STORAGE` (every machine on one
 storage). Every cell trains at one learning rate, the task profile's, with 3 seeds (`analysis.claims.base` says
 why those are read as one cell's seeds); `--lr-multiples 1,3,9` tunes the benchmark's grid on the validation set
-first, at twice the cost. The grid is not extended and cells keep their own sizes, as the papers compare them (a
-claim that needs parity says so in its setting). A part on a task that declares itself not discriminative at the
-quick profile (`Task.not_discriminative`) is not trained: its claim is inconclusive there, for the task's reason.
+first, at twice the cost. A part that sweeps its paper's own grid (`analysis.claims.grid`, the mad claim's) tunes
+that grid whatever `--lr-multiples` says. The grid is not extended and cells keep their own sizes, as the papers
+compare them (a claim that needs parity says so in its setting). A part on a task that declares itself not
+discriminative at the quick profile (`Task.not_discriminative`) is not trained: its claim is inconclusive there, for
+the task's reason.
 `--estimate` times every part first and trains nothing, as the benchmark's estimate does, and writes each part's
 table of sizes (estimate.csv) beside its journal.
 
@@ -26,6 +28,7 @@ import pandas as pd
 
 from analysis import claims as registry
 from analysis.claims import INCONCLUSIVE, Claim, Results, Runs, Verdict
+from analysis.claims.grid import own_grid
 from analysis.render import Section, Table, Text, markdown_table
 from analysis.report import write_page
 from common.files import atomic_write_text
@@ -47,10 +50,11 @@ COLUMNS = ["claim", "source", "their setting", "ours", "their number", "our meas
 
 def benchmark_of(claim: Claim, runs: Runs, *, device: str, storage: str | None, runs_dir: Path,
                  lr_multiples: str) -> Benchmark:
-    """The benchmark that trains one part of a claim (the module docstring says how it is set)."""
+    """The benchmark that trains one part of a claim (the module docstring says how it is set): at `lr_multiples`
+    unless the part sweeps its own grid (`analysis.claims.grid`)."""
     return build(
         name=f"claim-{claim.name}-{runs.part}", variant_names=runs.variants, task_names=runs.tasks, profile=PROFILE,
-        seed=0, seeds=runs.seeds, lr_multiples=parse_multiples(lr_multiples),
+        seed=0, seeds=runs.seeds, lr_multiples=own_grid(runs) or parse_multiples(lr_multiples),
         capacity_widths=runs.capacity_widths, capacity_scales=runs.capacity_scales, capacity_seeds=1, device=device,
         kernel="auto", sets=runs.sets, storage_url=storage, runs_dir=runs_dir, heartbeat_seconds=60, extend_grid=0,
         size_to_dense=False, target_accuracy=float(DEFAULT_TARGET_ACCURACY), interim_test=False,
@@ -147,11 +151,18 @@ def table(claims: list[Claim], records: Path = RECORDS) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def described(runs: Runs) -> str:
+    """A part as the page's table of rules shows it: its variants, tasks, sets and the grid it sweeps of its own."""
+    grid = own_grid(runs)
+    return (f"{runs.part}: {', '.join(runs.variants)} on {', '.join(runs.tasks)}"
+            + (f" with {', '.join(runs.sets)}" if runs.sets else "")
+            + (f" tuned over {', '.join(f'{multiple:g}' for multiple in grid)} x each task's learning rate" if grid
+               else ""))
+
+
 def rules(claims: list[Claim]) -> pd.DataFrame:
     return pd.DataFrame([{"claim": claim.name, "rule": claim.rule,
-                          "runs": "; ".join(f"{runs.part}: {', '.join(runs.variants)} on {', '.join(runs.tasks)}"
-                                            + (f" with {', '.join(runs.sets)}" if runs.sets else "")
-                                            for runs in claim.runs) or "none (no training)"} for claim in claims])
+                          "runs": "; ".join(map(described, claim.runs)) or "none (no training)"} for claim in claims])
 
 
 INTRO = ("Each published claim beside attnlab's own measurement at CPU scale, with the rule that decides its verdict, "

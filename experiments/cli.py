@@ -305,7 +305,8 @@ def _add_reproduce(commands) -> None:
     reproduce.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL shared by machines")
     reproduce.add_argument("--estimate", action="store_true", help="train nothing: time every claim's runs")
     reproduce.add_argument("--lr-multiples", help="multiples of each task's learning rate: one, every cell at it "
-                           "with 3 seeds; 1,3,9, tuned on the validation set first, as the benchmark (default: 1)")
+                           "with 3 seeds; 1,3,9, tuned on the validation set first, as the benchmark (default: 1; "
+                           "a claim sweeping its paper's grid, as mad, keeps it)")
     reproduce.add_argument("--device", choices=["cpu", "cuda"], default=None)
     reproduce.add_argument("--out", default="reports", help="the folder of the page (default: reports)")
     runs_dir(reproduce)

@@ -221,3 +221,61 @@ def test_a_part_on_a_task_not_discriminative_at_the_profile_is_not_trained_and_i
     row = reproduce.table([claim], tmp_path / "records").iloc[0]
     assert row["verdict"] == INCONCLUSIVE and row["our measurement"] == "not trained"
     assert "task listops is not discriminative at the quick profile: dense stays near chance" in row["why"]
+
+
+class Validated(Fake):
+    """A Fake whose validation accuracies (`figure`) are given apart from its test accuracies."""
+
+    def __init__(self, figures, validation):
+        super().__init__(figures)
+        self.validation = validation
+
+    def figure(self, part, variant, task, read):
+        return self.validation.get((part, variant, task), {})
+
+
+def mad_results(dense=None, local=None, fuzzy=0.6):
+    """The mad claim's runs: each variant best on validation at weight decay 0, whose test figures are given (by task;
+    a task not given scores 0.99 for dense), and worse on validation at weight decay 0.1, whose test figures would
+    reproduce whatever the others say (1.0 everywhere): a claim that read them would have chosen on the test set."""
+    from analysis.claims import mad
+
+    own = {"dense": {**{task: 0.99 for task in mad.TASKS["dense"]}, "fuzzy_in_context_recall": fuzzy,
+                     "compression": 0.5, **(dense or {})},
+           "local": {task: 0.7 for task in mad.TASKS["local"]} | (local or {})}
+    figures, validation = {}, {}
+    for variant, tasks_of in mad.TASKS.items():
+        chosen, other = mad.PARTS[variant]
+        for task in tasks_of:
+            figures[chosen, variant, task] = seeds(own[variant][task] - 0.005, own[variant][task] + 0.005)
+            figures[other, variant, task] = seeds(1.0, 1.0)
+            validation[chosen, variant, task], validation[other, variant, task] = seeds(0.9, 0.9), seeds(0.1, 0.1)
+    return Validated(figures, validation)
+
+
+def test_mad_chooses_each_grid_point_on_validation_and_reads_its_test_accuracy():
+    claim = claims.claim_named("mad")
+    verdict = claim.verdict(mad_results())
+    # Weight decay 0 is best on validation; chosen on the test set, 0.1 (1.0 everywhere) would solve fuzzy recall.
+    assert verdict.outcome == REPRODUCED
+    assert "in_context_recall 0.990 ± 0.064 (n=2) at dense_weight_decay_0," in verdict.ours
+    assert "dense: MAD score 0.814 over 5 of 5 tasks" in verdict.ours  # (0.99 x 3 + 0.6 + 0.5) / 5
+    assert claim.verdict(mad_results(fuzzy=0.99)).outcome == NOT_REPRODUCED  # fuzzy recall solved at its point
+    assert claim.verdict(mad_results(local={"in_context_recall": 0.99})).outcome == INCONCLUSIVE  # a tie
+    assert claim.verdict(mad_results(local={"in_context_recall": 0.995})).outcome == NOT_REPRODUCED  # local above
+    assert claim.verdict(mad_results(dense={"selective_copy": 0.5})).outcome == NOT_REPRODUCED
+    assert claim.verdict(Fake({})).outcome == INCONCLUSIVE
+
+
+def test_a_part_sweeping_its_papers_grid_tunes_it_whatever_the_command_says(tmp_path):
+    claim = claims.claim_named("mad")
+    swept = next(runs for runs in claim.runs if runs.part == "dense_weight_decay_0.1")
+    part = reproduce.benchmark_of(claim, swept, device="cpu", storage=None, runs_dir=tmp_path, lr_multiples="1")
+    cell = part.cells[0]
+    assert part.learning_rates(cell) == [1e-4, 5e-4, 1e-3]  # MAD's grid at the quick profile's 1e-3
+    assert cell.overrides["train"]["weight_decay"] == 0.1
+    plain = reproduce.benchmark_of(claim, Runs("plain", ("dense",), ("compression",)), device="cpu", storage=None,
+                                   runs_dir=tmp_path, lr_multiples="1")
+    assert plain.learning_rates(plain.cells[0]) == [1e-3]
+    assert "dense_weight_decay_0.1: dense on" in reproduce.rules([claim]).iloc[0]["runs"]
+    assert "tuned over 0.1, 0.5, 1 x each task's learning rate" in reproduce.rules([claim]).iloc[0]["runs"]
