@@ -24,6 +24,11 @@ fast; `entropy_lower_bound` is the tightest such function of (sigma, n): the lea
 softmax over n logits spanning at most 2 sigma. For other variants (q/k transforms, per-pair scores,
 additive scoring) sigma is reported for their q and k projections and the bound is NaN.
 
+Each held-out set an evaluation reads (the test set, each extra split and length) also gets
+`scored_max_weight`: the largest weight of the rows of its scored positions, the queries an answer is asked at,
+mean over those rows, every layer and head (`scored_max_weight`); the run's summary keeps it per length
+(`accuracy_by_length`), where the weight a query gives its evidence spreads as the keys grow in number.
+
 Variants whose weights are not the softmax of their logits (another normaliser; the kernelised family's
 feature maps; the low-rank family's factors) are measured on the weights their own reference formula returns
 (`return_weights=True`, the normaliser the variant trains with), never through a softmax: the entropy, largest
@@ -52,6 +57,7 @@ from variants.normalisers import softmax as masked_softmax
 
 SATURATED = 0.99  # a row whose largest weight exceeds this is saturated
 PROBE_SIZE = 16  # examples of the test set the statistics are measured on
+SCORED_PROBE_SIZE = 128  # examples of a held-out set whose scored rows `scored_max_weight` reads
 BOUND_CHUNK = 1 << 22  # two-level entropies evaluated at once by entropy_lower_bound
 DISTRIBUTION_TOLERANCE = 1e-4  # a row of weights summing to 1 within this is a distribution (float32 sums)
 STATISTICS = ("entropy", "entropy_over_log_n", "max_weight", "saturated_fraction", "zero_fraction", "logit_std",
@@ -168,13 +174,20 @@ def _rows(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ca
     return rows if logits is None else {**rows, **_logit_statistics(logits, seen)}
 
 
+def _layers(model: Transformer, inputs: torch.Tensor):
+    """Each layer's block, its input x (B, T, dim) and its q, k, v (B, H, T, d), the model's forward run through
+    them in turn."""
+    x = model.embedded(inputs)
+    for block in model.blocks:
+        yield block, x, *block.heads_qkv(x)
+        x, _ = block(x, model.config.causal)
+
+
 @torch.no_grad()
 def _forward_statistics(model: Transformer, inputs: torch.Tensor) -> list[dict[str, torch.Tensor]]:
     causal = model.config.causal
-    x = model.embedded(inputs)
     layers = []
-    for block in model.blocks:
-        q, k, v = block.heads_qkv(x)  # (B, H, T, d)
+    for block, x, q, k, v in _layers(model, inputs):
         attn = block.attn
         rows = _rows(attn, q, k, v, causal)
         positions = torch.arange(q.shape[2], device=q.device)
@@ -185,7 +198,6 @@ def _forward_statistics(model: Transformer, inputs: torch.Tensor) -> list[dict[s
             sigma = _sigma(block, x, 1.0 / math.sqrt(attn.head_dim))
         rows["sigma"] = sigma
         layers.append(rows)
-        x, _ = block(x, causal)
     return layers
 
 
@@ -242,3 +254,40 @@ def probe_batch(test_set: tasks.Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """The fixed examples the statistics are measured on: the test set's first PROBE_SIZE."""
     return test_set.inputs[:PROBE_SIZE], test_set.targets[:PROBE_SIZE]
 
+
+
+def _weights_of_rows(attn: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: torch.Tensor,
+                     causal: bool) -> torch.Tensor:
+    """The weights (B, H, len(rows), T) of the query rows `rows` (ascending) of one layer's q, k, v (B, H, T, d): the
+    softmax of their logits alone where the variant's weights are that (`softmax_of_logits`; scored over the span of
+    rows from the first to the last, which a position term indexed from the span's first row needs), else the rows
+    of the weights its reference formula returns."""
+    if not softmax_of_logits(attn):
+        return attn(q, k, v, causal=causal, return_weights=True)[1][:, :, rows]
+    positions = torch.arange(q.shape[2], device=q.device)
+    span = positions[rows[0] : rows[-1] + 1]
+    prepared_q, prepared_k = attn.prepare(q, k)
+    logits = attn.logits(prepared_q[:, :, span], prepared_k, span, positions, causal)[:, :, rows - rows[0]]
+    allowed = attn.allowed(positions, positions, causal, None)
+    return masked_softmax(logits.double(), None if allowed is None else allowed[:, :, rows])
+
+
+@torch.no_grad()
+def scored_max_weight(model: Transformer, held_out: tasks.Batch) -> float:
+    """The largest weight of each scored position's row (where an answer is asked for), mean over those rows and
+    every layer and head, on the first SCORED_PROBE_SIZE examples of `held_out`: 1 where each such query puts all
+    its weight on one key, 1/n where it spreads evenly over n. One example at a time, the scored rows' logits only
+    (`_weights_of_rows`), so that a long evaluation length costs one row per answer rather than the whole matrix."""
+    was_training = model.training
+    model.eval()
+    largest = []
+    try:
+        with torch.autocast(held_out.inputs.device.type, enabled=False):
+            for inputs, targets in zip(held_out.inputs[:SCORED_PROBE_SIZE], held_out.targets[:SCORED_PROBE_SIZE],
+                                       strict=True):
+                rows = (targets != tasks.IGNORE).nonzero()[:, 0]  # (rows,) ascending
+                largest += [_weights_of_rows(block.attn, q, k, v, rows, model.config.causal).amax(-1).flatten()
+                            for block, _, q, k, v in _layers(model, inputs[None])]
+    finally:
+        model.train(was_training)
+    return float(torch.cat(largest).mean())

@@ -128,7 +128,8 @@ class Summary:
     chance_accuracy: float | None = None
     accuracy_by_distance: list[dict[str, Any]] = field(default_factory=list)  # {lo, hi, accuracy, count}
     accuracy_by_split: dict[str, float | None] = field(default_factory=dict)
-    accuracy_by_length: list[dict[str, Any]] = field(default_factory=list)  # {length, accuracy}
+    # {length, accuracy[, scored_max_weight]}: the last where train.attention_stats measured it
+    accuracy_by_length: list[dict[str, Any]] = field(default_factory=list)
     tags: dict[str, Any] = field(default_factory=dict)  # e.g. a sweep's study and trial
     steps: int | None = None
     total_steps: int | None = None

@@ -189,13 +189,18 @@ def train_line(run: Run, state: RunState) -> dict[str, Any]:
 
 def evaluation_line(run: Run, state: RunState, final: bool) -> dict[str, Any]:
     """The eval line of this step (`experiments.evaluation`: every held-out set in full where `final`, otherwise
-    what the interim settings ask), with `train.attention_stats` the statistics per layer and head."""
+    what the interim settings ask), with `train.attention_stats` the statistics per layer and head and, where the
+    held-out sets were read, the largest weight of their scored rows (`attention_stats.scored_max_weight`)."""
     with run.autocast:
         figures = evaluation.held_out(run.model, run.config.train, (run.test_set, run.extra_sets, run.validation_set),
                                       run.task.report_buckets(), final)
     line = {"kind": "eval", "step": state.step, "wall_seconds": state.wall_seconds, **figures}
     if run.config.train.attention_stats:
         line["attention"] = attention_stats.measure(run.model, *attention_stats.probe_batch(run.test_set))
+        if "test_accuracy" in line:  # the held-out sets were read: the weights of their scored rows too
+            line["scored_max_weight"] = attention_stats.scored_max_weight(run.model, run.test_set)
+            for name, split in line.get("splits", {}).items():
+                split["scored_max_weight"] = attention_stats.scored_max_weight(run.model, run.extra_sets[name])
     return line
 
 
@@ -231,6 +236,10 @@ def summarise(run: Run, state: RunState, status: str, error: str | None = None) 
     def extra_accuracy(name: str) -> float | None:  # an extra held-out set's accuracy at the last evaluation
         return last["splits"][name]["test_accuracy"] if "splits" in last else None
 
+    def at_length(length: int, figures: dict[str, Any]) -> dict[str, Any]:  # with the scored rows' largest weight
+        weight = {"scored_max_weight": figures["scored_max_weight"]} if "scored_max_weight" in figures else {}
+        return {"length": length, "accuracy": figures.get("test_accuracy"), **weight}
+
     tokens = state.step * config.train.batch_size * task.seq_len
     return Summary(
         run_id=run.record.run_id, status=status, error=error,
@@ -243,8 +252,8 @@ def summarise(run: Run, state: RunState, status: str, error: str | None = None) 
         chance_accuracy=task.chance_accuracy, accuracy_by_distance=last.get("accuracy_by_distance", []),
         accuracy_by_split={split: extra_accuracy(split) for split in task.eval_splits},
         accuracy_by_length=[
-            {"length": task.seq_len, "accuracy": last.get("test_accuracy")},
-            *({"length": length, "accuracy": extra_accuracy(f"length={length}")} for length in task.eval_lengths),
+            at_length(task.seq_len, last),
+            *(at_length(length, last.get("splits", {}).get(f"length={length}", {})) for length in task.eval_lengths),
         ] if task.eval_lengths else [],
         tags=dict(run.tags), steps=state.step, total_steps=config.train.steps, wall_seconds=state.wall_seconds,
         **(dict(target_step=last["step"], target_seconds=last["wall_seconds"])

@@ -12,9 +12,10 @@ LENGTHS = (64, 128, 256, 512)  # 2x to 16x
 KEPT = 0.9  # Mamba "keeps" a length where the lower end of its interval is at least this
 
 
-def at_length(length: int):
+def at_length(length: int, figure: str = "accuracy"):
+    """The reader of a run's `figure` at evaluation length `length` (None where the run did not measure it)."""
     def read(result: dict) -> float | None:
-        return next((entry["accuracy"] for entry in result.get("accuracy_by_length") or []
+        return next((entry.get(figure) for entry in result.get("accuracy_by_length") or []
                      if entry["length"] == length), None)
     return read
 

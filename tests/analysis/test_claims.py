@@ -122,6 +122,48 @@ def test_listops_reads_no_ordering_where_dense_is_not_clearly_above_chance():
     assert claim.verdict(Fake(reversed_order, chance=0.13)).outcome == NOT_REPRODUCED
 
 
+class FakeRuns(Fake):
+    """Results whose runs' results are given by hand, {(part, variant, task): {seed: result}}, each figure read from
+    them as a claim's reader reads a run's result."""
+
+    def __init__(self, results, chance=0.125):
+        super().__init__({}, chance=chance)
+        self.results = results
+
+    def figure(self, part, variant, task, read):
+        values = {seed: read(result) for seed, result in self.results.get((part, variant, task), {}).items()}
+        return {seed: value for seed, value in values.items() if value is not None}
+
+
+def test_velickovic_reads_the_fall_of_accuracy_and_largest_weight_from_16_to_1024_items_per_fixed_temperature():
+    from analysis.claims import velickovic_softmax as claim_module
+
+    claim, task = claims.claim_named("velickovic_softmax"), "max_retrieval"
+    counts = (claim_module.TRAINED, *claim_module.ITEMS)
+
+    def runs(accuracy, weight):  # each a function of the item count; seeds differ a little
+        return {seed: {"accuracy_by_length": [{"length": items + 1, "accuracy": accuracy(items) + 0.01 * seed,
+                                               "scored_max_weight": weight(items) - 0.01 * seed} for items in counts]}
+                for seed in (0, 1, 2)}
+
+    dispersing = runs(lambda items: 0.95 if items == 16 else 0.5, lambda items: 16 / (16 + items))
+    kept = runs(lambda items: 0.95, lambda items: 0.9)
+    every = {(task, variant, task): dispersing for variant in (*claim_module.FIXED, claim_module.SCALED)}
+    verdict = claim.verdict(FakeRuns(every))
+    assert verdict.outcome == REPRODUCED, verdict.why
+    assert "dense largest weight falls: yes" in verdict.why and "ssmax" not in verdict.why  # ssmax: shown only
+    assert "fall of the largest weight, ssmax - dense +0.000" in verdict.ours
+    rising = runs(lambda items: 0.95, lambda items: 0.5 if items == 16 else 0.9)
+    verdict = claim.verdict(FakeRuns({**every, (task, "additive", task): rising}))
+    assert verdict.outcome == NOT_REPRODUCED and "additive largest weight falls: no" in verdict.why
+    verdict = claim.verdict(FakeRuns({**every, (task, "unscaled", task): kept}))  # holds: the fall not shown
+    assert verdict.outcome == INCONCLUSIVE and "unscaled accuracy falls: undecided" in verdict.why
+    at_chance = runs(lambda items: 0.13, lambda items: 16 / (16 + items))
+    verdict = claim.verdict(FakeRuns({**every, (task, "dense", task): at_chance}))
+    assert verdict.outcome == INCONCLUSIVE and "dense largest weight falls: undecided" in verdict.why
+    assert claim.verdict(FakeRuns({})).outcome == INCONCLUSIVE  # not measured
+
+
 def test_the_scaling_claim_measures_the_variance_of_q_dot_k_and_fails_when_it_is_not_d(monkeypatch):
     claim = claims.claim_named("vaswani_scaling")
     verdict = claim.verdict(Results({}))

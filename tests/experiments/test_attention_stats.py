@@ -252,3 +252,59 @@ def _sparsemax(logits: torch.Tensor) -> torch.Tensor:
     support = ((1 + ranks * ordered) > cumulative).sum(-1, keepdim=True)  # -inf entries never count
     tau = (cumulative.gather(-1, support - 1) - 1) / support
     return (logits - tau).clamp_min(0)
+
+
+def _max_retrieval_run(folder: Path, stats: bool, variant: str = "dense"):
+    config = configs.resolve(variant=variant, task="max_retrieval", profile="quick", seed=0, device="cpu",
+                             overrides={"variant": {}, "task": {"seq_len": 9, "eval_lengths": (17, 33),
+                                                                "test_size": 16},
+                                        "model": {"dim": 16}, "train": {"steps": 4, "batch_size": 4, "eval_every": 4,
+                                                                        "attention_stats": stats}})
+    return train(config, RunRecord.create(folder, "run"), quiet=True)
+
+
+def test_the_largest_weight_of_a_query_that_sees_every_key_alike_is_one_over_their_number():
+    config = configs.resolve(variant="dense", task="max_retrieval", profile="quick", seed=0, device="cpu",
+                             overrides={"variant": {}, "task": {}, "model": {"dim": 16}, "train": {}})
+    task = tasks.create_task("max_retrieval", eval_lengths=(65,), test_size=8)
+    model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
+                        variant="dense", variant_options=config.variant_options)
+    with torch.no_grad():
+        model.blocks[0].qkv.weight.zero_()  # q = k = 0: every logit 0, every key of a row the same weight
+        model.blocks[0].qkv.bias.zero_()
+    held_out = [task.test_set("cpu"), task.extra_test_sets("cpu")["length=65"]]
+    # The query, last, sees all 17 (65) tokens under the causal mask.
+    assert [attention_stats.scored_max_weight(model, batch) for batch in held_out] == pytest.approx([1 / 17, 1 / 65])
+
+
+def test_a_run_with_attention_statistics_keeps_the_largest_weight_of_the_scored_rows_at_every_length(tmp_path):
+    summary = _max_retrieval_run(tmp_path / "stats", stats=True)
+    assert [entry["length"] for entry in summary.accuracy_by_length] == [9, 17, 33]
+    metrics = RunRecord(tmp_path / "stats" / "run").read_metrics()
+    last = [line for line in metrics if line["kind"] == "eval"][-1]
+    weights = [last["scored_max_weight"], *(last["splits"][f"length={length}"]["scored_max_weight"]
+                                            for length in (17, 33))]
+    assert [entry["scored_max_weight"] for entry in summary.accuracy_by_length] == weights
+    assert all(1 / length <= weight <= 1 for length, weight in zip((9, 17, 33), weights, strict=True))
+    plain = _max_retrieval_run(tmp_path / "plain", stats=False)
+    assert all(entry.keys() == {"length", "accuracy"} for entry in plain.accuracy_by_length)
+    assert [entry["accuracy"] for entry in plain.accuracy_by_length] == \
+        [entry["accuracy"] for entry in summary.accuracy_by_length]  # measuring changes nothing it measures
+
+
+@pytest.mark.parametrize("variant, options", [("dense", {}), ("ssmax", {}), ("additive", {}),
+                                              ("relative", {"kind": "shaw"}), ("linear", {})])
+def test_the_largest_weight_of_the_scored_rows_is_the_models_own_at_each_scored_position(variant, options):
+    config = configs.resolve(variant=variant, task="mqar", profile="quick", seed=0, device="cpu",
+                             overrides={"variant": options, "task": {"test_size": 8},
+                                        "model": {"dim": 16, "depth": 2, "heads": 2}, "train": {}})
+    task = tasks.create_task("mqar", profile="quick", options=config.task_options)
+    torch.manual_seed(0)
+    model = Transformer(config.model, vocab_size=task.vocab_size, num_classes=task.num_classes, max_len=task.max_len,
+                        variant=variant, variant_options=config.variant_options)
+    held_out = task.test_set("cpu")
+    with torch.no_grad():
+        _, weights = model(held_out.inputs, return_weights=True)  # [(B, H, T, T)] by the reference formula
+    scored = held_out.targets != tasks.IGNORE  # (B, T): several answers per example, apart from each other
+    expected = torch.cat([layer.double().amax(-1).transpose(1, 2)[scored].flatten() for layer in weights]).mean()
+    assert attention_stats.scored_max_weight(model, held_out) == pytest.approx(float(expected), rel=1e-5)

@@ -48,8 +48,8 @@ def sequence_bound(task, rows, probe):
     return max(task.chance_accuracy, most_frequent_answer_accuracy(task, rows)) + MARGINS[probe]
 
 
-# name: (last tokens seen, examples per profile, bag of every token, of the non-answer tokens only or of all but the
-# keys, baseline).
+# name: (last tokens seen, examples per profile, bag of every token, of none, of the non-answer tokens only or of all
+# but the keys, baseline).
 # Passkey's bag leaves out the key vocabulary: the key is the only key token, so counting it is reading the
 # evidence itself, which any pooling model does by design. mqar's standard profile (256 classes over a
 # 1,549-wide row) is left out: fitting its probe alone would take minutes.
@@ -72,6 +72,9 @@ SEQUENCE_TASKS = {
     # linear 0.25 at quick). Like passkey's, its bag leaves out the keys; its row reads the `>` and the position.
     "memorization": (1, {"quick": 100}, "non-key", "chance"),
     "compression": (2, {"quick": 50}, "all", "most frequent"),  # read at `#`, where the model reads
+    # Max retrieval's item tokens each name a priority and a class together, so their bag is the evidence itself (as
+    # passkey's key is): its rows count the classes and the priority levels apart instead (`max_retrieval_rows`).
+    "max_retrieval": (2, {"quick": 600}, "none", "most frequent"),
 }
 SEQUENCE_CASES = [(name, profile) for name, (_, sizes, *_) in SEQUENCE_TASKS.items() for profile in sizes]
 PROBE_CASES = [(*case, probe) for case in SEQUENCE_CASES for probe in PROBES]
@@ -89,6 +92,23 @@ def listops_rows(task, batch, context):
     return np.concatenate([features, root_one_hot.numpy()], 1), labels
 
 
+def max_retrieval_rows(task, batch, context):
+    """`sequence_rows` without the bag of items, plus what needs no class bound to its priority: how many items hold
+    each class (first, where the most frequent answer's baseline reads the answers' counts) and each priority level,
+    and how far back the maximum item sits (its position)."""
+    features, labels = sequence_rows(task, batch, context, bag_tokens=[])
+    kept = batch.distance[:, -1] >= context  # the rows sequence_rows keeps, one per example
+    items = batch.inputs[kept, :-1] - task.num_classes  # (rows, items): priority * num_classes + class
+    counts = [torch.nn.functional.one_hot(values, size).sum(1).double().numpy()
+              for values, size in ((items % task.num_classes, task.num_classes),
+                                   (items // task.num_classes, task.options.num_priorities))]
+    position = batch.distance[kept, -1:].double().numpy()
+    return np.concatenate([*counts, features, position], 1), labels
+
+
+SPECIAL_ROWS = {"listops": listops_rows, "max_retrieval": max_retrieval_rows}  # tasks whose rows add features
+
+
 def draw_rows(task, rows_of, size):
     return [rows_of(task, task.batch(size, tasks.train_generator(seed), "cpu")) for seed in (1, 2)]
 
@@ -97,13 +117,13 @@ def probe_set(name, profile):
     """(task, training rows, held-out rows) of task `name` at `profile`, drawn as its entry in SEQUENCE_TASKS says."""
     context, sizes, bag, _ = SEQUENCE_TASKS[name]
     task = tasks.create_task(name, profile=profile)
-    tokens = {"all": None, "non-answer": range(task.num_classes, task.vocab_size),
+    tokens = {"all": None, "none": [], "non-answer": range(task.num_classes, task.vocab_size),
               "non-key": [token for token in range(task.vocab_size)
                           if not task.num_classes <= token < task.num_classes + getattr(task, "num_keys", 0)]}[bag]
 
     def rows_of(task, batch):
-        if task.name == "listops":
-            return listops_rows(task, batch, context)
+        if task.name in SPECIAL_ROWS:
+            return SPECIAL_ROWS[task.name](task, batch, context)
         return sequence_rows(task, batch, context, tokens)
 
     return (task, *draw_rows(task, rows_of, sizes[profile]))
