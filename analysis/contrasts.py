@@ -29,10 +29,11 @@ contrasts with a p in cells that discriminate are corrected together, and one is
 below ALPHA.
 
 Not discriminating: an accuracy cell (test accuracy, accuracy at a length) where dense's mean over its seeds lies
-within EDGE of the ceiling (1.0) or of the task's chance accuracy, inclusive (dense at 0.99 is not discriminating,
-dense at 0.989 is); a steps-to-event cell where dense never reaches the level on any seed, or where every run of every
-variant reaches it at its first evaluation. Such a cell is labelled, gets no test, no tier and no place in any family
-or average. The curve area has no such edge: no stop caps it.
+within EDGE of the ceiling (1.0), or at most EDGE above the task's chance accuracy (below it included), inclusive
+(dense at 0.99 is not discriminating, dense at 0.989 is; `accuracy_edge`, which the claims read too); a
+steps-to-event cell where dense never reaches the level on any seed, or where every run of every variant reaches it
+at its first evaluation. Such a cell is labelled, gets no test, no tier and no place in any family or average. The
+curve area has no such edge: no stop caps it.
 
 Detectable difference: per contrast, the smallest mean difference the paired t-test over its n seeds detects with
 POWER at the level ALPHA / k, k the number of tested contrasts of its family (the first and strictest step of Holm's
@@ -70,6 +71,7 @@ from experiments.benchmark.worker import curve_area
 POWER = 0.8  # of the detectable difference
 EDGE = 0.01  # dense's mean within this of the ceiling or of chance (inclusive): the accuracy cell does not discriminate
 CEILING = 1.0
+AT_FLOOR, AT_CEILING = "floor", "ceiling"  # where an accuracy sits that cannot discriminate (`accuracy_edge`)
 LEVELS = ("0.9", "0.99")  # the validation levels whose first reaching is an event
 TEST_ACCURACY, CURVE_AREA, AT_LENGTH = "test accuracy", "curve area", "accuracy at length"
 COLUMNS = ["variant", "task", "seed", "metric", "value", "censored", "chance", "budget", "first evaluation"]
@@ -168,11 +170,20 @@ def not_discriminating(cell: pd.DataFrame) -> str:
     if metric == CURVE_AREA:
         return ""
     mean, chance = statistics.fmean(dense["value"]), dense["chance"].iloc[0]
-    if CEILING - mean <= EDGE + IDENTICAL:
+    edge = accuracy_edge(mean, chance)
+    if edge == AT_CEILING:
         return f"{REFERENCE}'s mean {mean:.3f} is within {EDGE:g} of the ceiling {CEILING:g}"
-    if abs(mean - chance) <= EDGE + IDENTICAL:
-        return f"{REFERENCE}'s mean {mean:.3f} is within {EDGE:g} of chance ({chance:.3f})"
+    if edge == AT_FLOOR:
+        return f"{REFERENCE}'s mean {mean:.3f} is within {EDGE:g} of chance ({chance:.3f}) or below it"
     return ""
+
+
+def accuracy_edge(mean: float, chance: float) -> str:
+    """AT_CEILING where an accuracy `mean` lies within EDGE of the ceiling, AT_FLOOR where it lies at most EDGE above
+    the task's `chance` (below it included), each inclusive; '' where it can discriminate (or is NaN)."""
+    if CEILING - mean <= EDGE + IDENTICAL:
+        return AT_CEILING
+    return AT_FLOOR if mean - chance <= EDGE + IDENTICAL else ""
 
 
 def _paired(wide: pd.DataFrame, variant: str, other: str) -> dict[str, Any]:

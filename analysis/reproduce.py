@@ -28,13 +28,15 @@ import pandas as pd
 
 from analysis import claims as registry
 from analysis.claims import INCONCLUSIVE, Claim, Results, Runs, Verdict
+from analysis.claims.base import EDGES
 from analysis.claims.grid import own_grid
 from analysis.render import Section, Table, Text, markdown_table
 from analysis.report import write_page
 from common.files import atomic_write_text
 from experiments import benchmark, tasks
+from experiments import config as configs
 from experiments.benchmark import Benchmark, Ledger, estimate, record
-from experiments.benchmark.definition import build
+from experiments.benchmark.definition import build, overrides_for
 from experiments.benchmark.settings import parse_multiples
 from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
 from experiments.slurm import Slurm
@@ -45,7 +47,7 @@ DOC = Path("docs/reproductions.md")
 LR_MULTIPLES = "1"  # one learning rate per cell, the task profile's: the module docstring
 PROFILE = "quick"
 CLAIMS_PROTOCOL = 1  # the benchmark's protocol 1: one learning rate, every run stopping at the target
-COLUMNS = ["claim", "source", "their setting", "ours", "their number", "our measurement", "verdict", "why"]
+COLUMNS = ["claim", "source", "their setting", "ours", "their number", "our measurement", "verdict", "why", "power"]
 
 
 def benchmark_of(claim: Claim, runs: Runs, *, device: str, storage: str | None, runs_dir: Path,
@@ -141,13 +143,32 @@ def verdict_of(claim: Claim, records: Path = RECORDS) -> Verdict:
     return claim.verdict(Results(ledgers))
 
 
+def budget(claim: Claim) -> str:
+    """What each run of the claim trains on, per task, as its parts resolve it (the task profile's, under the part's
+    --set): steps, batch, examples seen and learning rate; '' for a claim with no runs."""
+    lines = []
+    for runs in claim.runs:
+        for task in runs.tasks:
+            overrides = overrides_for(configs.parse_sets(list(runs.sets)), runs.variants[0], task, runs.variants,
+                                      runs.tasks)
+            train = configs.resolve(variant=runs.variants[0], task=task, profile=PROFILE, seed=0, device="cpu",
+                                    overrides=overrides, trains_here=False).train
+            examples = train.steps * train.batch_size
+            lines.append(f"{task}: up to {train.steps:,} steps of {train.batch_size} ({examples:,} examples seen), "
+                         f"learning rate {train.lr:g}")
+    return "; ".join(dict.fromkeys(lines))
+
+
 def table(claims: list[Claim], records: Path = RECORDS) -> pd.DataFrame:
     rows = []
     for claim in claims:
         verdict = verdict_of(claim, records)
         rows.append({"claim": claim.name, "source": claim.source, "their setting": claim.their_setting,
-                     "ours": claim.our_setting, "their number": f"{claim.claimed} ({claim.read})",
-                     "our measurement": verdict.ours, "verdict": verdict.outcome, "why": verdict.why})
+                     "ours": claim.our_setting + (f"; budget per run (stopping at validation accuracy "
+                                                  f"{DEFAULT_TARGET_ACCURACY}): {budget(claim)}" if claim.runs else ""),
+                     "their number": f"{claim.claimed} ({claim.read})",
+                     "our measurement": verdict.ours, "verdict": verdict.outcome, "why": verdict.why,
+                     "power": verdict.power or ("none: no training" if not claim.runs else verdict.ours)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -161,7 +182,9 @@ def described(runs: Runs) -> str:
 
 
 def rules(claims: list[Claim]) -> pd.DataFrame:
-    return pd.DataFrame([{"claim": claim.name, "rule": claim.rule,
+    return pd.DataFrame([{"claim": claim.name, "rule": claim.rule + (f"; {EDGES}" if claim.runs else ""),
+                          "effect its paper reports": f"{claim.effect:g} in accuracy: {claim.effect_why}" if claim.runs
+                          else "none (no training)",
                           "runs": "; ".join(map(described, claim.runs)) or "none (no training)"} for claim in claims])
 
 
@@ -170,7 +193,12 @@ INTRO = ("Each published claim beside attnlab's own measurement at CPU scale, wi
          "docs/records/claims/, each with its command; by default every cell trains at one learning rate, the task "
          "profile's (the papers tuned theirs), so tuning selects nothing and means are over its seed and the "
          "confirmation seeds, 3 in all, with the half-width of their 95% interval (with a grid, over the confirmation "
-         "seeds only). \"not reproduced\" is a result: the settings differ as each row says.")
+         "seeds only). \"not reproduced\" is a result: the settings differ as each row says. A check whose cells all "
+         "sit at chance or at the ceiling reads inconclusive (floor) or (ceiling); \"equal\", \"closes the gap\" and "
+         "\"at least as\" are decided by two one-sided tests against a margin the rule states, never by a difference "
+         "that is not significant. The power column says how many paired seeds a claim's decisive comparison needs "
+         "to detect the effect its paper reports (the rules say which effect, and why), from the spread of the "
+         "differences over the seeds its records measured.")
 
 
 def document(frame: pd.DataFrame, rule_table: pd.DataFrame) -> str:

@@ -53,7 +53,7 @@ COLUMNS = ["task", "variant", "compared with", "seeds paired", "mean difference"
 @dataclass(frozen=True)
 class Comparison:
     """A row against the best row over `seeds` paired seeds: the mean difference (row - best), its interval, the
-    degrees of freedom and the two-sided p-value."""
+    degrees of freedom, the two-sided p-value and the standard error (√V) the test divides by."""
 
     seeds: int
     difference: float
@@ -61,6 +61,7 @@ class Comparison:
     high: float
     degrees_of_freedom: float
     p: float
+    standard_error: float
 
 
 def paired_test(row: Sequence[float], best: Sequence[float], test_size: float) -> Comparison:
@@ -78,9 +79,9 @@ def paired_test(row: Sequence[float], best: Sequence[float], test_size: float) -
     variance = seeds_part + test_part
     df = math.inf if seeds_part == 0 else (seeds - 1) * variance**2 / seeds_part**2
     if variance == 0:
-        return Comparison(seeds, difference, difference, difference, df, 1.0 if difference == 0 else 0.0)
+        return Comparison(seeds, difference, difference, difference, df, 1.0 if difference == 0 else 0.0, 0.0)
     found = t_test(difference, math.sqrt(variance), df)
-    return Comparison(seeds, difference, found.low, found.high, df, found.p)
+    return Comparison(seeds, difference, found.low, found.high, df, found.p, math.sqrt(variance))
 
 
 def task_verdicts(task: str, rows: pd.DataFrame, scores: Mapping[tuple[str, str], Mapping[int, float]]) -> pd.DataFrame:

@@ -1,8 +1,9 @@
 """The statistics every page, sweep and claim reads, each one call of scipy or statsmodels: the interval of a mean
 (`mean_interval`), a t interval and test at given degrees of freedom (`t_test`, `t_half_width`), the paired t-test
 (`paired_difference`), the standard error (`standard_error`), Holm's correction (`holm`), the Wilson interval of a
-proportion (`wilson`), the exponent of a power law (`loglog_slope`) and the smallest difference a paired test
-detects (`detectable_difference`).
+proportion (`wilson`), the exponent of a power law (`loglog_slope`), the smallest difference a paired test
+detects (`detectable_difference`) and the pairs it needs to detect a given one (`pairs_to_detect`), and the two
+one-sided tests of an estimate against margins (`margin_test`: equivalence, and non-inferiority with one margin).
 
 Values that are all the same (within IDENTICAL, float rounding of accuracies that are multiples of 1/m) have no
 spread: their interval is the value itself, and a paired test on identical differences says so (`identical`)
@@ -154,3 +155,59 @@ def detectable_difference(std: float, pairs: int, alpha: float, power: float = 0
     effect = TTestPower().solve_power(effect_size=None, nobs=pairs, alpha=alpha, power=power,
                                       alternative="two-sided")
     return float(effect) * std
+
+
+MOST_PAIRS = 1000  # `pairs_to_detect` looks no further
+
+
+def pairs_to_detect(difference: float, std: float, alpha: float, power: float = 0.8,
+                    alternative: str = "two-sided") -> int | None:
+    """The fewest pairs (2 or more) at which a paired t-test at level `alpha` detects a true mean difference
+    `difference` with probability `power`, where the differences have standard deviation `std` (the inverse of
+    `detectable_difference`: `statsmodels.stats.power.TTestPower`'s power, pair count by pair count); 2 where `std`
+    is 0, None beyond MOST_PAIRS. `alternative` "larger" is the one-sided test; "two-sided" is read as the one-sided
+    test at alpha / 2, leaving out its chance of rejecting with the wrong sign, which is negligible where power is
+    reached and which the noncentral t of the libraries returns as NaN for large effects."""
+    if not difference > 0 or not std >= 0:
+        raise ValueError(f"pairs to detect a difference need a difference > 0 and a spread >= 0; got {difference!r} "
+                         f"and {std!r}.")
+    if alternative not in ("two-sided", "larger"):
+        raise ValueError(f"pairs to detect a difference take alternative 'two-sided' or 'larger'; got {alternative!r}.")
+    if std == 0:
+        return 2
+    level = alpha / 2 if alternative == "two-sided" else alpha
+    analysis = TTestPower()
+    return next((pairs for pairs in range(2, MOST_PAIRS + 1) if analysis.power(
+        effect_size=difference / std, nobs=pairs, alpha=level, alternative="larger") >= power), None)
+
+
+@dataclass(frozen=True)
+class MarginTest:
+    """Two one-sided tests of an estimate against margins low_margin < value < high_margin (Schuirmann's TOST):
+    `p_above` tests the null value <= low_margin, `p_below` the null value >= high_margin; `p` is the larger, the
+    TOST p-value (an infinite margin is no bound: p 0 on that side, so a single margin is a non-inferiority test)."""
+
+    estimate: float
+    p_above: float
+    p_below: float
+
+    @property
+    def p(self) -> float:
+        return max(self.p_above, self.p_below)
+
+
+def margin_test(estimate: float, standard_error: float, degrees_of_freedom: float, low_margin: float,
+                high_margin: float = math.inf) -> MarginTest:
+    """The two one-sided t tests of `estimate` (standard error and degrees of freedom the caller derives, as in
+    `t_test`) against the margins, each from Student's t (`scipy.stats.t`); p below alpha on both sides is the
+    (1 - 2 alpha) interval lying inside the margins. A standard error of 0 leaves no spread: the estimate is the
+    value, p 0 on a side it lies inside and 1 on a side it does not."""
+    if not low_margin < high_margin:
+        raise ValueError(f"a margin test needs low_margin < high_margin; got {low_margin!r} and {high_margin!r}.")
+    if standard_error == 0:
+        return MarginTest(estimate, float(not estimate > low_margin), float(not estimate < high_margin))
+    if not standard_error > 0:
+        raise ValueError(f"a margin test needs a standard error >= 0; got {standard_error!r}.")
+    above = float(stats.t.sf((estimate - low_margin) / standard_error, degrees_of_freedom))
+    below = float(stats.t.cdf((estimate - high_margin) / standard_error, degrees_of_freedom))
+    return MarginTest(estimate, above, below)

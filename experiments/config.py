@@ -28,7 +28,9 @@ class ModelConfig:
     heads: int = option(4, "attention heads")
     head_dim: int | None = option(None, "width of each head's q, k and v; none: dim / heads")
     mlp_ratio: int = option(4, "MLP hidden width / dim")
-    positions: Literal["learned", "sinusoidal", "none"] = option("learned", "absolute position embedding")
+    positions: Literal["learned", "sinusoidal", "none"] = option(
+        "learned", "absolute position embedding: learned, sinusoidal (Vaswani et al. 2017), or none (NoPE, "
+        "Kazemnejad et al. 2023: under a causal mask the mask alone carries order)")
     causal: bool = option(True, "decoder-style attention: position i sees positions <= i")
 
     def __post_init__(self) -> None:

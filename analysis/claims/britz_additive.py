@@ -3,12 +3,13 @@ the dot product closes the gap."""
 
 from __future__ import annotations
 
-from analysis.claims.base import Claim, Results, Runs, Verdict, checks_text, decided, estimate, paired, shown, sign
+from analysis.claims.base import Claim, Results, Runs, Verdict, above, at_least, estimate, paired, shown, within_margin
 from analysis.claims.registry import register_claim
 
 TASK = "mqar"
 SMALL, LARGE = "head16", "head64"
 VARIANTS = ("additive", "unscaled", "dense")
+MARGIN = 0.02  # dense "closes the gap" where it is shown above additive - MARGIN, in accuracy
 
 
 @register_claim("britz_additive")
@@ -25,22 +26,28 @@ class BritzAdditive(Claim):
     our_setting = (f"the quick profile's MQAR, where recall needs sharp attention; 4 heads of dimension 16 (width 64, "
                    f"part {SMALL}) and of dimension 64 (model.head_dim=64, part {LARGE}); accuracy, not BLEU")
     rule = ("reproduced when at head dimension 64 additive lies above unscaled by a paired difference whose interval "
-            "lies above 0, and dense (scaled) does not lie below additive (the interval of dense - additive reaches 0 "
-            "or above); not reproduced when additive lies at or below unscaled throughout, or dense below additive "
-            "throughout; inconclusive otherwise. The head dimension 16 part shows the trend beside it")
+            f"lies above 0, and scaling closes the gap: dense (scaled) at least as accurate as additive "
+            f"{at_least(MARGIN)}, one-sided as dense above additive closes it too; not reproduced when additive "
+            f"lies at or below unscaled throughout, or the opposite test shows dense more than {MARGIN:g} below "
+            "additive; inconclusive otherwise. The head dimension 16 part shows the trend beside it")
+    effect = 0.05
+    effect_why = ("Table 6's gap is a fraction of a BLEU point, which has no accuracy counterpart; on recall a "
+                  "difference of 0.05 (one query in 20) is the smallest taken as attention failing to be sharp, and "
+                  f"the margin {MARGIN:g} lies well inside it")
     runs = (Runs(SMALL, VARIANTS, (TASK,)), Runs(LARGE, VARIANTS, (TASK,), sets=("model.head_dim=64",)))
 
     def verdict(self, results: Results) -> Verdict:
         size = results.test_size(LARGE, TASK)
         scores = {(part, variant): results.test(part, variant, TASK) for part in (SMALL, LARGE) for variant in VARIANTS}
-        above = paired(scores[LARGE, "additive"], scores[LARGE, "unscaled"], size)
-        closed = paired(scores[LARGE, "dense"], scores[LARGE, "additive"], size)
-        checks = {"additive above unscaled at head dimension 64": None if sign(above) in (None, 0) else sign(above) > 0,
-                  "scaling closes the gap": None if closed is None else sign(closed) >= 0}
+        cells = {variant: results.scored(LARGE, variant, TASK) for variant in VARIANTS}
+        gap = paired(scores[LARGE, "additive"], scores[LARGE, "unscaled"], size)
+        closed = within_margin(cells["dense"], cells["additive"], size, MARGIN, one_sided=True)
+        checks = {"additive above unscaled at head dimension 64": above(gap, cells["additive"], cells["unscaled"]),
+                  "scaling closes the gap": closed.holds}
         gaps = {part: paired(scores[part, "additive"], scores[part, "unscaled"], results.test_size(part, TASK))
                 for part in (SMALL, LARGE)}
         ours = "; ".join([*(f"{part} {variant} {estimate(scores[part, variant])}" for part in (SMALL, LARGE)
                             for variant in VARIANTS),
                           *(f"{part} additive - unscaled {shown(gap)}" for part, gap in gaps.items()),
-                          f"{LARGE} dense - additive {shown(closed)}"])
-        return Verdict(decided(checks), ours, checks_text(checks))
+                          f"{LARGE} dense - additive {closed}"])
+        return self.ruled(checks, ours, self.power(scores[LARGE, "additive"], scores[LARGE, "unscaled"]))

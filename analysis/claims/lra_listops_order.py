@@ -3,7 +3,7 @@ Transformer, with BigBird and Longformer above it."""
 
 from __future__ import annotations
 
-from analysis.claims.base import Claim, Results, Runs, Verdict, checks_text, decided, estimate, paired, shown, sign
+from analysis.claims.base import Claim, Results, Runs, Verdict, above, estimate, paired, shown
 from analysis.claims.registry import register_claim
 
 PART, TASK = "listops", "listops"
@@ -30,20 +30,25 @@ class LRAListOpsOrder(Claim):
             "then reproduced when dense, BigBird and Longformer each lie above local by a paired difference whose "
             "interval lies above 0, not reproduced when one lies at or below local's throughout, inconclusive "
             "otherwise")
+    effect = 0.20
+    effect_why = ("LRA's smallest gap above local, Longformer's 35.63 against local's 15.82, in accuracy as ours; "
+                  "Longformer against local is the decisive comparison")
     runs = (Runs(PART, ("local", *OTHERS), (TASK,)),)
 
     def verdict(self, results: Results) -> Verdict:
-        local, size = results.test(PART, "local", TASK), results.test_size(PART, TASK)
-        differences = {other: paired(results.test(PART, other, TASK), local, size) for other in OTHERS}
+        scores = {variant: results.test(PART, variant, TASK) for variant in ("local", *OTHERS)}
+        local, size = scores["local"], results.test_size(PART, TASK)
+        differences = {other: paired(scores[other], local, size) for other in OTHERS}
         dense = estimate(results.test(PART, "dense", TASK))
         learned = None if not dense.values else dense.low > results.chance(PART, "dense", TASK) + LEARNED
         checks = {"dense clearly above chance": learned, **{
-            f"{other} above local": None if not learned or sign(difference) in (None, 0) else sign(difference) > 0
+            f"{other} above local": None if not learned else above(difference, *(
+                results.scored(PART, variant, TASK) for variant in (other, "local")))
             for other, difference in differences.items()}}
         if learned is False:
             checks = {"dense clearly above chance": None}  # the task is not discriminative here: no ordering is read
-        ours = "; ".join([*(f"{variant} {estimate(results.test(PART, variant, TASK))}"
+        ours = "; ".join([*(f"{variant} {estimate(scores[variant])}"
                             for variant in ("local", *OTHERS)),
                           f"chance {results.chance(PART, 'dense', TASK):.3f}",
                           *(f"{other} - local {shown(difference)}" for other, difference in differences.items())])
-        return Verdict(decided(checks), ours, checks_text(checks))
+        return self.ruled(checks, ours, self.power(scores[OTHERS[-1]], local))

@@ -3,7 +3,7 @@ longer, while attention falls."""
 
 from __future__ import annotations
 
-from analysis.claims.base import Claim, Results, Runs, Verdict, checks_text, decided, estimate, paired, shown, sign
+from analysis.claims.base import Claim, Results, Runs, Verdict, above, estimate, paired, shown
 from analysis.claims.registry import register_claim
 
 PART, TASK = "induction", "induction"
@@ -37,6 +37,9 @@ class MambaInductionLength(Claim):
             "and lies above dense's at 2x by a paired difference whose interval lies above 0; not reproduced when "
             f"Mamba's interval lies wholly below {KEPT:g} at a length or the difference's interval lies at or below 0 "
             "throughout; inconclusive otherwise")
+    effect = 0.16
+    effect_why = ("the smaller of the paper's gaps at 2x between Mamba and attention, 100% against RoPE's 83.6%, in "
+                  "accuracy as ours")
     runs = (Runs(PART, ("mamba", "dense", "relative:kind=rope", "relative:kind=alibi"), (TASK,),
                  sets=(f"task.eval_lengths={','.join(map(str, LENGTHS))}", "model.positions=none")),)
 
@@ -48,10 +51,11 @@ class MambaInductionLength(Claim):
             mamba = estimate(by_length["mamba", length])
             kept[f"mamba keeps {length // TRAINED}x"] = None if not mamba.values else \
                 True if mamba.low >= KEPT else False if mamba.high < KEPT else None
-        difference = paired(by_length["mamba", 2 * TRAINED], by_length["dense", 2 * TRAINED],
-                            results.test_size(PART, TASK))
-        checks = {**kept, "mamba above dense at 2x": None if sign(difference) in (None, 0) else sign(difference) > 0}
+        mamba, dense = by_length["mamba", 2 * TRAINED], by_length["dense", 2 * TRAINED]
+        difference = paired(mamba, dense, results.test_size(PART, TASK))
+        checks = {**kept, "mamba above dense at 2x": above(difference, *(
+            results.scored(PART, variant, TASK, at_length(2 * TRAINED)) for variant in ("mamba", "dense")))}
         ours = "; ".join([f"{variant} " + ", ".join(f"{length // TRAINED}x {estimate(by_length[variant, length])}"
                                                     for length in LENGTHS) for variant in self.runs[0].variants]
                          + [f"mamba - dense at 2x {shown(difference)}"])
-        return Verdict(decided(checks), ours, checks_text(checks))
+        return self.ruled(checks, ours, self.power(mamba, dense))

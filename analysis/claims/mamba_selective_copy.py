@@ -3,7 +3,7 @@ time-invariant models cannot."""
 
 from __future__ import annotations
 
-from analysis.claims.base import Claim, Results, Runs, Verdict, checks_text, decided, estimate, paired, shown, sign
+from analysis.claims.base import Claim, Results, Runs, Verdict, above, estimate, paired, shown
 from analysis.claims.registry import register_claim
 
 PART, TASK = "selective_copy", "selective_copy"
@@ -24,15 +24,19 @@ class MambaSelectiveCopy(Claim):
     rule = ("reproduced when Mamba's test accuracy lies above conv's and above the LSTM's, each by a paired difference "
             "whose 95% interval lies above 0; not reproduced when either interval lies at or below 0 throughout; "
             "inconclusive otherwise")
+    effect = 0.40
+    effect_why = ("the paper's smallest gap to the selective layer, S6's 97.0% against H3's 57.0%, in accuracy per "
+                  "copied token as ours; the decisive comparison is the LSTM's, which the paper did not run")
     runs = (Runs(PART, ("mamba", "conv", "lstm"), (TASK,)),)
 
     def verdict(self, results: Results) -> Verdict:
         size = results.test_size(PART, TASK)
-        mamba = results.test(PART, "mamba", TASK)
-        differences = {other: paired(mamba, results.test(PART, other, TASK), size) for other in ("conv", "lstm")}
-        checks = {f"mamba above {other}": None if sign(difference) in (None, 0) else sign(difference) > 0
+        scores = {variant: results.test(PART, variant, TASK) for variant in self.runs[0].variants}
+        differences = {other: paired(scores["mamba"], scores[other], size) for other in ("conv", "lstm")}
+        checks = {f"mamba above {other}": above(difference, *(results.scored(PART, variant, TASK)
+                                                            for variant in ("mamba", other)))
                   for other, difference in differences.items()}
-        ours = "; ".join([*(f"{variant} {estimate(results.test(PART, variant, TASK))}"
+        ours = "; ".join([*(f"{variant} {estimate(scores[variant])}"
                             for variant in self.runs[0].variants),
                           *(f"mamba - {other} {shown(difference)}" for other, difference in differences.items())])
-        return Verdict(decided(checks), ours, checks_text(checks))
+        return self.ruled(checks, ours, self.power(scores["mamba"], scores["lstm"]))

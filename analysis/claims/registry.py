@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from analysis.claims.base import Claim
 from common.registry import Registry
 
@@ -15,6 +17,9 @@ def _check_claim(name: str, cls: type) -> None:
     if missing:
         raise ValueError(f"Claim {name!r} does not state {', '.join(missing)}; every claim states "
                          f"{', '.join(_STATED)}.")
+    if cls.runs and (math.isnan(cls.effect) or not cls.effect_why):
+        raise ValueError(f"Claim {name!r} does not state the effect its paper reports; every claim with runs states "
+                         "effect (in accuracy at its setting) and effect_why.")
     if cls.verdict is Claim.verdict:
         raise ValueError(f"Claim {name!r} has no verdict rule; accepted: a verdict(results) method.")
     parts = [runs.part for runs in cls.runs]

@@ -8,7 +8,7 @@ import pytest
 
 from analysis import claims, reproduce
 from analysis.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Results, Runs, Verdict
-from analysis.claims.base import Estimate, decided
+from analysis.claims.base import Estimate, at_edge, decided, within_margin
 from experiments import tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ class Fake(Results):
     def capacity(self, part, variant, task, axis, value):
         return self.points.get((part, variant, task, axis, value), {})
 
-    def chance(self, part, variant, task):
+    def chance(self, part, variant, task, point=None):
         return self.chance_value
 
     def test_size(self, part, task):
@@ -69,6 +69,15 @@ def test_a_claim_without_a_rule_or_a_stated_field_is_refused_when_it_registers()
 
     with pytest.raises(ValueError, match="'unstated' does not state read"):
         claims.register_claim("unstated")(Unstated)
+
+    class NoEffect(NoRule):
+        runs = (Runs("part", ("dense",), ("passkey",)),)
+
+        def verdict(self, results):
+            return Verdict(REPRODUCED, "", "")
+
+    with pytest.raises(ValueError, match="'noeffect' does not state the effect its paper reports"):
+        claims.register_claim("noeffect")(NoEffect)
 
 
 def test_a_rule_made_of_checks_fails_on_any_failure_and_waits_on_any_undecided_one():
@@ -107,6 +116,118 @@ def test_zoology_reads_attention_at_every_size_and_conv_falling_with_pairs_and_r
     assert verdict(0.60, conv_pairs=0.5, conv_half=0.6) == NOT_REPRODUCED  # attention fails at half width
     assert verdict(0.98, conv_pairs=0.79, conv_half=0.6) == NOT_REPRODUCED  # conv holds its pairs
     assert claim.verdict(Fake({})).outcome == INCONCLUSIVE
+
+
+def test_zoology_reads_conv_at_the_floor_as_inconclusive_not_as_a_fall_that_did_not_happen():
+    claim, part, task = claims.claim_named("zoology_mqar"), "mqar", "mqar"
+    figures = {(part, "dense", task): seeds(1.0, 0.99, 1.0), (part, "conv", task): seeds(0.061, 0.06, 0.062)}
+    points = {(part, "dense", task, "width", 32): {1: 0.98}, (part, "dense", task, "num_pairs", 16): {1: 0.99},
+              (part, "conv", task, "width", 32): {1: 0.06}, (part, "conv", task, "num_pairs", 16): {1: 0.067}}
+    verdict = claim.verdict(Fake(figures, points, chance=0.125))
+    assert verdict.outcome == INCONCLUSIVE
+    assert "conv falls with twice the pairs: inconclusive (floor)" in verdict.why
+    assert "conv recovers with width: inconclusive (floor)" in verdict.why
+    assert "seeds would detect 0.24" in verdict.why  # an inconclusive verdict names its power
+    rule = reproduce.rules([claim]).iloc[0]["rule"]  # the tolerance, stated with the rule
+    assert "at most 0.01 above chance (or below it) reads inconclusive (floor)" in rule
+
+
+def test_a_cell_is_at_the_floor_up_to_the_benchmarks_edge_above_chance_and_at_the_ceiling_within_it_of_one():
+    assert at_edge((seeds(0.06, 0.07), 0.125), (seeds(0.135,), 0.125)) == "floor"  # below chance, and chance + 0.01
+    assert at_edge((seeds(0.99, 1.0), 0.125), (seeds(1.0,), 0.125)) == "ceiling"
+    assert at_edge((seeds(0.06,), 0.125), (seeds(1.0,), 0.125)) is None  # one at each edge: they differ
+    assert at_edge((seeds(0.136,), 0.125), (seeds(0.06,), 0.125)) is None
+    assert at_edge((seeds(0.06,), 0.125), ({}, 0.125)) is None  # not measured
+
+
+def test_a_margin_holds_only_where_the_one_sided_tests_show_it_never_for_a_difference_that_is_not_significant():
+    def holds(a, b, margin=0.02, one_sided=False):
+        return within_margin((seeds(*a), 0.1), (seeds(*b), 0.1), 1_000_000.0, margin, one_sided=one_sided).holds
+
+    assert holds((0.90, 0.91, 0.90), (0.90, 0.90, 0.91)) is True  # tight, inside +-0.02
+    assert holds((0.60, 0.95, 0.80), (0.80, 0.70, 0.85)) is None  # not significant, but too wide to be equal
+    assert holds((0.80, 0.81, 0.80), (0.90, 0.90, 0.91)) is False  # shown more than 0.02 below
+    assert holds((0.95, 0.96, 0.95), (0.90, 0.90, 0.91)) is False  # shown more than 0.02 above: not equal ...
+    assert holds((0.95, 0.96, 0.95), (0.90, 0.90, 0.91), one_sided=True) is True  # ... but at least as high
+    assert holds((0.885, 0.886, 0.885), (0.90, 0.90, 0.90), one_sided=True) is True  # 0.015 below: inside 0.02
+    assert holds((0.87, 0.871, 0.87), (0.90, 0.90, 0.90), one_sided=True) is False  # 0.030 below: beyond 0.02
+    assert within_margin((seeds(0.9), 0.1), (seeds(0.9), 0.1), 10_000.0, 0.02).holds is None  # one seed: no test
+    assert holds((0.995, 1.0, 0.999), (1.0, 0.998, 0.997)) == "ceiling"  # both within 0.01 of 1: cannot tell
+
+
+def test_britz_decides_that_scaling_closes_the_gap_by_non_inferiority_and_reads_the_ceiling_as_inconclusive():
+    claim, task = claims.claim_named("britz_additive"), "mqar"
+
+    def verdict(dense, additive=(0.80, 0.81, 0.80)):
+        figures = {("head16", name, task): seeds(0.7, 0.71, 0.72) for name in ("additive", "unscaled", "dense")}
+        figures |= {("head64", "additive", task): seeds(*additive),
+                    ("head64", "unscaled", task): seeds(0.5, 0.52, 0.51), ("head64", "dense", task): seeds(*dense)}
+        return claim.verdict(Fake(figures, size=100_000.0))
+
+    assert verdict((0.80, 0.80, 0.81)).outcome == REPRODUCED
+    wide = verdict((0.60, 0.95, 0.85))  # dense - additive not significant, its interval far wider than the margin
+    assert wide.outcome == INCONCLUSIVE and "scaling closes the gap: undecided" in wide.why
+    assert verdict((0.70, 0.71, 0.70)).outcome == NOT_REPRODUCED  # dense shown below additive by more than 0.02
+    ceiling = verdict((0.995, 1.0, 0.999), additive=(1.0, 0.998, 0.997))
+    assert "scaling closes the gap: inconclusive (ceiling)" in ceiling.why
+
+
+def test_an_inconclusive_verdict_names_the_seeds_its_decisive_comparison_needs():
+    claim, task = claims.claim_named("flipflop_lstm"), "flipflop"
+    verdict = claim.verdict(Fake({(task, "lstm", task): seeds(1.0, 1.0, 1.0),
+                                  (task, "dense", task): seeds(0.90, 0.99, 0.95)}, chance=0.5))
+    assert verdict.outcome == INCONCLUSIVE and "the LSTM above dense: undecided" in verdict.why
+    # differences 0.10, 0.01, 0.05: sd 0.045; by the normal approximation ((1.96 + 0.84) * 0.045 / 0.01)² = 159 seeds,
+    # and Student's t asks a few more
+    assert "power: 162 seeds would detect 0.01" in verdict.why and verdict.power in verdict.why
+    assert "power:" not in claim.verdict(Fake({(task, "lstm", task): seeds(1.0, 1.0, 1.0),
+                                                (task, "dense", task): seeds(0.90, 0.91, 0.90)}, chance=0.5)).why
+
+
+NOPE_ROWS = {"NoPE": ("", "dense"), "absolute": ("_absolute", "dense"), "alibi": ("", "relative:kind=alibi"),
+             "rope": ("", "relative:kind=rope"), "t5": ("", "relative:kind=t5")}
+
+
+def nope_figures(nope, others):
+    """Fake figures of the NoPE claim: NoPE's seeds and every other scheme's, the same on both tasks and lengths."""
+    return {(task + suffix, variant, task): seeds(*(nope if scheme == "NoPE" else others))
+            for task in ("induction", "mqar") for scheme, (suffix, variant) in NOPE_ROWS.items()}
+
+
+def test_nope_at_least_as_good_as_every_position_scheme_is_a_non_inferiority_at_the_stated_margin():
+    claim = claims.claim_named("kazemnejad_nope")
+    assert "margin of 0.05" in claim.rule and "non-inferiority" in claim.rule
+
+    def verdict(nope, others):
+        return claim.verdict(Fake(nope_figures(nope, others), chance=0.1, size=100_000.0))
+
+    assert verdict((0.60, 0.61, 0.60), (0.60, 0.60, 0.61)).outcome == REPRODUCED  # level, shown within 0.05
+    assert verdict((0.80, 0.81, 0.80), (0.60, 0.60, 0.61)).outcome == REPRODUCED  # ahead: at least as good
+    assert verdict((0.57, 0.575, 0.57), (0.60, 0.60, 0.61)).outcome == REPRODUCED  # 0.032 behind: inside 0.05
+    assert verdict((0.53, 0.535, 0.53), (0.60, 0.60, 0.61)).outcome == NOT_REPRODUCED  # 0.072 behind: beyond it
+    wide = verdict((0.30, 0.90, 0.60), (0.60, 0.60, 0.61))  # not significantly behind, which is not "at least as"
+    assert wide.outcome == INCONCLUSIVE and "induction 2x NoPE at least as alibi: undecided" in wide.why
+    assert "seeds would detect 0.05" in wide.why
+    floor = verdict((0.10, 0.105, 0.10), (0.10, 0.10, 0.105))
+    assert floor.outcome == INCONCLUSIVE and "mqar 4x NoPE at least as t5: inconclusive (floor)" in floor.why
+
+
+def test_nope_runs_with_no_positions_and_absolute_positions_are_sinusoidal_each_evaluated_at_2x_and_4x(tmp_path):
+    claim = claims.claim_named("kazemnejad_nope")
+    seen = {}
+    for runs in claim.runs:
+        benchmark = reproduce.benchmark_of(claim, runs, device="cpu", storage=None, runs_dir=tmp_path,
+                                           lr_multiples="1")
+        for job in benchmark.planned_jobs():
+            config = benchmark.config(job)
+            seen[runs.part, job.variant] = (config.model.positions, config.task_options.eval_lengths)
+    assert seen["induction", "dense"] == ("none", (64, 128)) and seen["mqar", "dense"] == ("none", (128, 256))
+    assert seen["induction_absolute", "dense"] == ("sinusoidal", (64, 128))
+    assert seen["mqar", "relative:kind=t5"] == ("none", (128, 256)) and len(seen) == 10
+    assert not any(tmp_path.iterdir())  # nothing trained
+    # No record yet: the table says so, and how to run it.
+    row = reproduce.table([claim], ROOT / reproduce.RECORDS).iloc[0]
+    assert row["our measurement"] == "not run yet" and "make reproduce CLAIM=kazemnejad_nope" in row["why"]
 
 
 def test_listops_reads_no_ordering_where_dense_is_not_clearly_above_chance():
@@ -215,6 +336,16 @@ def test_a_claim_runs_as_benchmarks_keeps_their_records_and_reads_its_verdict_fr
     # Without its record a claim is not run yet, and says how to run it.
     other = reproduce.table([Tiny()], tmp_path / "none").iloc[0]
     assert other["verdict"] == INCONCLUSIVE and "make reproduce CLAIM=tinyclaim" in other["why"]
+
+
+def test_a_claims_setting_states_the_budget_its_runs_resolve_beside_the_papers():
+    class Budgeted(Claim):
+        runs = (Runs("tiny", ("dense",), ("passkey",), sets=TINY), Runs("quick", ("dense",), ("mqar",)))
+
+    assert reproduce.budget(Budgeted()) == ("passkey: up to 10 steps of 8 (80 examples seen), learning rate 0.001; "
+                                            "mqar: up to 1,000 steps of 64 (64,000 examples seen), learning rate 0.001")
+    row = reproduce.table([claims.claim_named("zoology_mqar")], ROOT / reproduce.RECORDS).iloc[0]
+    assert "64 epochs of 100,000 examples" in row["their setting"] and "(64,000 examples seen)" in row["ours"]
 
 
 def test_an_unknown_claim_on_the_command_line_is_one_sentence(tmp_path, capsys):

@@ -149,6 +149,7 @@ def test_a_seed_that_never_reaches_the_level_counts_the_budget_in_the_mean_and_t
     ([0.979, 0.999, 0.989, 0.989, 0.984, 0.994], 0.25, True),  # mean 0.989: 0.011 from it
     ([0.25, 0.27, 0.26, 0.26, 0.255, 0.265], 0.25, False),  # mean 0.26: 0.01 above chance, inclusive
     ([0.251, 0.271, 0.261, 0.261, 0.256, 0.266], 0.25, True),  # mean 0.261
+    ([0.12, 0.14, 0.13, 0.13, 0.125, 0.135], 0.25, False),  # mean 0.13: below chance is the floor too
 ])
 def test_an_accuracy_cell_within_001_of_the_ceiling_or_of_chance_does_not_discriminate(dense, chance, discriminating):
     other = shifted(dense, [-0.05, -0.04, -0.06, -0.05, -0.03, -0.05])

@@ -202,3 +202,63 @@ def test_a_paired_test_detects_the_detectable_difference_four_times_in_five():
 def test_a_detectable_difference_needs_two_pairs():
     with pytest.raises(ValueError, match="2 pairs or more; got 1"):
         module.detectable_difference(0.1, 1, 0.05)
+
+
+@pytest.mark.parametrize(("difference", "std"), [(0.05, 0.02), (0.1, 0.1), (0.2, 0.05), (0.03, 0.05)])
+def test_the_pairs_to_detect_a_difference_are_the_fewest_whose_detectable_difference_reaches_it(difference, std):
+    pairs = module.pairs_to_detect(difference, std, 0.05)
+    assert module.detectable_difference(std, pairs, 0.05) <= difference
+    assert pairs == 2 or module.detectable_difference(std, pairs - 1, 0.05) > difference
+
+
+def test_the_pairs_to_detect_one_sided_are_statsmodels_solution_rounded_up():
+    solved = TTestPower().solve_power(effect_size=0.5, nobs=None, alpha=0.05, power=0.8, alternative="larger")
+    assert module.pairs_to_detect(0.05, 0.1, 0.05, alternative="larger") == math.ceil(solved)
+    assert module.pairs_to_detect(0.05, 0.0, 0.05) == 2  # no spread: the fewest pairs a test takes
+    assert module.pairs_to_detect(0.001, 1.0, 0.05) is None  # beyond MOST_PAIRS
+    assert module.pairs_to_detect(0.16, 0.0152, 0.05) == 3  # a large effect, where the far tail's power is NaN
+    with pytest.raises(ValueError, match="difference > 0"):
+        module.pairs_to_detect(0.0, 0.1, 0.05)
+
+
+def paired_margin_test(a, b, low, high=math.inf):
+    differences = np.subtract(a, b)
+    return module.margin_test(float(differences.mean()), float(stats.sem(differences)), len(a) - 1, low, high)
+
+
+def test_two_one_sided_tests_worked_by_hand_at_two_degrees_of_freedom():
+    # differences 0.01, 0.02, 0.03: mean 0.02, standard error 0.01 / sqrt(3); margins +-0.05
+    found = paired_margin_test([0.51, 0.52, 0.53], [0.5, 0.5, 0.5], -0.05, 0.05)
+    standard_error = 0.01 / math.sqrt(3)
+    above, below = (0.02 + 0.05) / standard_error, (0.02 - 0.05) / standard_error  # t = 12.12 and -5.20
+    assert found.p_above == pytest.approx(two_degrees_p(above) / 2, rel=1e-9)
+    assert found.p_below == pytest.approx(two_degrees_p(below) / 2, rel=1e-9)
+    assert found.p == pytest.approx(0.0175, abs=1e-4)  # equivalent at 0.05, not at 0.01
+
+
+@pytest.mark.parametrize(("a", "b"), [([0.9, 0.92, 0.95], [0.91, 0.9, 0.96]),
+                                      ([0.6, 0.7, 0.65, 0.62, 0.71], [0.5, 0.72, 0.61, 0.66, 0.7])])
+@pytest.mark.parametrize("margin", [0.02, 0.1])
+def test_two_one_sided_tests_are_statsmodels_paired_tost(a, b, margin):
+    from statsmodels.stats.weightstats import ttost_paired
+
+    p, (_, p_above, _), (_, p_below, _) = ttost_paired(np.array(a), np.array(b), -margin, margin)
+    found = paired_margin_test(a, b, -margin, margin)
+    assert (found.p, found.p_above, found.p_below) == pytest.approx((p, p_above, p_below), rel=1e-9)
+    # p below alpha on both sides is the (1 - 2 alpha) interval of scipy's paired test lying inside the margins
+    low, high = stats.ttest_rel(a, b).confidence_interval(0.9)
+    assert (found.p < 0.05) == (-margin < low and high < margin)
+
+
+def test_one_margin_is_scipys_one_sided_paired_test_shifted_by_it():
+    a, b, margin = [0.8, 0.83, 0.79, 0.85], [0.82, 0.81, 0.84, 0.83], 0.05
+    found = paired_margin_test(a, b, -margin)
+    expected = stats.ttest_rel(np.add(a, margin), b, alternative="greater").pvalue
+    assert found.p == pytest.approx(expected, rel=1e-9) and found.p_below == 0.0
+
+
+def test_a_margin_test_without_spread_reads_the_estimate_against_the_margins():
+    assert module.margin_test(0.01, 0.0, math.inf, -0.05, 0.05).p == 0.0
+    assert module.margin_test(0.06, 0.0, math.inf, -0.05, 0.05).p == 1.0
+    with pytest.raises(ValueError, match="low_margin < high_margin"):
+        module.margin_test(0.0, 0.1, 2, 0.05, -0.05)
