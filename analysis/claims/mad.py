@@ -3,7 +3,7 @@ solved while fuzzy recall and compression stay far from it, so the suite still t
 
 from __future__ import annotations
 
-from analysis.claims.base import Claim, Estimate, Results, Verdict, checks_text, decided, paired, shown, sign
+from analysis.claims.base import Claim, Estimate, Results, Verdict, paired, shown, sign
 from analysis.claims.grid import SweptRuns, best_on_validation
 from analysis.claims.registry import register_claim
 from experiments.tasks import TASK_SETS
@@ -56,6 +56,9 @@ class MADScore(Claim):
             f"{' and '.join(UNSOLVED_TASKS)} unsolved (the upper end below {SOLVED:g}), and lies above local on "
             f"{' and '.join(RECALL_TASKS)} by a paired difference whose 95% interval lies above 0; not reproduced "
             "when one of these fails throughout; inconclusive otherwise")
+    effect = 0.18
+    effect_why = ("MAD's figure reads 1.00 on in-context recall with attention in the model against 0.82 for Hyena "
+                  "alone, the layer that cannot see every key that local attention stands in for here")
     runs = tuple(SweptRuns(part, (variant,), TASKS[variant], sets=(f"train.weight_decay={decay:g}",),
                            lr_multiples=tuple(rate / QUICK_PROFILE.train["lr"] for rate in LEARNING_RATES))
                  for variant in TASKS for part, decay in zip(PARTS[variant], WEIGHT_DECAYS, strict=True))
@@ -78,7 +81,9 @@ class MADScore(Claim):
                             for variant, tasks in TASKS.items()),
                           *(f"dense - local on {task} {shown(difference)}"
                             for task, difference in differences.items())])
-        return Verdict(decided(checks), ours, checks_text(checks))
+        decisive = chosen["dense", RECALL_TASKS[0]][0], chosen["local", RECALL_TASKS[0]][0]
+        return self.ruled(checks, ours, self.power(results.test(decisive[0], "dense", RECALL_TASKS[0]),
+                                                   results.test(decisive[1], "local", RECALL_TASKS[0])))
 
 
 def _side(score: Estimate) -> int | None:
