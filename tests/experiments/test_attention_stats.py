@@ -203,11 +203,12 @@ def test_recording_statistics_leaves_training_bit_for_bit_unchanged():
             return RunRecord(Path(folder) / "run").read_metrics()
 
     plain, recorded = run(False), run(True)
-    strip = [{key: value for key, value in line.items() if key not in ("attention", "wall_seconds")}
+    strip = [{key: value for key, value in line.items() if key not in ("attention", "scored_max_weight", "wall_seconds")}
              for line in recorded if line["step"] > 0]
     assert strip == [{key: value for key, value in line.items() if key != "wall_seconds"} for line in plain]
     evaluations = [line for line in recorded if line["kind"] == "eval"]
     assert [line["step"] for line in evaluations] == [0, 4, 8, 12]  # the statistics start before the first step
+    assert all(0 < line["scored_max_weight"] <= 1 for line in evaluations if line["step"] > 0)
     assert all(len(line["attention"]) == 2 for line in evaluations)  # 1 layer x 2 heads
 
 
