@@ -21,7 +21,8 @@ Profiles: quick seq_len 32, vocabulary 16, fresh examples every batch (dim 64, d
 64, lr 1e-3); mad MAD's baseline: seq_len 32, vocabulary 16, 12,800 training examples, the shared mad model and
 budget. MAD's ladder: vocab_size 32, 64, 128; seq_len 64, 128, 256; train_examples 6,400 down to 800.
 
-Calibration: not measured yet; `make calibration` writes the figures to docs/calibration.md.
+Calibration: the quick profile's figures, dense and local, are in docs/calibration.md; the mad profile is not
+measured yet (`make calibration TASK=compression PROFILE=mad`).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ examples every batch (dim 64, depth 2, heads 4; 1000 steps of 64, lr 1e-3); mad 
 vocabulary 16, 12,800 training examples, the shared mad model and budget. MAD's ladder: vocab_size 32, 64, 128;
 seq_len 256, 512, 1024; train_examples 6,400 down to 800.
 
-Calibration: not measured yet; `make calibration` writes the figures to docs/calibration.md.
+Calibration: the quick profile's figures, dense and local, are in docs/calibration.md; the mad profile is not
+measured yet (`make calibration TASK=fuzzy_in_context_recall PROFILE=mad`).
 """
 
 from __future__ import annotations

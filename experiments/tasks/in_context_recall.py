@@ -27,7 +27,8 @@ Profiles: quick seq_len 64, vocabulary 16 (8 keys, 8 values), fresh examples eve
 shared mad model and budget. MAD's ladder: vocab_size 32, 64, 128; seq_len 256, 512, 1024; train_examples 6,400
 down to 800.
 
-Calibration: not measured yet; `make calibration` writes the figures to docs/calibration.md.
+Calibration: the quick profile's figures, dense and local, are in docs/calibration.md; the mad profile is not
+measured yet (`make calibration TASK=in_context_recall PROFILE=mad`).
 """
 
 from __future__ import annotations

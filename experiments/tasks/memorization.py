@@ -25,7 +25,8 @@ Profiles: quick seq_len 32, vocabulary 64 (31 keys), fresh examples every batch 
 steps of 64, lr 1e-3); mad MAD's baseline: seq_len 32, vocabulary 256 (127 keys), 256 training examples, the
 shared mad model and budget. MAD's ladder: vocab_size 512, 1024, 2048, 4096, 8192.
 
-Calibration: not measured yet; `make calibration` writes the figures to docs/calibration.md.
+Calibration: the quick profile's figures, dense and local, are in docs/calibration.md; the mad profile is not
+measured yet (`make calibration TASK=memorization PROFILE=mad`).
 """
 
 from __future__ import annotations
