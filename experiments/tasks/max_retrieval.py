@@ -30,8 +30,8 @@ Cost: one scored position per sequence; generating a batch is O(batch * seq_len)
 Profiles: quick seq_len 17 (16 items), 8 priorities, 8 classes, eval lengths 33 to 1025 (32 to 1,024 items;
 dim 64, depth 1, heads 1, no absolute positions; 1500 steps of 64 examples, lr 3e-3, evaluated every 500);
 standard 64 items, 32 priorities, 16 classes, eval lengths to 4,096 items (dim 128, depth 1, heads 1, 3000 steps
-of 64); long 1,024 items (LRA's scale, like every task's long), eval lengths to 16,384 items (dim 128, depth 1, heads 1, 4000 steps of 32). Standard and
-long are sized like the other tasks' and not yet calibrated.
+of 64); long 1,024 items (LRA's scale, like every task's long), eval lengths to 16,384 items (dim 128, depth 1,
+heads 1, 4000 steps of 32). Standard and long are sized like the other tasks' and not yet calibrated.
 
 Calibration: not measured yet; `make calibration TASK=max_retrieval` writes the figures to docs/calibration.md.
 """

@@ -203,7 +203,8 @@ def test_recording_statistics_leaves_training_bit_for_bit_unchanged():
             return RunRecord(Path(folder) / "run").read_metrics()
 
     plain, recorded = run(False), run(True)
-    strip = [{key: value for key, value in line.items() if key not in ("attention", "scored_max_weight", "wall_seconds")}
+    statistics = ("attention", "scored_max_weight", "wall_seconds")
+    strip = [{key: value for key, value in line.items() if key not in statistics}
              for line in recorded if line["step"] > 0]
     assert strip == [{key: value for key, value in line.items() if key != "wall_seconds"} for line in plain]
     evaluations = [line for line in recorded if line["kind"] == "eval"]
