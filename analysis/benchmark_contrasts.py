@@ -16,14 +16,32 @@ import pandas as pd
 
 from analysis.benchmark_coverage import DENSE_COVERAGE, computes_dense, coverage_text
 from analysis.contrast_page import contrast_blocks
-from analysis.contrasts import FAMILY, REFERENCE, at_chance, contrasts, curve_frame, sentences, tidy, tiers
-from analysis.render import Section, Text
+from analysis.contrasts import (
+    FAMILY,
+    POWER,
+    REFERENCE,
+    TEST_ACCURACY,
+    at_chance,
+    contrasts,
+    curve_frame,
+    event_metric,
+    number,
+    sentences,
+    tidy,
+    tiers,
+)
+from analysis.render import Section, Table, Text
+from common.statistics import MOST_PAIRS, pairs_to_detect
 from experiments.benchmark import Ledger
 from experiments.benchmark.ledger import COMPLETED, SETTLED
 from experiments.train import due
 
 Result = tuple[str, str, int, dict[str, Any]]  # (variant, task, seed, result) as `contrasts.tidy` reads it
 SHOWN = ["task", "metric", "variant", "seeds paired", "difference", "low", "high", "Holm-adjusted p", "told apart"]
+# What protocol 2 asks of each cell of record (docs/benchmark.md): that it could detect a difference from dense of 0.05
+# in test accuracy, or of 20% of dense's restricted mean in steps to 0.9, at 80% power at the Holm level.
+AIMS = {TEST_ACCURACY: (0.05, False), event_metric("0.9"): (0.20, True)}
+POWER_COLUMNS = ["task", "metric", "aim", "detectable", "met", "seeds paired", "seeds the aim needs"]
 
 
 @dataclass
@@ -80,15 +98,22 @@ def contrast_section(ledger: Ledger, cells: pd.DataFrame) -> tuple[Section, pd.D
     frame = tidy(found.results)
     variants = list(ledger.benchmark.variants)
     blocks = contrast_blocks(frame, curve_frame(found.results), variants) if len(frame) else []
-    section = Section("contrasts", "Contrasts against dense", [*(Text(note) for note in found.notes), *blocks])
     table = contrasts(frame) if len(frame) else pd.DataFrame(columns=SHOWN)
+    if not table.empty:
+        power = power_check(table)
+        blocks += [*(Text(line) for line in power_lines(power)),
+                   Table("power", "Whether each task's cells could detect the protocol's aim (0.05 in test accuracy, "
+                         "or 20% of dense's restricted mean in steps to 0.9) at 80% power at the Holm level, and the "
+                         "paired seeds the cell's measured spread would need for it", power)]
+    section = Section("contrasts", "Contrasts against dense", [*(Text(note) for note in found.notes), *blocks])
     return section, table.reindex(columns=SHOWN)
 
 
-def contrast_record(ledger: Ledger, cells: pd.DataFrame) -> tuple[list[str], pd.DataFrame]:
+def contrast_record(ledger: Ledger, cells: pd.DataFrame, readme: bool = False) -> tuple[list[str], pd.DataFrame]:
     """The record's block: what was left out or scored at chance, the family, and per task and metric its
     sentence (each variant's difference from dense, with its interval and adjusted p where told apart, the
-    detectable difference) followed by its tiers; and the contrast table (`SHOWN` and the detectable difference)."""
+    detectable difference) followed by its tiers, then the power check (`power_lines`; for the README its count
+    alone); and the contrast table (`SHOWN` and the detectable difference)."""
     found = compared(ledger, cells)
     frame = tidy(found.results)
     if frame.empty:
@@ -102,4 +127,53 @@ def contrast_record(ledger: Ledger, cells: pd.DataFrame) -> tuple[list[str], pd.
         rows = ranked[(ranked["task"] == task) & (ranked["metric"] == metric)]
         tiered = "; ".join(f"tier {tier}: {', '.join(group['variant'])}" for tier, group in rows.groupby("tier"))
         lines.append(sentences(cell)[0] + (f" Tiers: {tiered}." if tiered else ""))
-    return lines, table[[*SHOWN, "detectable difference"]]
+    power = power_lines(power_check(table))  # the README keeps the count, docs/results.md each task's figures
+    return [*lines, *(power[:1] if readme else power)], table[[*SHOWN, "detectable difference"]]
+
+
+def power_check(table: pd.DataFrame) -> pd.DataFrame:
+    """Per task, whether its cells could detect the protocol's aims (`AIMS`): the cell's detectable difference (steps:
+    as a share of dense's restricted mean) against the aim, and the paired seeds at which the cell's pooled spread
+    would reach it at the same level (`common.statistics.pairs_to_detect`); a metric that does not discriminate meets
+    nothing. A task meets the protocol's aim where either metric does."""
+    rows = []
+    for (task, metric), cell in table.groupby(["task", "metric"], sort=False):
+        if metric not in AIMS:
+            continue
+        aim, relative = AIMS[metric]
+        first = cell.iloc[0]
+        if first["not discriminating"]:
+            rows.append({"task": task, "metric": metric, "aim": aim, "detectable": math.nan,
+                         "met": "not discriminating", "seeds paired": int(cell["seeds paired"].min()),
+                         "seeds the aim needs": math.nan})
+            continue
+        detectable = first["detectable relative to dense"] if relative else first["cell detectable difference"]
+        target = aim * first["dense mean"] if relative else aim
+        needed = (pairs_to_detect(target, first["cell sd"], first["cell alpha"], POWER)
+                  if not math.isnan(first["cell sd"]) else math.nan)
+        rows.append({"task": task, "metric": metric, "aim": aim, "detectable": detectable,
+                     "met": "yes" if detectable <= aim + 1e-9 else "no",
+                     "seeds paired": int(cell["seeds paired"].min()),
+                     "seeds the aim needs": math.nan if needed is None else needed})
+    return pd.DataFrame(rows, columns=POWER_COLUMNS)
+
+
+def power_lines(power: pd.DataFrame) -> list[str]:
+    """The power check as sentences: how many tasks meet the aim, and for each task that does not, its figures."""
+    met = power.groupby("task", sort=False)["met"].agg(lambda values: (values == "yes").any())
+    lines = [f"Power: {int(met.sum())} of {len(met)} tasks could detect 0.05 in test accuracy or 20% in steps to 0.9 "
+             f"at {POWER:.0%} power at the Holm level, the protocol's aim."]
+    for task in met.index[~met]:
+        parts = []
+        for _, row in power[power["task"] == task].iterrows():
+            if row["met"] == "not discriminating":
+                parts.append(f"{row['metric']} does not discriminate")
+                continue
+            shown = f"{row['detectable']:.0%} of dense's mean" if AIMS[row["metric"]][1] else \
+                number(TEST_ACCURACY, row["detectable"], signed=False)
+            needs = (f"more than {MOST_PAIRS}" if math.isnan(row["seeds the aim needs"]) else
+                     f"about {int(row['seeds the aim needs'])} paired seeds")
+            parts.append(f"{row['metric']} could detect {shown} with {row['seeds paired']} seeds, and would need "
+                         f"{needs}")
+        lines.append(f"{task} misses the aim: " + "; ".join(parts) + ".")
+    return lines

@@ -22,11 +22,15 @@ at the task's evaluation steps (so its area is that curve's).
 
 Contrasts, fixed in advance: each variant against REFERENCE (dense) in each (task, metric) cell, d_i = variant_i -
 dense_i over the n seeds both have, by the paired t-test with n - 1 degrees of freedom (`paired_difference`), with
-the 95% interval of the mean difference. Where the differences are the same on every seed there is no spread to
-test: the contrast says so (`identical`) and carries no p. The family of Holm's correction is one metric over every
-task and variant (`family`: the evaluation lengths together count as the one metric "accuracy at length"); the
-contrasts with a p in cells that discriminate are corrected together, and one is told apart when its adjusted p is
-below ALPHA.
+the 95% interval of the mean difference. Where the differences are the same on every seed (`identical`: a steps
+metric read every K steps, or two runs at the same budget that never reach a level) the test takes its limit, what
+`scipy.stats.ttest_rel` returns for them: a difference other than 0 shared by every seed has p 0 (an infinite t)
+and its interval is the difference itself; no difference on any seed has p 1. Either way the contrast is tested, so
+a row that is worse on every seed by the same amount is told apart like one that is worse by nearly the same amount
+(whose t is large and finite), never left in the best row's tier for want of a spread. The family of Holm's
+correction is one metric over every task and variant (`family`: the evaluation lengths together count as the one
+metric "accuracy at length"); the contrasts with a p in cells that discriminate are corrected together, and one is
+told apart when its adjusted p is below ALPHA.
 
 Not discriminating: an accuracy cell (test accuracy, accuracy at a length) where dense's mean over its seeds lies
 within EDGE of the ceiling (1.0), or at most EDGE above the task's chance accuracy (below it included), inclusive
@@ -48,7 +52,7 @@ paired in the cell. For steps it is also given relative to dense's restricted me
 Tiers, never ranks: in each discriminating cell the row with the best mean (highest accuracy or area, fewest
 restricted steps) is compared with every other row by the same paired test; the p-values of that round are
 Holm-corrected together, and the best row and every row not told apart from it (adjusted p at or above ALPHA, or no
-p: identical differences or fewer than two seeds in common) form tier 1. The same is repeated on the rows left, for
+p: fewer than two seeds in common) form tier 1. The same is repeated on the rows left, for
 tier 2, and so on until every row has a tier.
 """
 
@@ -195,8 +199,12 @@ def _paired(wide: pd.DataFrame, variant: str, other: str) -> dict[str, Any]:
     if len(both) < 2:
         return row
     found = paired_difference(both[variant].tolist(), both[other].tolist())
+    if found.identical:  # the t-test's limit (the module docstring): p 0 for a shared difference, 1 for none
+        return row | {"difference": found.estimate, "low": found.estimate, "high": found.estimate,
+                      "p": 0.0 if abs(found.estimate) > IDENTICAL else 1.0, "identical": True,
+                      "sd of differences": 0.0}
     return row | {"difference": found.estimate, "low": found.low, "high": found.high, "p": found.p,
-                  "identical": found.identical,
+                  "identical": False,
                   "sd of differences": float(np.std(both[variant] - both[other], ddof=1))}
 
 
@@ -215,8 +223,6 @@ def _verdict(row: pd.Series) -> str:
         return "not discriminating"
     if row["seeds paired"] < 2:
         return "fewer than 2 seeds in common"
-    if row["identical"]:
-        return "identical differences: no spread to test"
     return "yes" if row["Holm-adjusted p"] < ALPHA else "no"
 
 
@@ -254,6 +260,7 @@ def _with_detectable(table: pd.DataFrame) -> pd.DataFrame:
         alpha = ALPHA / max(1, int(cell["family size"].iloc[0]))
         own = cell["sd of differences"].where(~cell["identical"] & (cell["sd of differences"] > 0), pooled)
         cell = cell.assign(**{
+            "cell sd": pooled, "cell alpha": alpha,
             "detectable difference": [detectable_difference(sd, int(n), alpha) if n >= 2 and not math.isnan(sd)
                                       else math.nan for sd, n in zip(own, cell["seeds paired"], strict=True)],
             "cell detectable difference": (detectable_difference(pooled, fewest, alpha)
@@ -305,8 +312,9 @@ def number(metric: str, value: float, signed: bool = True) -> str:
 
 
 def _differs(row: pd.Series) -> str:
-    return (f"{row['variant']} by {number(row['metric'], row['difference'])} (95% interval "
-            f"{number(row['metric'], row['low'])} to {number(row['metric'], row['high'])}; Holm-adjusted p "
+    interval = ("the same on every seed" if row["identical"] else f"95% interval {number(row['metric'], row['low'])} "
+                f"to {number(row['metric'], row['high'])}")
+    return (f"{row['variant']} by {number(row['metric'], row['difference'])} ({interval}; Holm-adjusted p "
             f"{p_text(row['Holm-adjusted p'])})")
 
 
@@ -318,8 +326,7 @@ def sentence(cell: pd.DataFrame) -> str:
     head = f"{task}, {metric}"
     if first["not discriminating"]:
         return f"{head}: not discriminating ({first['not discriminating']}); left out of every average."
-    apart, same = cell[cell["told apart"] == "yes"], cell[cell["identical"]]
-    kept = cell[(cell["told apart"] != "yes") & ~cell["identical"]]
+    apart, kept = cell[cell["told apart"] == "yes"], cell[cell["told apart"] != "yes"]
     parts = [f"differs from {REFERENCE}: " + "; ".join(_differs(row) for _, row in apart.iterrows())] if len(apart) \
         else []
     if len(kept):
@@ -335,9 +342,6 @@ def sentence(cell: pd.DataFrame) -> str:
                     f"a difference of {detectable}{share} or more would have been detected with {POWER:.0%} power at "
                     "the Holm level, and smaller ones remain possible")
         parts.append(f"{lead}, which does not make {pronoun} equal to {REFERENCE}: {possible}")
-    if len(same):
-        parts.append("the same difference on every seed, so no spread to test: " + ", ".join(
-            f"{row['variant']} {number(metric, row['difference'])}" for _, row in same.iterrows()))
     return f"{head}, each variant against {REFERENCE} paired by seed: " + "; ".join(parts) + "."
 
 

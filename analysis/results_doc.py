@@ -193,7 +193,7 @@ def board_lines(ledger: Ledger, readme: bool = False) -> list[str]:
     verdict tables being on the results page. Under protocol 2, in their place, the contrasts against dense as
     sentences (`analysis.benchmark_contrasts.contrast_record`), and on the results page their table."""
     if ledger.benchmark.protocol >= 2:
-        lines, table = contrast_record(ledger, cell_rows(ledger))
+        lines, table = contrast_record(ledger, cell_rows(ledger), readme)
         return [*(f"- {md_escape(line)}" for line in [*lines, *stale_lines(ledger)]), "",
                 *([] if readme else [*markdown_table(table), ""])]
     cells, shown, board = boards(ledger)

@@ -34,12 +34,11 @@ from experiments.benchmark.ledger import (
     IDLE,
     OUTCOME,
     RESULT,
-    SETTLED,
     Ledger,
     outdone,
     owns_its_job,
 )
-from experiments.benchmark.progress import JobBar
+from experiments.benchmark.progress import JobBar, tally
 from experiments.records import RecordError, RunRecord, Summary
 from experiments.sweep.liveness import machine
 from experiments.sweep.objective import inherited_record
@@ -175,7 +174,8 @@ def describe(job: Job) -> str:
 
 
 def announce(benchmark: Benchmark, prefix: str) -> Callable[[optuna.Study, FrozenTrial], None]:
-    """Print each job's outcome as its trial ends, with how many of the benchmark's jobs have settled so far."""
+    """Print each job's outcome as its trial ends, with how many of the benchmark's jobs have settled so far, out of
+    those it calls for: the planned ones, or more once tuning has gone beyond the grid's edges."""
     planned = len(benchmark.planned_jobs())
 
     def callback(study: optuna.Study, trial: FrozenTrial) -> None:
@@ -192,9 +192,8 @@ def announce(benchmark: Benchmark, prefix: str) -> Callable[[optuna.Study, Froze
             outcome = f"{trial.user_attrs[OUTCOME]}: {result.get('error')}; run {result.get('run_id')}"
         else:
             return  # a trial that held no job of its own: nothing ran
-        ledger = Ledger(benchmark, study.get_trials(deepcopy=False))
-        settled = sum(state.state in SETTLED for cell in ledger.cells for state in cell.jobs)
-        tqdm.write(f"{prefix}{describe(job)}: {outcome} [{settled:,} of {planned:,} jobs settled]")  # above the bars
+        settled, _, called = tally(Ledger(benchmark, study.get_trials(deepcopy=False)))
+        tqdm.write(f"{prefix}{describe(job)}: {outcome} [{settled:,} of {max(planned, called):,} jobs settled]")
 
     return callback
 

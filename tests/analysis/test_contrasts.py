@@ -14,9 +14,11 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
 from analysis import contrasts
+from analysis.benchmark_contrasts import power_check, power_lines
 from analysis.contrast_page import contrast_blocks
 from analysis.render import Section
 from analysis.report import write_page
+from common.statistics import pairs_to_detect
 
 BUDGET, FIRST = 1000, 50
 T_975_FIVE_DEGREES = 2.5706  # Student's t, 97.5th percentile, 5 degrees of freedom, as printed tables give it
@@ -118,7 +120,7 @@ def test_the_best_row_and_one_not_told_apart_share_tier_1_and_a_clearly_worse_ro
     assert accuracy["tier"].to_dict() == {"dense": 1, "close": 1, "worse": 2}
     assert accuracy.loc["close", "best of its tier"] == "dense"
     steps = found[found["metric"] == "steps to 0.9"].set_index("variant")
-    assert set(steps["tier"]) == {1}  # the same steps on every seed: no row told apart
+    assert set(steps["tier"]) == {1}  # the same steps on every seed, as dense's: no row told apart
     tables = [found, contrasts.contrasts(frame), contrasts.summaries(frame)]
     assert not [column for table in tables for column in table.columns if "rank" in column.lower()]
 
@@ -172,12 +174,33 @@ def test_a_steps_cell_does_not_discriminate_where_dense_never_reaches_or_every_r
     assert contrasts.not_discriminating(later[later["metric"] == "steps to 0.9"]) == ""
 
 
+def test_a_row_worse_by_the_same_amount_on_every_seed_is_told_apart_and_never_shares_the_best_rows_tier():
+    """Steps read every K steps often differ by the same amount on every seed (a run that never reaches the level
+    sits at the budget on each): the paired test's limit tells such a row apart (p 0), as it tells apart one that is
+    worse by nearly the same amount on every seed (a large finite t), and a row equal on every seed is not (p 1)."""
+    frame = contrasts.tidy([*runs("t", "dense", DENSE, to_90=[200] * 6), *runs("t", "fast", DENSE, to_90=[100] * 6),
+                            *runs("t", "never", DENSE, to_90=[None] * 6),
+                            *runs("t", "nearly", DENSE, to_90=[None] * 5 + [950])])
+    steps = frame[frame["metric"] == "steps to 0.9"]
+    tiers = contrasts.tiers(steps).set_index("variant")["tier"].to_dict()
+    assert tiers == {"fast": 1, "dense": 2, "never": 3, "nearly": 3}
+    table = contrasts.contrasts(steps).set_index("variant")
+    assert table.loc["never", "p"] == 0.0 and table.loc["never", "told apart"] == "yes"
+    assert (table.loc["never", "low"], table.loc["never", "high"]) == (BUDGET - 200, BUDGET - 200)
+    assert table.loc["nearly", "told apart"] == "yes" and 0 < table.loc["nearly", "p"] < 1e-6
+    line = contrasts.sentence(table.reset_index())
+    assert f"never by +{BUDGET - 200} (the same on every seed; Holm-adjusted p < 0.001)" in line
+    same = contrasts.contrasts(contrasts.tidy([*runs("t", "dense", DENSE), *runs("t", "same", DENSE)]))
+    accuracy = same[same["metric"] == contrasts.TEST_ACCURACY].iloc[0]
+    assert (accuracy["p"], accuracy["told apart"]) == (1.0, "no")
+
+
 def test_the_detectable_difference_is_ttestpowers_at_the_first_holm_step_pooled_where_a_spread_is_zero():
     a = shifted(DENSE, [0.02, 0.03, 0.01, 0.04, 0.02, 0.03])
     b = shifted(DENSE, [0.05, -0.03, 0.02, -0.01, 0.04, 0.0])
-    same = shifted(DENSE, [0.01] * 6)  # identical differences: no spread of its own, and no p
+    same = shifted(DENSE, [0.01] * 6)  # identical differences: no spread of its own; tested, p 0
     table = table_of(runs("t", "dense", DENSE), runs("t", "a", a), runs("t", "b", b), runs("t", "same", same))
-    effect = TTestPower().solve_power(effect_size=None, nobs=6, alpha=0.05 / 2, power=0.8, alternative="two-sided")
+    effect = TTestPower().solve_power(effect_size=None, nobs=6, alpha=0.05 / 3, power=0.8, alternative="two-sided")
     deviations = {name: statistics.stdev(x - y for x, y in zip(values, DENSE, strict=True))
                   for name, values in (("a", a), ("b", b))}
     for name, deviation in deviations.items():
@@ -185,8 +208,7 @@ def test_the_detectable_difference_is_ttestpowers_at_the_first_holm_step_pooled_
     pooled = math.sqrt((5 * deviations["a"] ** 2 + 5 * deviations["b"] ** 2 + 5 * 0.0) / 15)
     assert table.loc[("t", "same"), "detectable difference"] == pytest.approx(effect * pooled)
     assert table.loc[("t", "same"), "cell detectable difference"] == pytest.approx(effect * pooled)
-    assert table.loc[("t", "same"), "told apart"] == "identical differences: no spread to test"
-    assert math.isnan(table.loc[("t", "same"), "p"])
+    assert table.loc[("t", "same"), "told apart"] == "yes" and table.loc[("t", "same"), "p"] == 0.0
 
 
 def test_a_cell_whose_every_difference_is_the_same_on_every_seed_states_no_detectable_difference_rather_than_0():
@@ -222,8 +244,7 @@ def test_each_cell_has_a_sentence_of_what_differs_and_how_large_a_difference_rem
     assert lines["steps to 0.99"].endswith("not discriminating (dense never reaches the level on any seed); left out "
                                            "of every average.")
     steps = lines["steps to 0.9"]  # worse: steps 10, -10, 20, -10, 20, 0 from dense's; close: dense's own
-    assert "no variant is told apart (worse)" in steps and " steps (" in steps
-    assert steps.endswith("the same difference on every seed, so no spread to test: close +0.")
+    assert "no variant is told apart (close, worse)" in steps and " steps (" in steps
 
 
 def test_the_forest_plots_and_learning_curves_are_written_and_not_empty(tmp_path):
@@ -240,3 +261,27 @@ def test_the_forest_plots_and_learning_curves_are_written_and_not_empty(tmp_path
     panel = forest.axes[0]
     assert panel.get_title() == contrasts.TEST_ACCURACY and len(panel.patches) == 1  # the detectable band
     assert html.escape(contrasts.FAMILY) in (tmp_path / "page" / "index.html").read_text()
+
+
+def test_the_power_check_meets_the_aim_at_exactly_its_detectable_difference_and_counts_the_seeds_it_would_need():
+    """A task meets protocol 2's aim where its cell could detect 0.05 in test accuracy (or 20% of dense's mean in steps
+    to 0.9), the edge included; where it cannot, the page names the paired seeds its measured spread would need."""
+    wide = shifted(DENSE, [-0.05, 0.05, -0.1, 0.1, 0.0, 0.02])  # differences of sd about 0.07: 0.05 is out of reach
+    table = contrasts.contrasts(contrasts.tidy([*runs("t", "dense", DENSE, to_90=[200, 250, 300, 200, 250, 300]),
+                                                *runs("t", "a", wide, to_90=[200, 250, 300, 200, 250, 350])]))
+    power = power_check(table).set_index("metric")
+    accuracy = power.loc[contrasts.TEST_ACCURACY]
+    row = table[table["metric"] == contrasts.TEST_ACCURACY].iloc[0]
+    assert accuracy["met"] == "no" and accuracy["detectable"] == pytest.approx(row["cell detectable difference"])
+    assert accuracy["seeds the aim needs"] == pairs_to_detect(0.05, row["cell sd"], 0.05)
+    assert accuracy["seeds the aim needs"] > 6
+    steps = power.loc["steps to 0.9"]  # 8 steps of dense's 250 detectable: 20% is met
+    assert steps["met"] == "yes" and steps["detectable"] < 0.2
+    at_edge = table.assign(**{"cell detectable difference": 0.05})
+    assert power_check(at_edge).set_index("metric").loc[contrasts.TEST_ACCURACY, "met"] == "yes"
+    beyond = table.assign(**{"cell detectable difference": 0.0501})
+    assert power_check(beyond).set_index("metric").loc[contrasts.TEST_ACCURACY, "met"] == "no"
+    lines = power_lines(power_check(table))
+    assert lines[0].startswith("Power: 1 of 1 tasks could detect 0.05 in test accuracy or 20% in steps to 0.9")
+    assert power_lines(power_check(beyond.assign(**{"detectable relative to dense": 0.3})))[1].startswith(
+        "t misses the aim: test accuracy could detect 0.050 with 6 seeds, and would need about")
