@@ -38,7 +38,7 @@ from experiments import config as configs
 from experiments.benchmark import Benchmark, Ledger, estimate, record
 from experiments.benchmark.definition import build, overrides_for
 from experiments.benchmark.settings import parse_multiples
-from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
+from experiments.revisions import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
 from experiments.slurm import Slurm
 from experiments.sweep.pool import worker_count
 

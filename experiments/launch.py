@@ -33,7 +33,7 @@ def checked_device(device: str | None) -> str:
     return device
 
 
-# What a command stopped by a second interrupt says of its work (`experiments.cli.main`).
+# What a command stopped by a second interrupt says of its work (`attnlab.cli.main`).
 KEPT_AND_CONTINUED = ("every finished result and checkpoint is kept, and the same command (a single run: `attnlab "
                       "resume RUN_ID`) continues from them.")
 

@@ -30,7 +30,7 @@ from experiments.benchmark.settings import (
     parse_target,
 )
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
-from experiments.benchmark_options import PROTOCOL_DEFAULTS
+from experiments.revisions import PROTOCOL_DEFAULTS
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
 from experiments.tasks import presets as task_presets
@@ -370,7 +370,7 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
             protocol: int = revisions.PROTOCOL, screen_seeds: int | None = None,
             screen_fraction: str | None = None) -> Benchmark:
     """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error. An option
-    left out (None) takes the protocol's default (`benchmark_options.PROTOCOL_DEFAULTS`)."""
+    left out (None) takes the protocol's default (`revisions.PROTOCOL_DEFAULTS`)."""
     defaults = PROTOCOL_DEFAULTS.get(protocol, PROTOCOL_DEFAULTS[revisions.PROTOCOL])  # `build` refuses another
     target_accuracy = defaults["target_accuracy"] if target_accuracy is None else target_accuracy
     interim_validation = defaults["interim_validation"] if interim_validation is None else interim_validation

@@ -349,7 +349,7 @@ def test_a_claims_setting_states_the_budget_its_runs_resolve_beside_the_papers()
 
 
 def test_an_unknown_claim_on_the_command_line_is_one_sentence(tmp_path, capsys):
-    from experiments.cli import main
+    from attnlab.cli import main
 
     assert main(["reproduce", "--claim", "zoology_mqr", "--runs-dir", str(tmp_path), "--out", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()

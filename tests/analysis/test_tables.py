@@ -13,7 +13,7 @@ from analysis import load_runs, read_table, write_table
 from analysis.render import Figure, Section, Table
 from analysis.report import build_report, write_page
 from analysis.tables import JSON_COLUMNS
-from experiments.cli import main
+from attnlab.cli import main
 
 
 def awkward_frame() -> pd.DataFrame:

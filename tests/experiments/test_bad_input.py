@@ -123,7 +123,7 @@ def test_an_experiment_file_cannot_hold_help(tmp_path, capsys):
 
 @pytest.mark.parametrize("window, note", [(100000, True), (22, True), (21, False)])
 def test_a_window_covering_the_whole_sequence_runs_and_says_it_computes_dense_attention(tmp_path, window, note):
-    result = subprocess.run([sys.executable, "-m", "experiments", "run", "--variant", "local", "--set",
+    result = subprocess.run([sys.executable, "-m", "attnlab", "run", "--variant", "local", "--set",
                              f"variant.window={window}", *TINY_RUN, "--runs-dir", str(tmp_path)],
                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr

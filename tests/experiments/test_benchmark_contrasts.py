@@ -11,9 +11,9 @@ from analysis.benchmark import cell_rows
 from analysis.benchmark_contrasts import compared, contrast_record, contrast_section
 from analysis.render import Text
 from analysis.results_doc import board_lines
+from attnlab.cli import main
 from experiments.benchmark import Ledger
 from experiments.benchmark.ledger import FAILED, RESULT
-from experiments.cli import main
 
 
 def test_a_tiny_protocol_2_benchmark_page_leads_with_the_contrasts_against_dense_and_has_no_rank(tmp_path):

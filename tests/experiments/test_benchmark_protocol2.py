@@ -11,7 +11,8 @@ import torch
 from optuna.trial import TrialState
 from test_benchmark import TINY_SETS, add, plan
 
-from experiments import benchmark, benchmark_options, evaluation, revisions
+from attnlab import benchmark_options
+from experiments import benchmark, evaluation, revisions
 from experiments import config as configs
 from experiments.benchmark import Ledger, worker
 from experiments.benchmark.worker import RESULT_FIELDS, curve_area, events

@@ -12,11 +12,11 @@ import time
 import pytest
 import torch
 
+from attnlab.cli import main
 from experiments import config as configs
 from experiments import launch
 from experiments import sweep as sweeps
 from experiments.build import build
-from experiments.cli import main
 from experiments.records import RecordError, RunRecord
 from experiments.train import train
 
@@ -50,7 +50,7 @@ def record(interrupted_run, tmp_path):
 
 
 def attnlab(*args):
-    return subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnlab", *args], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL)
 
 
@@ -243,7 +243,7 @@ def test_a_second_ctrl_c_stops_the_run_at_once_with_one_sentence_and_it_resumes_
 
 @pytest.mark.parametrize("command", ["sweep", "benchmark", "calibration", "saturation", "reproduce"])
 def test_a_second_ctrl_c_in_any_command_ends_in_one_sentence_and_exit_130(command, monkeypatch, capsys):
-    from experiments import cli
+    from attnlab import cli
 
     def interrupted(args):
         raise KeyboardInterrupt  # as StopFlag raises it at the second signal

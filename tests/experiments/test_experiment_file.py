@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from attnlab import experiment_file
+from attnlab.cli import build_parser, main
 from experiments import config as configs
-from experiments import experiment_file
-from experiments.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "experiments"

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import variants
-from experiments import gpu_check
-from experiments.cli import main
+from attnlab import gpu_check
+from attnlab.cli import main
 
 CPU = torch.device("cpu")
 

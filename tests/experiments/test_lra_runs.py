@@ -25,7 +25,7 @@ TINY = {"model": {"dim": 16, "depth": 1, "heads": 2},
 
 
 def attnlab(*args):
-    return subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnlab", *args], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL)
 
 

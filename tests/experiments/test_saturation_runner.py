@@ -108,7 +108,7 @@ def test_a_run_folder_written_before_an_option_existed_is_the_same_run(tmp_path)
 
 
 def test_an_unknown_setting_is_one_sentence_without_a_traceback(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "experiments", "saturation", "--setting", "huge",
+    result = subprocess.run([sys.executable, "-m", "attnlab", "saturation", "--setting", "huge",
                              "--runs-dir", str(tmp_path)], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "'huge'" in result.stderr and "quick" in result.stderr

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from test_train import new_record, tiny_config
 
+from attnlab import experiment_file
+from attnlab.cli import build_parser, main
 from common.options import OptionError
 from experiments import config as configs
-from experiments import experiment_file, trackers
-from experiments.cli import build_parser, main
+from experiments import trackers
 from experiments.records import RunRecord
 from experiments.train import train
 
@@ -194,7 +195,7 @@ def test_an_experiment_file_takes_the_trackers_as_the_command_line_does(tmp_path
 def test_neither_package_is_imported_but_inside_the_trackers_that_need_it():
     """`import experiments.train` (or the command line, or analysis) never imports wandb or tensorboard."""
     found = []
-    for path in sorted(path for package in ("common", "variants", "experiments", "analysis")
+    for path in sorted(path for package in ("common", "variants", "experiments", "analysis", "attnlab")
                        for path in (ROOT / package).rglob("*.py")):
         text = path.read_text()
         if "wandb" not in text and "tensorboard" not in text:

@@ -78,14 +78,14 @@ def test_no_module_builds_a_command_line_from_a_definition():
     assert not any(field in Sweep.__dataclass_fields__ for field in ("sets", "space_args", "space_file"))
     # The only processes the code starts of its own are workers (`python -m experiments.worker SETTINGS`): none
     # is started with the command line's flags.
-    starts = {path.relative_to(ROOT).as_posix() for package in ("experiments", "analysis")
-              for path in (ROOT / package).rglob("*.py") if re.search(r'"-m",\s*"experiments"', path.read_text())}
+    starts = {path.relative_to(ROOT).as_posix() for package in ("experiments", "analysis", "attnlab")
+              for path in (ROOT / package).rglob("*.py") if re.search(r'"-m",\s*"attnlab"', path.read_text())}
     assert starts == set()
 
 
 def test_a_benchmark_run_with_two_workers_writes_its_page(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "experiments", "benchmark", "--variant", "dense", "--task", "passkey", "--seeds", "1",
+        [sys.executable, "-m", "attnlab", "benchmark", "--variant", "dense", "--task", "passkey", "--seeds", "1",
          *TINY, "--capacity-widths", "none", "--capacity-scales", "none", "--extend-grid", "0", "--name", "two",
          "--workers", "2",
          "--heartbeat-seconds", "1", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "reports"), "--quiet"],

@@ -1,9 +1,9 @@
-"""The options of `attnlab speed`: which variants, kernels and sizes it times. Apart from `experiments.cli`, as
-`experiments.benchmark_options` is, so that the command line stays short to read."""
+"""The options of `attnlab speed`: which variants, kernels and sizes it times. Apart from `attnlab.cli`, as
+`attnlab.benchmark_options` is, so that the command line stays short to read."""
 
 from __future__ import annotations
 
-from experiments.arguments import QUIET
+from attnlab.arguments import QUIET
 
 
 def add_speed(commands, run) -> None:

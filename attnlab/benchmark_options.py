@@ -1,7 +1,7 @@
 """The options of `attnlab benchmark` that say what the benchmark is (its cells, seeds, learning-rate grid and
 capacity stage) and where its jobs live and run (its name, storage and workers).
 
-They live apart from `experiments.cli`, which adds the options every command shares, so that the command
+They live apart from `attnlab.cli`, which adds the options every command shares, so that the command
 line stays short to read and building it imports neither optuna nor the benchmark (`experiments.benchmark`,
 imported by the command alone, validates the values).
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 
+from attnlab.arguments import add_launcher
 from experiments import revisions, tasks
-from experiments.arguments import add_launcher
+from experiments.revisions import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
 
 # Centred where the leaderboard of record's tuning chose (docs/results.md's tuning table): on 0.3, 1, 3 most cells
 # chose x3 or the x9 beyond it; an optimum below x1 is still reached by the extension below the grid's edge.
@@ -19,22 +20,6 @@ DEFAULT_LR_MULTIPLES = "1,3,9"
 DEFAULT_CAPACITY_SEEDS = 1
 DEFAULT_EXTEND_GRID = "2"
 DEFAULT_SEEDS = 6  # paired confirmation seeds: with 3, the smallest two-sided rank-test p is 0.10
-# What an option left out means under each protocol (`experiments.revisions.PROTOCOLS`). Protocol 1 stops at 0.99 (as
-# Zoology does), reads a quarter of the quick profile's validation set (half-width at most 0.04) at each evaluation
-# before the last, tunes on one seed over the whole budget, and trains a capacity stage at half the width and twice
-# the task's capacity option on one seed (x2 the width would cost more than the rest of the quick benchmark together).
-# Protocol 2 trains every run its whole budget, reads the whole validation set at each evaluation (its events are
-# decided there), screens each learning rate on two seeds over a quarter of the budget, and has no capacity stage by
-# default: one seed per point tells no variants apart, so its capacity axis is a task's rows at several values of
-# the option (selective_copy, selective_copy:num_tokens=8), each on every paired seed (`analysis.benchmark_axes`).
-PROTOCOL_DEFAULTS = {
-    1: {"target_accuracy": "0.99", "interim_validation": "608", "screen_seeds": 1, "screen_fraction": "1",
-        "capacity_widths": "0.5", "capacity_scales": "2"},
-    2: {"target_accuracy": "none", "interim_validation": "all", "screen_seeds": 2, "screen_fraction": "0.25",
-        "capacity_widths": "none", "capacity_scales": "none"},
-}
-DEFAULT_TARGET_ACCURACY = PROTOCOL_DEFAULTS[1]["target_accuracy"]
-DEFAULT_INTERIM_VALIDATION = PROTOCOL_DEFAULTS[1]["interim_validation"]
 
 
 def capacity_options() -> str:
@@ -44,7 +29,7 @@ def capacity_options() -> str:
 
 
 def add_arguments(bench: argparse.ArgumentParser) -> None:
-    """The benchmark's own options; `experiments.cli` adds the shared ones (profile, --set, device, ...)."""
+    """The benchmark's own options; `attnlab.cli` adds the shared ones (profile, --set, device, ...)."""
     bench.add_argument("--protocol", type=int, default=revisions.PROTOCOL, metavar="N",
                        help="the protocol a new benchmark runs (docs/benchmark.md): 1, tuned on one seed with every "
                             "run stopping at --target-accuracy; 2, a screen on --screen-seeds seeds and every run "

@@ -1,13 +1,13 @@
 """The options of `attnlab sweep`: what it studies and where the study lives and runs (`add_study`), and how it
-searches, prunes and confirms (`add_search`). Apart from `experiments.cli`, as `experiments.benchmark_options` is,
+searches, prunes and confirms (`add_search`). Apart from `attnlab.cli`, as `attnlab.benchmark_options` is,
 so that the command line stays short to read."""
 
 from __future__ import annotations
 
 import argparse
 
+from attnlab.arguments import add_launcher, add_run_selection
 from experiments import tasks
-from experiments.arguments import add_launcher, add_run_selection
 
 
 def add_study(sweep: argparse.ArgumentParser) -> None:

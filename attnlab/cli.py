@@ -1,4 +1,4 @@
-"""attnlab's command line: `python -m experiments <command>` (installed as `attnlab`).
+"""attnlab's command line: `python -m attnlab <command>` (installed as `attnlab`).
 
     attnlab run --variant dense,local --task passkey --profile quick --set variant.window=32
     attnlab sweep --variant local --task passkey --trials 30 --space variant.window=16:64
@@ -12,9 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from attnlab import benchmark_options, catalogue, experiment_file, speed_options, sweep_options
+from attnlab.arguments import QUIET, RUNS_DIR_OPTION, SETS, CommandParser, add_launcher, add_run_selection, runs_dir
 from common.files import refusal, writable_folder
-from experiments import benchmark_options, catalogue, experiment_file, launch, speed_options, sweep_options
-from experiments.arguments import QUIET, RUNS_DIR_OPTION, SETS, CommandParser, add_launcher, add_run_selection, runs_dir
+from experiments import launch
 from experiments.slurm import Slurm, SlurmUnavailable, run_device
 
 # Each command reads its arguments here and hands the work to the module of its job, imported by the command only.
@@ -176,7 +177,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _gpu_check(args: argparse.Namespace) -> int:
-    from experiments import gpu_check
+    from attnlab import gpu_check
 
     return gpu_check.run(writable_folder(Path(args.out), "--out"), budget=args.seconds)
 
@@ -343,7 +344,7 @@ def _add_list(commands) -> None:
 
 
 def _add_data_check(commands) -> None:
-    from experiments import data_check
+    from attnlab import data_check
 
     check = commands.add_parser("data-check", help="which LRA data sets a folder holds: examples per split, lengths "
                                 "(encoded into their cache once; trains nothing)")

@@ -1,4 +1,4 @@
-"""The flags the commands of `experiments.cli` share: which runs a command trains and where (`add_run_selection`),
+"""The flags the commands of `attnlab.cli` share: which runs a command trains and where (`add_run_selection`),
 the runs folder, --set and --quiet."""
 
 from __future__ import annotations
