@@ -20,7 +20,7 @@ from analysis.contrasts import FAMILY, REFERENCE, at_chance, contrasts, curve_fr
 from analysis.render import Section, Text
 from experiments.benchmark import Ledger
 from experiments.benchmark.ledger import COMPLETED, SETTLED
-from experiments.train import due
+from experiments.run.train import due
 
 Result = tuple[str, str, int, dict[str, Any]]  # (variant, task, seed, result) as `contrasts.tidy` reads it
 SHOWN = ["task", "metric", "variant", "seeds paired", "difference", "low", "high", "Holm-adjusted p", "told apart"]

@@ -26,7 +26,7 @@ from common.statistics import mean_interval, wilson
 from experiments.benchmark import CellState, JobState, Ledger, Stage
 from experiments.benchmark.ledger import COMPLETED, SETTLED, mean_validation
 from experiments.benchmark.stages import CONFIRM
-from experiments.config import RunConfig
+from experiments.run.config import RunConfig
 
 
 def chance_of(state: CellState) -> float:

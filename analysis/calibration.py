@@ -1,5 +1,5 @@
 """The calibration table (docs/calibration.md): what each task's profile reaches, written from the runs of
-`make calibration` (`experiments.calibration`), so the figures in the docs are the ones measured.
+`make calibration` (`experiments.calibration.runs`), so the figures in the docs are the ones measured.
 
 One row per run: the task (a preset's row where an option is set away from the profile's: `mqar:num_pairs=16`),
 the variant as it describes itself, its position scheme, the test accuracy (the
@@ -25,7 +25,7 @@ from analysis.runs import load_runs, saved_config
 from common.files import atomic_write_text
 from common.provenance import git_commit
 from experiments import revisions
-from experiments.rerun import rerun_command
+from experiments.run.rerun import rerun_command
 from experiments.tasks import presets as task_presets
 
 COLUMNS = ("task", "variant", "seed", "positions", "test accuracy", "validation accuracy", "chance",

@@ -13,7 +13,7 @@ from analysis.benchmark import REFERENCE
 from analysis.calibration import profile_of, setting, stale, stale_lines
 from analysis.render import markdown_table
 from experiments import tasks
-from experiments.calibration import DEFAULT_VARIANTS
+from experiments.calibration.runs import DEFAULT_VARIANTS
 
 ONE_RUN = ("One run per cell (seed 0; where a cell holds more, each seed's accuracy in the order of its seeds) at the "
            "profile's default learning rate: the spread over seeds and learning rates is not measured, so no "

@@ -16,7 +16,7 @@ import pandas as pd
 from analysis import figures
 from analysis.runs import run_metrics
 from analysis.sweeps import SweepStudy
-from experiments.records import RecordError
+from experiments.run.records import RecordError
 
 SPEED_KEY = ("variant", "kernel", "seq_len", "causal", "device", "batch", "heads", "head_dim", "dtype")
 SPEED_COLUMNS = (*SPEED_KEY, "status", "ms", "peak_mib")

@@ -34,11 +34,11 @@ from analysis.render import Section, Table, Text, markdown_table
 from analysis.report import write_page
 from common.files import atomic_write_text
 from experiments import benchmark, tasks
-from experiments import config as configs
 from experiments.benchmark import Benchmark, Ledger, estimate, record
 from experiments.benchmark.definition import build, overrides_for
 from experiments.benchmark.settings import parse_multiples
 from experiments.revisions import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
+from experiments.run import config as configs
 from experiments.slurm import Slurm
 from experiments.sweep.pool import worker_count
 

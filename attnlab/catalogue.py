@@ -10,9 +10,9 @@ from pathlib import Path
 import variants
 from common.memory import check_fits
 from common.options import OptionError
-from experiments import config as configs
 from experiments import tasks
-from experiments.build import build_task
+from experiments.run import config as configs
+from experiments.run.build import build_task
 from variants import presets
 from variants.kernels import KERNELS
 

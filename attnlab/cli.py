@@ -15,7 +15,7 @@ from pathlib import Path
 from attnlab import benchmark_options, catalogue, experiment_file, speed_options, sweep_options
 from attnlab.arguments import QUIET, RUNS_DIR_OPTION, SETS, CommandParser, add_launcher, add_run_selection, runs_dir
 from common.files import refusal, writable_folder
-from experiments import launch
+from experiments.run import launch
 from experiments.slurm import Slurm, SlurmUnavailable, run_device
 
 # Each command reads its arguments here and hands the work to the module of its job, imported by the command only.
@@ -117,7 +117,8 @@ def _saturation(args: argparse.Namespace) -> int:
 
 def _calibration(args: argparse.Namespace) -> int:
     from analysis import calibration as table
-    from experiments import calibration, tasks
+    from experiments import tasks
+    from experiments.calibration import runs as calibration
     from variants.presets import expand
     device = run_device(args)
     runs = writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION)

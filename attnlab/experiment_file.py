@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from common.options import OptionError, build_options, closest, format_value
-from experiments import config as configs
 from experiments import tasks
+from experiments.run import config as configs
 from variants import presets, variant_class
 
 NOT_IN_FILES = {"config", "set", "func", "command", "quiet", "runs_dir"}  # where a run goes, not what it is

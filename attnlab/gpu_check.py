@@ -31,9 +31,9 @@ import torch
 
 import variants
 from common.files import atomic_write_text
+from experiments.run.timing import seconds
 from experiments.speed import kernels as speed
 from experiments.speed.memory import peak_memory_bytes
-from experiments.timing import seconds
 from variants import layouts
 
 SECONDS = 300  # the whole check, tests and timing

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.options import OptionError
-from experiments.launch import checked_device
+from experiments.run.launch import checked_device
 
 if TYPE_CHECKING:
     from experiments.sweep.pool import WorkerSettings

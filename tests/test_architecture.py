@@ -7,8 +7,8 @@ and no chain of imports between modules may come back to where it started. Every
 function (a "lazy import to avoid a cycle" is still a cycle) and one under `if TYPE_CHECKING:` (a type that two
 modules need of each other is a sign that one of them holds what belongs in a third).
 
-A run is built in one place: `experiments.build` turns a resolved config into the task and the model, and the
-model's blocks (`experiments.model`) are the only callers of `variants.create` and `variants.create_baseline` that
+A run is built in one place: `experiments.run.build` turns a resolved config into the task and the model, and the
+model's blocks (`experiments.run.model`) are the only callers of `variants.create` and `variants.create_baseline` that
 serve a run.
 """
 
@@ -126,8 +126,8 @@ def test_no_two_test_files_share_a_name():
 # Modules that build attention modules or token mixers that serve no run: the kernel timing and the GPU check
 # time bare modules at sizes of their own, the saturation study's fading table weighs one query against n keys,
 # and the results page lists the kernels a variant runs on. Everything that serves a run builds it through
-# `experiments.build`, whose model blocks (`experiments.model`) call `variants.create`.
-BARE_MODULE_BUILDERS = {"experiments.model", "experiments.speed.kernels", "attnlab.gpu_check",
+# `experiments.run.build`, whose model blocks (`experiments.run.model`) call `variants.create`.
+BARE_MODULE_BUILDERS = {"experiments.run.model", "experiments.speed.kernels", "attnlab.gpu_check",
                         "experiments.saturation.tables", "analysis.calibration_doc"}
 
 
@@ -139,7 +139,7 @@ def calls_of(path: Path) -> set[str]:
 def test_a_run_is_built_in_one_place():
     calls = {module: calls_of(path) for module, path in source_files().items()}
     building_models = sorted(module for module, called in calls.items() if "Transformer" in called)
-    assert building_models == ["experiments.build"], building_models
+    assert building_models == ["experiments.run.build"], building_models
     building_modules = sorted(module for module, called in calls.items()
                               if called & {"variants.create", "variants.create_baseline", "create", "create_baseline"}
                               and not module.startswith("variants"))

@@ -33,9 +33,10 @@ import test_variant_behaviour  # noqa: E402
 
 from analysis import claims, reproduce  # noqa: E402
 from attnlab.cli import main  # noqa: E402
-from experiments import tasks, trackers  # noqa: E402
+from experiments import tasks  # noqa: E402
 from experiments.benchmark import definition, estimate, stages  # noqa: E402
-from experiments.config import TrainConfig  # noqa: E402
+from experiments.run import trackers  # noqa: E402
+from experiments.run.config import TrainConfig  # noqa: E402
 from variants.registry import VARIANTS  # noqa: E402
 
 BLOCK = re.compile(r"```python\n# guide: (.+?)\n(.*?)```", re.DOTALL)

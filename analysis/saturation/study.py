@@ -25,7 +25,7 @@ Tables (`SaturationStudy` fields; `write` saves the run tables under tables/):
     runs               load_runs' row per run, plus `part` (B, C, D), `head_dim`, `lr` and `normaliser`
     evaluations        one row per finished run x evaluation: test accuracy and loss at each step
     dynamics           one row per finished run x evaluation x layer x head: the attention statistics
-                       (`experiments.attention_stats.STATISTICS`)
+                       (`experiments.run.attention_stats.STATISTICS`)
     steps_to_accuracy  B, per run: steps to a first test accuracy >= THRESHOLD (NaN: never), the final
                        accuracy, and the early accuracy (mean test accuracy over the first half of training)
     learning_rates     C, per run: final loss and accuracy, largest |logit|, smallest entropy / log n,
@@ -51,7 +51,7 @@ import pandas as pd
 
 from analysis.runs import load_runs, run_metrics
 from common.statistics import standard_error
-from experiments.attention_stats import STATISTICS
+from experiments.run.attention_stats import STATISTICS
 from experiments.saturation import Setting
 from experiments.saturation import tables as saturation_tables
 

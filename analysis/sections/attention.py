@@ -30,9 +30,9 @@ from analysis.runs import trained_parts
 from analysis.sections import shared
 from analysis.sections.registry import section
 from experiments import tasks
-from experiments.attention_stats import softmax_of_logits
-from experiments.model import Transformer
-from experiments.records import RecordError
+from experiments.run.attention_stats import softmax_of_logits
+from experiments.run.model import Transformer
+from experiments.run.records import RecordError
 
 MAX_ATTENTION_RUNS = 6  # checkpoints loaded for attention pictures: one per task and variant, at most this many
 MAX_FULL_ATTENTION = 96  # longer sequences show only the scored query rows

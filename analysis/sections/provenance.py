@@ -14,8 +14,8 @@ from analysis.render import Block, Table, Text
 from analysis.runs import saved_config
 from analysis.sections.registry import section
 from common.provenance import git_commit
-from experiments.records import RecordError
-from experiments.rerun import rerun_command
+from experiments.run.records import RecordError
+from experiments.run.rerun import rerun_command
 
 PACKAGES = ("torch", "numpy", "pandas", "seaborn", "matplotlib", "optuna", "scikit-learn", "einops")
 

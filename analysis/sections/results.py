@@ -13,7 +13,7 @@ from analysis.context import Context
 from analysis.render import Block, Table, Text
 from analysis.sections import shared
 from analysis.sections.registry import section
-from experiments.records import STATUSES
+from experiments.run.records import STATUSES
 
 STATUS_COLUMNS = ("completed", *(status for status in STATUSES if status != "completed"))  # completed first
 PARAMETER_TOLERANCE = 1.10  # the Long Range Arena's rule: models compared in one table within 10% in size

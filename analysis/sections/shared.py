@@ -12,7 +12,7 @@ import variants
 from analysis.context import Context
 from analysis.render import Block, Table
 from analysis.runs import run_parts
-from experiments.records import RecordError
+from experiments.run.records import RecordError
 
 
 def fmt(value: Any, digits: int = 3) -> str:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from common.options import OptionError, format_value
-from experiments import config as configs
 from experiments import revisions, tasks
 from experiments.benchmark import capacity, parity
 from experiments.benchmark.capacity import Point
@@ -31,6 +30,7 @@ from experiments.benchmark.settings import (
 )
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
 from experiments.revisions import PROTOCOL_DEFAULTS
+from experiments.run import config as configs
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
 from experiments.tasks import presets as task_presets
@@ -78,7 +78,7 @@ class Benchmark:
     extend_grid: int = 0  # at most this many learning rates tuned beyond an edge of the grid where the best lies
     size_to_dense: bool = True  # whether each cell's model is sized to dense's parameters (`parity`)
     target_accuracy: float | None = None  # every job's train.target_accuracy: it stops where validation reaches it
-    # Every job's train.interim_test and train.interim_validation (`experiments.evaluation`): its test set read at
+    # Every job's train.interim_test and train.interim_validation (`experiments.run.evaluation`): its test set read at
     # its end only, its interim evaluations on this many validation examples (None: all).
     interim_test: bool = True
     interim_validation: int | None = None

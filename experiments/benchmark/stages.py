@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments import tasks
-from experiments.config import RunConfig
+from experiments.run.config import RunConfig
 from experiments.tasks import presets as task_presets
 
 # A stage reads the benchmark that holds it (`experiments.benchmark.definition.Benchmark`), its cells (`Cell`) and

@@ -44,8 +44,8 @@ import pandas as pd
 
 import variants
 from common.files import atomic_write_text
-from experiments import config as configs
-from experiments.planned import PlannedRun, train_all
+from experiments.run import config as configs
+from experiments.run.planned import PlannedRun, train_all
 from experiments.saturation import tables
 
 TASK = "passkey"

@@ -8,7 +8,7 @@ import pytest
 import variants
 from analysis import benchmark_suite
 from analysis.calibration import RECORD, read_record
-from experiments import config as configs
+from experiments.run import config as configs
 from variants.presets import CORE
 
 ROW = "mqar:num_pairs=16"

@@ -26,6 +26,6 @@ def test_experiments_never_import_analysis():
 
 
 def test_importing_analysis_does_not_load_the_training_loop():
-    code = "import analysis, sys; print('experiments.train' in sys.modules)"
+    code = "import analysis, sys; print('experiments.run.train' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "False"

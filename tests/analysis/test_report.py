@@ -17,7 +17,7 @@ import analysis
 from analysis import build_report
 from analysis.render import Text
 from analysis.sections import registry
-from experiments import config as configs
+from experiments.run import config as configs
 
 
 def _table(report, name):
@@ -362,8 +362,8 @@ def test_the_layout_figure_draws_bigbirds_random_blocks_as_the_run_drew_them(tmp
     from types import SimpleNamespace
 
     from analysis.sections import attention
-    from experiments.build import build
-    from experiments.model import Transformer
+    from experiments.run.build import build
+    from experiments.run.model import Transformer
 
     options = {"pattern": "bigbird", "block_size": 4, "num_global_blocks": 0, "num_random_blocks": 2}
     config = configs.resolve(variant="sparse", task="passkey", profile="quick", seed=3, device="cpu",

@@ -17,9 +17,9 @@ from analysis.context import Context
 from analysis.render import Table
 from analysis.sections import attention as attention_section
 from analysis.sections import results as results_section
-from experiments import config as configs
-from experiments.launch import start_record
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.launch import start_record
+from experiments.run.train import train
 
 # variant name -> (variant, options): the softmax by default, two sparse normalisers, the kernelised family's sum
 RUNS = {"dense": ("dense", {}), "dense_nsparsemax": ("dense", {"normaliser": "sparsemax"}),

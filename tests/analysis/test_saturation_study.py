@@ -27,7 +27,7 @@ from analysis.saturation.findings import CONFIDENCE
 from analysis.saturation.study import THRESHOLD
 from analysis.saturation.text import number
 from analysis.sections import saturation as saturation_section
-from experiments.attention_stats import SATURATED
+from experiments.run.attention_stats import SATURATED
 from experiments.saturation.tables import VANISHING_DERIVATIVE
 
 NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:e([-+]?\d+))?(?!\w)")

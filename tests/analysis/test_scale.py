@@ -9,7 +9,7 @@ import pandas as pd
 
 from analysis import build_report
 from analysis.sections import attention
-from experiments.records import RunRecord
+from experiments.run.records import RunRecord
 
 RUNS = 1000
 

@@ -99,7 +99,7 @@ def test_a_model_too_large_for_memory_is_refused_naming_its_size_before_allocati
 
 
 def test_a_saved_config_too_large_for_this_machine_is_still_read_by_the_analysis():
-    from experiments import config as configs
+    from experiments.run import config as configs
 
     large = {"variant": {}, "task": {}, "model": {"dim": 1_000_000}, "train": {}}
     config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=0, device="cuda",

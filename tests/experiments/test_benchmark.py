@@ -28,9 +28,9 @@ from experiments import benchmark, revisions
 from experiments.benchmark import Job, estimate, record, worker
 from experiments.benchmark.definition import upgraded
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
-from experiments.records import RunRecord, Summary
+from experiments.run.records import RunRecord, Summary
+from experiments.run.train import train
 from experiments.sweep.storage import MAX_RETRIES
-from experiments.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_RUNS = ["model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",

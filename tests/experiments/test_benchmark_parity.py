@@ -14,7 +14,7 @@ from test_benchmark import add, plan
 from analysis import benchmark as page
 from experiments import benchmark
 from experiments.benchmark import Job, Ledger, parity
-from experiments.build import build
+from experiments.run.build import build
 
 DEFAULT_SIZES = ["model.depth=1", "task.test_size=32"]  # the profile's width and heads, a small test set
 

@@ -12,13 +12,14 @@ from optuna.trial import TrialState
 from test_benchmark import TINY_SETS, add, plan
 
 from attnlab import benchmark_options
-from experiments import benchmark, evaluation, revisions
-from experiments import config as configs
+from experiments import benchmark, revisions
 from experiments.benchmark import Ledger, worker
 from experiments.benchmark.worker import RESULT_FIELDS, curve_area, events
-from experiments.build import build
-from experiments.records import RunRecord
-from experiments.train import set_up
+from experiments.run import config as configs
+from experiments.run import evaluation
+from experiments.run.build import build
+from experiments.run.records import RunRecord
+from experiments.run.train import set_up
 
 
 def protocol_2(tmp_path, **extra):

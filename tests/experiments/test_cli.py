@@ -172,7 +172,7 @@ def _no_ci_progress(monkeypatch):
 @pytest.mark.parametrize("text, value", [("256,512", [256, 512]), ("3e-4", 3e-4), ("true", True), ("none", None),
                                          ("a, 2", ["a", 2]), ("local", "local")])
 def test_set_values_are_parsed_into_numbers_flags_and_lists(text, value):
-    from experiments import config as configs
+    from experiments.run import config as configs
 
     assert configs.parse_value(text) == value
 
@@ -213,7 +213,7 @@ def test_the_timing_commands_answer_to_their_old_names_too(command, old_name):
 
 def test_the_modules_that_do_the_work_do_not_import_the_command_line():
     # The command line is the top layer: it parses and dispatches, and nothing below it imports it.
-    code = ("import sys, experiments.sweep, experiments.launch, attnlab.catalogue, experiments.speed.kernels; "
+    code = ("import sys, experiments.sweep, experiments.run.launch, attnlab.catalogue, experiments.speed.kernels; "
             "sys.exit('attnlab.cli' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

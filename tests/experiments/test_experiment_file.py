@@ -10,7 +10,7 @@ import pytest
 
 from attnlab import experiment_file
 from attnlab.cli import build_parser, main
-from experiments import config as configs
+from experiments.run import config as configs
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "experiments"

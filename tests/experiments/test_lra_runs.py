@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from analysis import build_report
-from experiments import config as configs
 from experiments import tasks
-from experiments.build import build
-from experiments.config import ModelConfig
-from experiments.model import Transformer
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.build import build
+from experiments.run.config import ModelConfig
+from experiments.run.model import Transformer
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 
 LRA = ["lra_listops", "lra_text", "lra_retrieval", "lra_image", "lra_pathfinder"]
 TINY = {"model": {"dim": 16, "depth": 1, "heads": 2},

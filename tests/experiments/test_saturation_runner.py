@@ -10,16 +10,16 @@ import pandas as pd
 import pytest
 import torch
 
-import experiments.build
+import experiments.run.build
 import variants
 from experiments import tasks
-from experiments.build import build
-from experiments.model import Transformer
-from experiments.planned import open_record, train_all
-from experiments.records import RecordError, RunRecord
+from experiments.run.build import build
+from experiments.run.model import Transformer
+from experiments.run.planned import open_record, train_all
+from experiments.run.records import RecordError, RunRecord
+from experiments.run.train import train
 from experiments.saturation import runs as saturation
 from experiments.saturation import tables as saturation_tables
-from experiments.train import train
 
 TINY = dataclasses.replace(
     saturation.SETTINGS["quick"], name="tiny", dynamics_head_dims=(8,), normaliser_head_dims=(8,), seeds=(0,),
@@ -154,7 +154,7 @@ def test_the_model_variance_follows_the_models_initialisation(monkeypatch):
                     block.qkv.weight.mul_(2)
                     block.qkv.bias.mul_(2)
 
-    monkeypatch.setattr(experiments.build, "Transformer", Doubled)
+    monkeypatch.setattr(experiments.run.build, "Transformer", Doubled)
     after = saturation_tables.model_variance(config, batch_size=8)
     assert after.loc[0, "q_variance"] == pytest.approx(4 * before.loc[0, "q_variance"], rel=1e-5)
     assert after.loc[0, "k_variance"] == pytest.approx(4 * before.loc[0, "k_variance"], rel=1e-5)

@@ -11,8 +11,8 @@ import pytest
 import variants
 from common.options import OptionError
 from experiments import benchmark
-from experiments import config as configs
 from experiments.benchmark.ledger import Ledger
+from experiments.run import config as configs
 from experiments.sweep import definition as sweeps
 from variants import presets
 

@@ -1,6 +1,6 @@
 """Experiment trackers: a run mirrored to Weights & Biases and/or TensorBoard as it trains (`train.tracker`).
 
-The run folder stays the record (`experiments.records`); a tracker shows the same numbers under the same names:
+The run folder stays the record (`experiments.run.records`); a tracker shows the same numbers under the same names:
 every metrics.jsonl line (`scalars` flattens it: `loss`, `accuracy`, `test_accuracy`, `val_accuracy`,
 `accuracy_by_distance/d1-16/accuracy`, `splits/dense/test_accuracy`, `attention/layer0/head1/entropy`, ...) at
 its step, the resolved config and the run's id when it starts, the summary when it ends. Runs that belong together
@@ -52,7 +52,7 @@ def check_available(names: tuple[str, ...] | None) -> None:
 
 def check_usable(names: tuple[str, ...] | None) -> None:
     """Refuse, in one sentence, a tracker that could not start here (`check_wandb`, `check_tensorboard_folder`):
-    asked where a run is about to train, not where a saved config is only read (`experiments.config.resolve`)."""
+    asked where a run is about to train, not where a saved config is only read (`experiments.run.config.resolve`)."""
     names = names or ()
     if "wandb" in names:
         check_wandb()

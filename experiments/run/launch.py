@@ -1,7 +1,7 @@
 """Start or resume runs from their configs and train them: `attnlab run`, `attnlab resume`, and the runs of
 sweeps (their trials, and the confirmation of the best configuration with fresh seeds).
 
-A run is a folder under the runs folder (`experiments.records`): `start_record` creates it for a resolved
+A run is a folder under the runs folder (`experiments.run.records`): `start_record` creates it for a resolved
 config, `train()` fills it, and SIGINT or SIGTERM stop it at a checkpoint so that `resume` continues it.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from experiments import config as configs
 from experiments import tasks
-from experiments.build import Parts, build
-from experiments.records import RecordError, RunRecord, Summary, new_run_id
+from experiments.run import config as configs
+from experiments.run.build import Parts, build
+from experiments.run.records import RecordError, RunRecord, Summary, new_run_id
 from variants import presets
 
 
@@ -94,7 +94,7 @@ def train_runs(pending: list[tuple[Parts, RunRecord]], runs_dir: Path, quiet: bo
     """Train each run in turn and print the results table: 0 when all completed, 130 when a signal stopped
     one (the rest are left untrained; a second signal stops it at once, with one sentence), 1 when one diverged
     or failed."""
-    from experiments.train import train
+    from experiments.run.train import train
 
     stop = StopFlag().install()
     summaries, exit_code = [], 0

@@ -14,7 +14,8 @@ from typing import Any, Literal
 import variants
 from common.memory import check_fits
 from common.options import OptionError, build_options, closest, format_value, option, parse_value, require
-from experiments import tasks, trackers
+from experiments import tasks
+from experiments.run import trackers
 from experiments.tasks import presets as task_presets
 from variants import presets
 
@@ -58,7 +59,7 @@ class TrainConfig:
     eval_every: int = option(100, "evaluate every this many steps (and at the end)")
     interim_test: bool = option(
         True, "evaluations before the last read the test set and the extra held-out sets too (learning curves on "
-              "the test set); false: the last evaluation only (experiments.evaluation)")
+              "the test set); false: the last evaluation only (experiments.run.evaluation)")
     interim_validation: int | None = option(
         None, "evaluations before the last read this many validation examples, evenly spaced through the set (what "
               "the target and a sweep's pruning read); none: all of them. The last reads all of them")
@@ -72,10 +73,10 @@ class TrainConfig:
     compile: bool = option(False, "torch.compile the model for the training steps")
     attention_stats: bool = option(
         False, "at every evaluation and before the first step, record attention statistics per layer and head "
-               "(entropy, saturation, logit spread, W_q/W_k gradient norms; experiments.attention_stats)")
+               "(entropy, saturation, logit spread, W_q/W_k gradient norms; experiments.run.attention_stats)")
     tracker: tuple[Literal["wandb", "tensorboard"], ...] | None = option(
         None, "also log the run to wandb, tensorboard or both (wandb,tensorboard), each an extra to install "
-              "(experiments.trackers); none: the run folder only")
+              "(experiments.run.trackers); none: the run folder only")
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "checkpoint_every", "log_every"):

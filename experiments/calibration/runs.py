@@ -4,7 +4,7 @@
     attnlab calibration --variant dense,local,relative --task induction --profile standard
     attnlab calibration --variant dense,local,sparse --set variant.normaliser=entmax15   # another normaliser
 
-Each (variant, task) is one planned run (`experiments.planned`) under RUNS_DIR/calibration/<profile>/, named
+Each (variant, task) is one planned run (`experiments.run.planned`) under RUNS_DIR/calibration/<profile>/, named
 after what it is, so the command trains only what has not completed and resumes what was interrupted; the
 command line then writes the table (`analysis.calibration`) to docs/calibration.md.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from experiments import config as configs
 from experiments import tasks
-from experiments.planned import PlannedRun, completed, train_all
+from experiments.run import config as configs
+from experiments.run.planned import PlannedRun, completed, train_all
 from experiments.slurm import Slurm, announce, submit
 from experiments.tasks import presets as task_presets
 

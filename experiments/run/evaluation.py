@@ -1,6 +1,6 @@
 """What an evaluation reads and what it decides: accuracy on the held-out sets, and whether a run stops there.
 
-A run evaluates every `train.eval_every` steps and after its last (`experiments.train`). The last evaluation
+A run evaluates every `train.eval_every` steps and after its last (`experiments.run.train`). The last evaluation
 reads every held-out set in full: the test set (per distance bucket too), each extra set (splits, other lengths)
 and the validation set. The evaluations before it, the interim ones, read what the run's config asks:
 
@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from experiments import tasks
-from experiments.config import TrainConfig
-from experiments.model import Transformer
+from experiments.run.config import TrainConfig
+from experiments.run.model import Transformer
 
 
 @torch.no_grad()

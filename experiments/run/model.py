@@ -29,7 +29,7 @@ from einops import rearrange
 from torch import nn
 
 import variants
-from experiments.config import ModelConfig
+from experiments.run.config import ModelConfig
 from experiments.tasks import IGNORE
 
 

@@ -1,4 +1,4 @@
-"""What a checkpoint must hold for a run to resume from it: every key `experiments.train.save` writes, of its type,
+"""What a checkpoint must hold for a run to resume from it: every key `experiments.run.train.save` writes, of its type,
 and every tensor of the shape the run's model, optimiser, data generator and running sums have. A checkpoint that
 falls short is named in one sentence (`RunRecord.mismatched_checkpoint`) before anything is loaded or written;
 the report's attention pictures check the weights alone (`weights_mismatch`).
@@ -81,8 +81,8 @@ def moments_mismatch(saved: Any, optimizer: torch.optim.Optimizer, model: nn.Mod
 def checkpoint_mismatch(checkpoint: dict[str, Any], *, model: nn.Module, optimizer: torch.optim.Optimizer,
                         generator_state: torch.Tensor, running_sums: torch.Tensor) -> str | None:
     """Why a run of `model`, `optimizer`, its data generator's state and its running sums cannot resume from
-    `checkpoint` (what `experiments.train.save` writes): a key missing, a value of the wrong type, a tensor of another
-    shape than the run's; or None."""
+    `checkpoint` (what `experiments.run.train.save` writes): a key missing, a value of the wrong type, a tensor of
+    another shape than the run's; or None."""
     sums = "running_sums" if "running_sums" in checkpoint else "window"  # its name in checkpoints before the rename
     missing = [key for key in ("model", "optimizer", "generator", sums, "step", "history", "wall_seconds",
                                "train_seconds") if key not in checkpoint]

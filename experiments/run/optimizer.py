@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from experiments.config import TrainConfig
+from experiments.run.config import TrainConfig
 
 LINEAR_MAPS = (nn.Linear, nn.Embedding, nn.Conv1d)  # modules whose `weight` is the matrix of a linear map
 

@@ -33,7 +33,7 @@ import optuna
 
 import variants
 from common.options import OptionError, closest
-from experiments.config import TrainConfig, parse_value
+from experiments.run.config import TrainConfig, parse_value
 from variants.base import Choice, Range
 
 # Shared by every variant. warmup_steps is bounded by the run's length: at most a fifth of it.

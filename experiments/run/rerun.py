@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from experiments import config as configs
+from experiments.run import config as configs
 
 HEAD = ("variant", "task", "profile", "seed", "device")  # the Makefile's own variables
 SECTIONS = (("variant_options", "variant"), ("task_options", "task"), ("model", "model"), ("train", "train"))

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from experiments import config as configs
-from experiments.records import RecordError, RunRecord, Summary
+from experiments.run import config as configs
+from experiments.run.records import RecordError, RunRecord, Summary
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def open_record(runs_dir: Path, planned: PlannedRun) -> RunRecord | None:
 
 def train_one(runs_dir: str, planned: PlannedRun, threads: int | None) -> Summary:
     """One run, in this process or a worker's; `threads` sets torch's thread count (None: leave it)."""
-    from experiments.train import train  # the training loop's imports are only paid for when a run trains
+    from experiments.run.train import train  # the training loop's imports are only paid for when a run trains
 
     if threads is not None:
         torch.set_num_threads(threads)

@@ -31,15 +31,16 @@ from torch import nn
 from tqdm import tqdm
 
 from common.provenance import git_commit
-from experiments import attention_stats, evaluation, revisions, tasks
-from experiments.build import Parts, build
-from experiments.checkpoints import checkpoint_mismatch
-from experiments.config import RunConfig, TrainConfig
-from experiments.evaluation import reached_target, stopped_at_target, validation_accuracy
-from experiments.model import Transformer, scored_loss
-from experiments.optimizer import build_optimizer
-from experiments.records import RunRecord, Summary, metric_line_as_today
-from experiments.trackers import Trackers
+from experiments import revisions, tasks
+from experiments.run import attention_stats, evaluation
+from experiments.run.build import Parts, build
+from experiments.run.checkpoints import checkpoint_mismatch
+from experiments.run.config import RunConfig, TrainConfig
+from experiments.run.evaluation import reached_target, stopped_at_target, validation_accuracy
+from experiments.run.model import Transformer, scored_loss
+from experiments.run.optimizer import build_optimizer
+from experiments.run.records import RunRecord, Summary, metric_line_as_today
+from experiments.run.trackers import Trackers
 
 
 def learning_rate(step: int, train: TrainConfig) -> float:
@@ -110,7 +111,7 @@ class RunState:
 
 
 def set_up(parts: Parts, record: RunRecord, tags: dict[str, Any]) -> Run:
-    """The run's task and model (`experiments.build`) on its device, its optimiser and the held-out sets."""
+    """The run's task and model (`experiments.run.build`) on its device, its optimiser and the held-out sets."""
     config, device = parts.config, torch.device(parts.config.device)
     torch.set_rng_state(parts.rng_state)
     model = parts.model.to(device)
@@ -188,7 +189,7 @@ def train_line(run: Run, state: RunState) -> dict[str, Any]:
 
 
 def evaluation_line(run: Run, state: RunState, final: bool) -> dict[str, Any]:
-    """The eval line of this step (`experiments.evaluation`: every held-out set in full where `final`, otherwise
+    """The eval line of this step (`experiments.run.evaluation`: every held-out set in full where `final`, otherwise
     what the interim settings ask), with `train.attention_stats` the statistics per layer and head and, where the
     held-out sets were read, the largest weight of their scored rows (`attention_stats.scored_max_weight`)."""
     with run.autocast:
@@ -212,7 +213,7 @@ def record_line(run: Run, state: RunState, line: dict[str, Any]) -> None:
 
 def record_evaluation(run: Run, state: RunState, final: bool) -> None:
     """Evaluate now and record the eval line: an interim one whose validation reaches the target is followed at
-    once by the full evaluation, marked as where the run stopped (`experiments.evaluation`)."""
+    once by the full evaluation, marked as where the run stopped (`experiments.run.evaluation`)."""
     line, train_cfg = evaluation_line(run, state, final), run.config.train
     if not final and reached_target(train_cfg, line) and not evaluation.is_complete(train_cfg, line):
         line = {**evaluation_line(run, state, True), "target_reached": True}
@@ -284,7 +285,7 @@ def progress(state: RunState) -> dict[str, str]:
     validation where it read no test set)."""
     line = next((line for line in reversed(state.history) if line["kind"] == "train"), None)
     figures = {"loss": line["loss"], "acc": line["accuracy"]} if line else {}
-    if state.last_eval:  # an interim evaluation may read the validation set only (`experiments.evaluation`)
+    if state.last_eval:  # an interim evaluation may read the validation set only (`experiments.run.evaluation`)
         shown = "test" if "test_accuracy" in state.last_eval else "val"
         figures[shown] = state.last_eval[f"{shown}_accuracy"]
     return {name: f"{value:.3f}" for name, value in figures.items()}

@@ -51,7 +51,7 @@ import torch
 from einops import rearrange
 
 from experiments import tasks
-from experiments.model import Transformer, scored_loss
+from experiments.run.model import Transformer, scored_loss
 from variants.base import Attention
 from variants.normalisers import softmax as masked_softmax
 

@@ -1,6 +1,6 @@
 """One worker process of a sweep or a benchmark that `--workers N` started (`experiments.sweep.pool.spawn_workers`):
 
-    python -m experiments.worker '{"kind": "benchmark", "study": "benchmark-quick", "storage_url": null, ...}'
+    python -m experiments.sweep.worker '{"kind": "benchmark", "study": "benchmark-quick", "storage_url": null, ...}'
 
 It is given only what is local to it (`WorkerSettings`: where the storage is, the study's name, the runs folder,
 the device, its index, quiet, the heartbeat interval; a sweep's target of complete trials). It opens the study,

@@ -5,7 +5,7 @@ build their attention (or a baseline's token mixer) once.
     >>> parts.described, parts.task.seq_len
     ('local_w16', 256)
 
-Everything that trains, times, draws or names a run gets its parts here (`experiments.train`, the sweeps' and
+Everything that trains, times, draws or names a run gets its parts here (`experiments.run.train`, the sweeps' and
 the benchmark's workers through `train`, the saturation tables, the training-throughput timing, the report's
 attention pictures), so that a change to how a run is assembled is made once. Options travel typed (the
 `Options` dataclasses the config holds); JSON only at the run folder's files.
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from experiments import tasks
-from experiments.config import RunConfig
-from experiments.model import Transformer
+from experiments.run.config import RunConfig
+from experiments.run.model import Transformer
 from variants import layouts
 
 
