@@ -13,4 +13,5 @@ pages, the report); it imports everything below it, and nothing imports it. The 
     catalogue           `attnlab list` and `attnlab sample`: the variants, tasks and profiles, examples of a task
     data_check          `attnlab data-check`: which LRA data sets a folder holds
     gpu_check           `attnlab gpu-check`: the gpu tests, then a bf16 timing table
+    reproduce           `attnlab reproduce`: the claims' runs trained, then their verdicts read from the records
 """

@@ -44,8 +44,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _benchmark(args: argparse.Namespace) -> int:
-    from analysis import benchmark as page
-    from analysis.benchmark_suite import selection
+    from analysis.benchmark import page
+    from analysis.benchmark.suite import selection
     from experiments import benchmark
     from experiments.benchmark import check, command, estimate
 
@@ -116,7 +116,7 @@ def _saturation(args: argparse.Namespace) -> int:
 
 
 def _calibration(args: argparse.Namespace) -> int:
-    from analysis import calibration as table
+    from analysis.calibration import table
     from experiments import tasks
     from experiments.calibration import runs as calibration
     from variants.presets import expand
@@ -168,7 +168,7 @@ def _speed_train(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from analysis import reproduce
+    from attnlab import reproduce
 
     return reproduce.run(args.claim, workers=args.workers, device=run_device(args),
                          storage=args.storage, runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION),

@@ -4,7 +4,7 @@ Every task and every variant (baselines included) is at revision 1 until a chang
 how its data is drawn, the size of its held-out sets, what its forward computes. Such a change raises the
 name's revision here, with one line saying what changed. A run records the revisions it trained on
 (`Summary.revisions`); the calibration record keeps them per row, and the pages written from it
-(`analysis.calibration`, `analysis.results_doc`) mark a row whose task or variant has been revised since as
+(`analysis.calibration.table`, `analysis.results_doc`) mark a row whose task or variant has been revised since as
 stale, with the reason, until it is trained again. A change that alters no result (a refactor, a faster kernel
 that matches the reference) raises nothing. A revision that changed some of a task's profiles only names them, and
 leaves the rows of its other profiles current.
@@ -68,7 +68,7 @@ PROTOCOL = PROTOCOLS[-1][0]  # the version a benchmark created today runs
 # Protocol 2 trains every run its whole budget, reads the whole validation set at each evaluation (its events are
 # decided there), screens each learning rate on two seeds over a quarter of the budget, and has no capacity stage by
 # default: one seed per point tells no variants apart, so its capacity axis is a task's rows at several values of
-# the option (selective_copy, selective_copy:num_tokens=8), each on every paired seed (`analysis.benchmark_axes`).
+# the option (selective_copy, selective_copy:num_tokens=8), each on every paired seed (`analysis.benchmark.axes`).
 PROTOCOL_DEFAULTS = {
     1: {"target_accuracy": "0.99", "interim_validation": "608", "screen_seeds": 1, "screen_fraction": "1",
         "capacity_widths": "0.5", "capacity_scales": "2"},

@@ -31,7 +31,8 @@ import test_sweep  # noqa: E402
 import test_tasks  # noqa: E402
 import test_variant_behaviour  # noqa: E402
 
-from analysis import claims, reproduce  # noqa: E402
+from analysis import claims  # noqa: E402
+from attnlab import reproduce  # noqa: E402
 from attnlab.cli import main  # noqa: E402
 from experiments import tasks  # noqa: E402
 from experiments.benchmark import definition, estimate, stages  # noqa: E402

@@ -35,6 +35,7 @@ from experiments.benchmark.ledger import (
     RESULT,
     SETTLED,
     Ledger,
+    curve_area,
     outdone,
     owns_its_job,
 )
@@ -71,16 +72,6 @@ def events(curve: list[list[Any]], levels: tuple[float, ...] = EVENT_LEVELS) -> 
     event is censored at the run's last evaluation)."""
     return {f"{level:g}": next((step for step, _, accuracy in curve if accuracy is not None and accuracy >= level),
                                None) for level in levels}
-
-
-def curve_area(curve: list[list[Any]], budget_steps: int) -> float:
-    """The normalised area under the validation learning curve: the trapezoid rule over the evaluations' steps and
-    accuracies, divided by the budget in steps, so in [0, 1]. The span before the first evaluation counts nothing
-    (every variant of a task evaluates at the same steps), and a run that ended early counts nothing after its
-    end."""
-    points = [(step, accuracy) for step, _, accuracy in curve if accuracy is not None]
-    return sum((later - earlier) * (low + high) / 2
-               for (earlier, low), (later, high) in zip(points, points[1:], strict=False)) / budget_steps
 
 
 def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[str, Any]],

@@ -6,7 +6,7 @@
 
 Each (variant, task) is one planned run (`experiments.run.planned`) under RUNS_DIR/calibration/<profile>/, named
 after what it is, so the command trains only what has not completed and resumes what was interrupted; the
-command line then writes the table (`analysis.calibration`) to docs/calibration.md.
+command line then writes the table (`analysis.calibration.table`) to docs/calibration.md.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from experiments.run import config as configs
 from experiments.run.planned import PlannedRun, completed, train_all
 from experiments.slurm import Slurm, announce, submit
 from experiments.tasks import presets as task_presets
-
-DEFAULT_VARIANTS = ("dense", "local")
 
 
 def plan(variant_names: list[str], task_names: list[str], *, profile: str, seed: int, device: str,

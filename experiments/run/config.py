@@ -314,3 +314,8 @@ def from_dict(data: dict[str, Any], *, trains_here: bool = True) -> RunConfig:
 
 def to_json(config: RunConfig) -> str:
     return json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+def due(step: int, every: int, steps: int) -> bool:
+    """Whether something done every `every` steps (and after the last) is due after step `step`."""
+    return step % every == 0 or step == steps

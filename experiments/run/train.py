@@ -35,7 +35,7 @@ from experiments import revisions, tasks
 from experiments.run import attention_stats, evaluation
 from experiments.run.build import Parts, build
 from experiments.run.checkpoints import checkpoint_mismatch
-from experiments.run.config import RunConfig, TrainConfig
+from experiments.run.config import RunConfig, TrainConfig, due
 from experiments.run.evaluation import reached_target, stopped_at_target, validation_accuracy
 from experiments.run.model import Transformer, scored_loss
 from experiments.run.optimizer import build_optimizer
@@ -50,11 +50,6 @@ def learning_rate(step: int, train: TrainConfig) -> float:
     progress = (step - train.warmup_steps) / max(1, train.steps - train.warmup_steps)
     cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
     return train.lr * (train.min_lr_ratio + (1 - train.min_lr_ratio) * cosine)
-
-
-def due(step: int, every: int, steps: int) -> bool:
-    """Whether something done every `every` steps (and after the last) is due after step `step`."""
-    return step % every == 0 or step == steps
 
 
 def resolved_precision(train: TrainConfig, device: torch.device) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import EVIL_ERROR, EVIL_NAME
 
-from analysis import sections as registry
+from analysis.report import sections as registry
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync")

@@ -5,7 +5,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from analysis import calibration as table
+from analysis.calibration import table
 from experiments import revisions, tasks
 from experiments.calibration import runs as calibration
 from experiments.run import config as configs

@@ -8,7 +8,7 @@ import time
 import pandas as pd
 
 from analysis import build_report
-from analysis.sections import attention
+from analysis.report.sections import attention
 from experiments.run.records import RunRecord
 
 RUNS = 1000

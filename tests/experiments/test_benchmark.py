@@ -200,7 +200,7 @@ def test_an_outdone_tuning_run_stops_at_its_next_evaluation_and_the_estimate_rep
     assert ledger.cells[0].best_lr == high.lr and ledger.complete
     (confirmation,) = ledger.cells[0].confirmation
     assert "outdone" not in confirmation.result  # only tuning runs compete
-    from analysis import benchmark as page
+    from analysis.benchmark import page
     index, _ = page.write(ledger, tmp_path / "page")
     assert "2 tuning runs stopped as outdone" in index.read_text() and f"lr {high.lr:g} was at the target by step 10" \
         in index.read_text()

@@ -11,7 +11,7 @@ import pandas as pd
 from optuna.trial import TrialState
 from test_benchmark import add, plan
 
-from analysis import benchmark as page
+from analysis.benchmark import page
 from experiments import benchmark
 from experiments.benchmark import Job, Ledger, parity
 from experiments.run.build import build

@@ -14,7 +14,8 @@ from test_benchmark import TINY_SETS, add, plan
 from attnlab import benchmark_options
 from experiments import benchmark, revisions
 from experiments.benchmark import Ledger, worker
-from experiments.benchmark.worker import RESULT_FIELDS, curve_area, events
+from experiments.benchmark.ledger import curve_area
+from experiments.benchmark.worker import RESULT_FIELDS, events
 from experiments.run import config as configs
 from experiments.run import evaluation
 from experiments.run.build import build

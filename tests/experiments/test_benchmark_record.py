@@ -66,7 +66,7 @@ def test_the_results_page_and_the_benchmark_page_are_rebuilt_from_the_record_wit
 
 
 def benchmark_page_of(path, out):
-    from analysis import benchmark as page
+    from analysis.benchmark import page
     return page.write(record.load(path), out)
 
 

@@ -178,7 +178,7 @@ def test_the_report_puts_table_1s_published_figure_beside_each_lra_row(tmp_path)
 
 
 def test_a_published_figure_needs_table_1s_task_options_and_one_of_lras_models():
-    from analysis.sections.lra import lra_model, published, table_column
+    from analysis.report.sections.lra import lra_model, published, table_column
 
     run = pd.Series({"task": "lra_pathfinder", "task.image_size": 32.0, "task.difficulty": "hard", "variant": "sparse",
                      "variant.pattern": "longformer"})

@@ -20,18 +20,19 @@ from experiments.run.records import RecordError, RunRecord
 from experiments.run.train import train
 from experiments.saturation import runs as saturation
 from experiments.saturation import tables as saturation_tables
+from experiments.saturation.settings import SETTINGS
 
 TINY = dataclasses.replace(
-    saturation.SETTINGS["quick"], name="tiny", dynamics_head_dims=(8,), normaliser_head_dims=(8,), seeds=(0,),
+    SETTINGS["quick"], name="tiny", dynamics_head_dims=(8,), normaliser_head_dims=(8,), seeds=(0,),
     steps=4, batch_size=4,
     eval_every=2, additive_hidden_dim=8, learning_rates=(1e-3,), lr_seeds=(0,), length_seeds=(0,), length_steps=4,
     train_length=12, eval_lengths=(24,), seq_len=12, model={"dim": 16, "depth": 1, "heads": 2},
     fading_key_counts=(2, 16, 128), fading_draws=4)  # the quick setting's fading table draws up to 16,384 keys
 
 
-@pytest.mark.parametrize("name", list(saturation.SETTINGS))
+@pytest.mark.parametrize("name", list(SETTINGS))
 def test_each_setting_trains_what_the_studies_ask_for(name):
-    setting = saturation.SETTINGS[name]
+    setting = SETTINGS[name]
     runs = saturation.plan(setting)
     assert len({run.name for run in runs}) == len(runs)
     dynamics = [run for run in runs if run.tags["saturation"] == "B"]
@@ -192,5 +193,5 @@ def test_the_fading_table_draws_the_settings_registered_variants_and_leaves_out_
     setting = dataclasses.replace(TINY, fading_kernelised=(("linear", {}), ("linear", {"feature_map": "relu"}),
                                                            ("not-a-variant", {})))
     assert saturation.fading_variants(setting) == [("linear", {}), ("linear", {"feature_map": "relu"})]
-    assert {name for name, _ in saturation.fading_variants(saturation.SETTINGS["quick"])} == (
+    assert {name for name, _ in saturation.fading_variants(SETTINGS["quick"])} == (
         {"linear", "performer"} & set(variants.list_variants()))

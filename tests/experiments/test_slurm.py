@@ -195,7 +195,7 @@ def test_bad_slurm_options_get_one_sentence_and_exit_code_2(tmp_path, capsys, ar
 
 def test_the_local_launcher_imports_no_submitit():
     done = subprocess.run([sys.executable, "-c", "import sys, attnlab.cli, experiments.benchmark, "
-                           "experiments.sweep, analysis.reproduce; print('submitit' in sys.modules)"],
+                           "experiments.sweep, attnlab.reproduce; print('submitit' in sys.modules)"],
                           cwd=ROOT, capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
 

@@ -138,7 +138,7 @@ def test_a_tiny_run_interrupted_then_resumed_equals_an_uninterrupted_one(tmp_pat
 
 
 def test_calibration_takes_the_ruler_set_as_its_four_tasks(tmp_path, monkeypatch):
-    from analysis import calibration as table
+    from analysis.calibration import table
     from attnlab import cli
     from experiments.calibration import runs as calibration
 
