@@ -45,7 +45,7 @@ test: setup
 	$(BIN)/python -m pytest -q -n auto --dist worksteal --durations=10
 
 lint: setup
-	$(BIN)/ruff check common variants experiments analysis tests
+	$(BIN)/ruff check common variants experiments analysis attnlab tests
 
 list: setup
 	$(BIN)/attnlab list

@@ -23,9 +23,10 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from analysis import benchmark as benchmark_page
-from analysis import benchmark_suite, reproduce
-from analysis.benchmark import (
+from analysis.benchmark import page as benchmark_page
+from analysis.benchmark import suite as benchmark_suite
+from analysis.benchmark.contrast_section import contrast_record
+from analysis.benchmark.page import (
     DENSE_RULE,
     REFERENCE,
     UNMATCHED,
@@ -35,11 +36,11 @@ from analysis.benchmark import (
     leaderboard,
     leaderboard_blocks,
 )
-from analysis.benchmark_contrasts import contrast_record
-from analysis.benchmark_stale import stale_lines
-from analysis.calibration import read_record
-from analysis.calibration_doc import calibration_sections, is_bidirectional
-from analysis.render import Table, Text, markdown_table, md_escape
+from analysis.benchmark.stale import stale_lines
+from analysis.calibration.doc import calibration_sections, is_bidirectional
+from analysis.calibration.table import read_record
+from analysis.claims import reproductions as reproduce
+from analysis.report.render import Table, Text, markdown_table, md_escape
 from common.files import atomic_write_text
 from experiments import revisions
 from experiments.benchmark import record
@@ -88,11 +89,11 @@ def _stale_record(frame: pd.DataFrame) -> list[str]:
 
 
 def _board(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """A benchmark leaderboard record as the benchmark page draws it (`analysis.benchmark.leaderboard`; a variant
+    """A benchmark leaderboard record as the benchmark page draws it (`analysis.benchmark.page.leaderboard`; a variant
     with no causal form is ranked among the bidirectional rows; a row not within 10% of dense's parameters is not
     ranked). The record keeps each cell's mean and interval, not its accuracy per seed, so the page's paired
-    verdicts (`analysis.verdicts`) cannot be drawn from it, nor its run configs, so no cell states the share of the
-    pairs a layout attends (`analysis.benchmark.layout_coverage`)."""
+    verdicts (`analysis.benchmark.verdicts`) cannot be drawn from it, nor its run configs, so no cell states the share
+    of the pairs a layout attends (`analysis.benchmark.page.layout_coverage`)."""
     numbers = ["chance", "test mean", "interval half-width", "seeds completed"]
     frame = frame.assign(**{column: pd.to_numeric(frame[column]) for column in numbers})
     cells = frame.assign(status="completed", causal=[not is_bidirectional(name) for name in frame["variant"]],
@@ -187,11 +188,11 @@ def record_section(path: Path) -> list[str]:
 
 
 def board_lines(ledger: Ledger, readme: bool = False) -> list[str]:
-    """A benchmark's leaderboard and paired verdicts as its page shows them (`analysis.benchmark`), in Markdown;
+    """A benchmark's leaderboard and paired verdicts as its page shows them (`analysis.benchmark.page`), in Markdown;
     for the README, the leaderboard without its parameter columns, the rule for cells that compute dense, each
-    task's verdict as its sentence and what is stale (`analysis.benchmark_stale`), the other definitions and the
+    task's verdict as its sentence and what is stale (`analysis.benchmark.stale`), the other definitions and the
     verdict tables being on the results page. Under protocol 2, in their place, the contrasts against dense as
-    sentences (`analysis.benchmark_contrasts.contrast_record`), and on the results page their table."""
+    sentences (`analysis.benchmark.contrast_section.contrast_record`), and on the results page their table."""
     if ledger.benchmark.protocol >= 2:
         lines, table = contrast_record(ledger, cell_rows(ledger), readme)
         return [*(f"- {md_escape(line)}" for line in [*lines, *stale_lines(ledger)]), "",

@@ -10,7 +10,7 @@ option as `variant.<option>`, `task.<option>`, `model.<field>`, `train.<field>`)
 or the kernel the config forced) and, derived from the config, `normaliser` (how the run's attention turns a row
 of logits into weights: `softmax`, `sparsemax`, `entmax15`, ..., the kernelised family's `sum` or `none`;
 `baseline` for a baseline, `unknown` where this version cannot tell; see `normaliser_of`);
-every field of the run's `Summary` (`experiments.records`) under its own name but those the config gives:
+every field of the run's `Summary` (`experiments.run.records`) under its own name but those the config gives:
 `status`, `error`, `variant_name` (the variant as it describes itself, e.g. `local_w16`), `kernel` (the kernel
 it ran on), `test_accuracy`, `test_loss`, `val_accuracy`, `chance_accuracy`, the per-evaluation lists
 `accuracy_by_distance`, `accuracy_by_length` and the dict `accuracy_by_split`, `tags`, `steps`, wall time,
@@ -37,11 +37,11 @@ import pandas as pd
 
 import variants
 from common.options import build_options, closest
-from experiments import config as configs
-from experiments.build import Parts, build
-from experiments.checkpoints import weights_mismatch
-from experiments.config import RunConfig, parse_value
-from experiments.records import RecordError, RunRecord, Summary
+from experiments.run import config as configs
+from experiments.run.build import Parts, build
+from experiments.run.checkpoints import weights_mismatch
+from experiments.run.config import RunConfig, parse_value
+from experiments.run.records import RecordError, RunRecord, Summary
 
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "checkpoint.pt")
 CONFIG_SECTIONS = {"variant_options": "variant", "task_options": "task", "model": "model", "train": "train"}
@@ -156,7 +156,7 @@ def run_metrics(run: Any) -> list[dict[str, Any]]:
 
 
 def run_parts(run: Any) -> Parts:
-    """The run's task and its model as `experiments.build` makes them, initialised (not trained)."""
+    """The run's task and its model as `experiments.run.build` makes them, initialised (not trained)."""
     return build(run_config(run))
 
 

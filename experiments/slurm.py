@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.options import OptionError
-from experiments.launch import checked_device
+from experiments.run.launch import checked_device
 
 if TYPE_CHECKING:
     from experiments.sweep.pool import WorkerSettings
@@ -60,7 +60,7 @@ class Slurm:
 
     @classmethod
     def from_args(cls, args: Any, device: str) -> Slurm | None:
-        """The options of `experiments.arguments.add_launcher` as given, asked of SLURM (`check`), or None for the
+        """The options of `attnlab.arguments.add_launcher` as given, asked of SLURM (`check`), or None for the
         local launcher; a value out of range is a one-sentence error."""
         if args.launcher == "local":
             return None

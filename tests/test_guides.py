@@ -31,11 +31,13 @@ import test_sweep  # noqa: E402
 import test_tasks  # noqa: E402
 import test_variant_behaviour  # noqa: E402
 
-from analysis import claims, reproduce  # noqa: E402
-from experiments import tasks, trackers  # noqa: E402
+from analysis import claims  # noqa: E402
+from attnlab import reproduce  # noqa: E402
+from attnlab.cli import main  # noqa: E402
+from experiments import tasks  # noqa: E402
 from experiments.benchmark import definition, estimate, stages  # noqa: E402
-from experiments.cli import main  # noqa: E402
-from experiments.config import TrainConfig  # noqa: E402
+from experiments.run import trackers  # noqa: E402
+from experiments.run.config import TrainConfig  # noqa: E402
 from variants.registry import VARIANTS  # noqa: E402
 
 BLOCK = re.compile(r"```python\n# guide: (.+?)\n(.*?)```", re.DOTALL)

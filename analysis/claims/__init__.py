@@ -1,6 +1,7 @@
 """Published claims beside attnlab's own measurement (`make reproduce`, docs/reproductions.md): one file each,
 registered by `@register_claim`; `analysis.claims.base` says what a claim states and how its verdict is read,
-`analysis.reproduce` runs them and writes the page.
+`analysis.claims.reproductions` reads the verdicts from the records and writes the page; the runs are
+`experiments.claims`'.
 
     >>> from analysis import claims
     >>> claims.list_claims()[:2]

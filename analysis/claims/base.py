@@ -3,7 +3,7 @@ scale with each difference stated, the runs that measure it, and the rule, writt
 verdict from their intervals (`make reproduce`, docs/reproductions.md).
 
 A claim is one file in `analysis/claims/`: a `Claim` subclass with `@register_claim("name")`. Its `runs` are
-benchmarks on the benchmark's machinery (`Runs`: cells of variants x tasks, `experiments.benchmark`), so workers,
+benchmarks on the benchmark's machinery (`Runs`: cells of variants x tasks, `experiments.claims.parts`), so workers,
 resuming and `STORAGE` are the benchmark's. By default a claim trains every cell at one learning rate, the task
 profile's (`make reproduce` without `--lr-multiples`): tuning then selects nothing, so its run (seed 0) is a seed
 like the confirmation's and a cell's figures are read over both (`Results`), 3 seeds for the cost of 3 runs. With a
@@ -18,9 +18,9 @@ claim that needs no training (a property of the formula at initialisation) has n
 
 A rule is made of checks, each "yes", "no" or "undecided"; a check whose cells all sit at chance or all at the
 ceiling reads "inconclusive (floor)" or "inconclusive (ceiling)" instead (`at_edge`: the benchmark's rule, a mean at
-most EDGE above chance or within EDGE of 1, `analysis.contrasts.accuracy_edge`). A check that a paper's "equal",
-"closes the gap", "holds" or "at least as" rests on is decided by two one-sided tests against a margin the claim
-states before its runs (`within_margin`): "yes" only where the test shows the difference inside the margin, never
+most EDGE above chance or within EDGE of 1, `analysis.benchmark.contrasts.accuracy_edge`). A check that a paper's
+"equal", "closes the gap", "holds" or "at least as" rests on is decided by two one-sided tests against a margin the
+claim states before its runs (`within_margin`): "yes" only where the test shows the difference inside the margin, never
 because a difference was not significant. Each claim declares the effect its paper reports (`effect`, in accuracy
 at attnlab's setting, `effect_why` saying why), and its verdict states its power (`Power`): how many paired seeds
 its decisive comparison needs to detect that effect, from the seed variance its records measured.
@@ -35,32 +35,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from analysis.benchmark_stages import chance_of, seed_scores
-from analysis.contrasts import EDGE, POWER, accuracy_edge
-from analysis.verdicts import ALPHA, Comparison, paired_test
+from analysis.benchmark.contrasts import EDGE, POWER, accuracy_edge
+from analysis.benchmark.stages import chance_of, seed_scores
+from analysis.benchmark.verdicts import ALPHA, Comparison, paired_test
 from common.statistics import MOST_PAIRS, MeanInterval, margin_test, mean_interval, pairs_to_detect, t_half_width
-from experiments.benchmark import Ledger
-from experiments.benchmark.ledger import COMPLETED, SETTLED
+from experiments.benchmark.ledger import COMPLETED, SETTLED, Ledger
+from experiments.claims.parts import Runs
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE = "reproduced", "not reproduced", "inconclusive"
 Check = bool | str | None  # a check of a rule: True (yes), False (no), None (undecided), or the edge a cell sits at
 EDGES = (f"a check whose cells all lie at most {EDGE:g} above chance (or below it) reads inconclusive (floor), one "
          f"whose cells all lie within {EDGE:g} of 1 inconclusive (ceiling)")
-
-
-@dataclass(frozen=True)
-class Runs:
-    """One benchmark a claim trains, named claim-<claim>-<part>: every variant on every task at the quick profile,
-    with `sets` for every cell (`--set`), `seeds` confirmation seeds (with the tuning seed, 3 seeds read at one
-    learning rate), and capacity points where a claim reads accuracy against width or count (none by default)."""
-
-    part: str
-    variants: tuple[str, ...]
-    tasks: tuple[str, ...]
-    sets: tuple[str, ...] = ()
-    seeds: int = 2
-    capacity_widths: tuple[float, ...] = ()
-    capacity_scales: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,8 +169,8 @@ def estimate(by_seed: dict[int, float]) -> Estimate:
 
 
 def _compared(a: dict[int, float], b: dict[int, float], test_size: float) -> Comparison | None:
-    """a - b over the seeds both scored by the benchmark's paired test (`analysis.verdicts.paired_test`, the test set's
-    binomial error included; math.inf leaves it out); None below two shared seeds."""
+    """a - b over the seeds both scored by the benchmark's paired test (`analysis.benchmark.verdicts.paired_test`, the
+    test set's binomial error included; math.inf leaves it out); None below two shared seeds."""
     seeds = sorted(set(a) & set(b))
     if len(seeds) < 2:
         return None
@@ -274,8 +259,8 @@ def paired_power(a: dict[int, float], b: dict[int, float], effect: float, *, one
 
 def at_edge(*cells: tuple[dict[int, float], float]) -> str | None:
     """AT_FLOOR ("floor") or AT_CEILING ("ceiling") where every cell, (its figures by seed, its task's chance), has
-    its mean there (`analysis.contrasts.accuracy_edge`: at most EDGE above chance, or within EDGE of 1): a check that
-    reads only such cells cannot discriminate; None where one can, or one is not measured."""
+    its mean there (`analysis.benchmark.contrasts.accuracy_edge`: at most EDGE above chance, or within EDGE of 1): a
+    check that reads only such cells cannot discriminate; None where one can, or one is not measured."""
     if not cells or not all(values for values, _ in cells):
         return None
     edges = {accuracy_edge(statistics.fmean(values.values()), chance) for values, chance in cells}

@@ -1,26 +1,12 @@
-"""A part of a claim that sweeps its own grid of learning rates, as its paper did (MAD's 1e-4, 5e-4 and 1e-3), whatever
-`make reproduce --lr-multiples` says for the other claims: tuning chooses one of them on the validation set, and only
-the fresh confirmation seeds are read (`analysis.claims.base`). A grid over another setting (weight decay) is one part
-per value, each fixing it with `sets` (`train.weight_decay=0.1`); the claim chooses among those parts on the
-validation set too (`best_on_validation`)."""
+"""A part of a claim that sweeps its own grid of learning rates (`experiments.claims.parts.SweptRuns`), as its paper did
+(MAD's 1e-4, 5e-4 and 1e-3), whatever `make reproduce --lr-multiples` says for the other claims: tuning chooses one of
+them on the validation set, and only the fresh confirmation seeds are read (`analysis.claims.base`). A grid over
+another setting (weight decay) is one part per value, each fixing it with `sets` (`train.weight_decay=0.1`); the claim
+chooses among those parts on the validation set too (`best_on_validation`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from analysis.claims.base import Estimate, Results, Runs, estimate
-
-
-@dataclass(frozen=True)
-class SweptRuns(Runs):
-    """`Runs` whose cells tune `lr_multiples`, multiples of each task's learning rate at the claims' profile."""
-
-    lr_multiples: tuple[float, ...] = ()
-
-
-def own_grid(runs: Runs) -> tuple[float, ...] | None:
-    """The learning-rate multiples a part sweeps whatever the command says; None: the command's."""
-    return runs.lr_multiples if isinstance(runs, SweptRuns) else None
+from analysis.claims.base import Estimate, Results, estimate
 
 
 def best_on_validation(results: Results, parts: tuple[str, ...], variant: str, task: str) -> tuple[str, Estimate]:

@@ -4,8 +4,9 @@ solved while fuzzy recall and compression stay far from it, so the suite still t
 from __future__ import annotations
 
 from analysis.claims.base import Claim, Estimate, Results, Verdict, paired, shown, sign
-from analysis.claims.grid import SweptRuns, best_on_validation
+from analysis.claims.grid import best_on_validation
 from analysis.claims.registry import register_claim
+from experiments.claims.parts import SweptRuns
 from experiments.tasks import TASK_SETS
 from experiments.tasks.mad import QUICK_PROFILE
 

@@ -15,7 +15,7 @@ ITEMS = (32, 64, 128, 256, 512, 1024)
 FIXED = ("dense", "unscaled", "temperature:learnable=true", "additive")  # one temperature at every item count
 SCALED = "ssmax"  # its logits grow with log n: a temperature that falls as the items grow
 LEARNED = 0.10  # a variant must be clearly above chance at 16 items, by more than this, for its fall to be read
-WEIGHT = "scored_max_weight"  # the largest weight of the query's row (`experiments.attention_stats`)
+WEIGHT = "scored_max_weight"  # the largest weight of the query's row (`experiments.run.attention_stats`)
 
 
 def figures(results: Results, variant: str, figure: str) -> dict[int, dict[int, float]]:

@@ -12,7 +12,7 @@ findings, each computed from what the folder holds, never typed in.
     >>> study = saturation.load("runs/saturation/quick")   # tables
     >>> saturation.write("runs/saturation/quick")          # tables, figures, findings.md
 
-The report's "Softmax saturation" section is `analysis.sections.saturation`; the runs and the tables computed
+The report's "Softmax saturation" section is `analysis.report.sections.saturation`; the runs and the tables computed
 without training are `experiments.saturation`.
 """
 

@@ -1,6 +1,6 @@
 """The seaborn figures of a softmax saturation study (`figures(study)`), drawn from the tables that
 `analysis.saturation.study.load` reads; `analysis.saturation.readback.write` saves them under figures/ and the
-report's "Softmax saturation" section (`analysis.sections.saturation`) shows them.
+report's "Softmax saturation" section (`analysis.report.sections.saturation`) shows them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import seaborn as sns
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import LogFormatter, NullFormatter
 
-from analysis import figures as style
+from analysis.report import figures as style
 from analysis.saturation.study import THRESHOLD, SaturationStudy, learning_speed, normaliser_dynamics, shown_dtype
 from analysis.saturation.text import fading_label, listing, plus_minus
 from experiments.saturation.tables import VANISHING_DERIVATIVE
@@ -376,7 +376,7 @@ def _length_figures(study: SaturationStudy) -> list[Drawn]:
 
 def figures(study: SaturationStudy) -> list[Drawn]:
     """(name, caption, figure, data) for each part of the study that has data, in study order. Call it
-    inside `analysis.figures.style()` for the report's look."""
+    inside `analysis.report.figures.style()` for the report's look."""
     drawn: list[Drawn] = []
     if study.init is not None and len(study.init):
         drawn += _init_figures(study.init)

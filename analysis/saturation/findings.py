@@ -25,7 +25,7 @@ from analysis.saturation.text import (
     variance_text,
 )
 from common.statistics import t_half_width
-from experiments.attention_stats import SATURATED
+from experiments.run.attention_stats import SATURATED
 from experiments.saturation.tables import VANISHING_DERIVATIVE
 
 CONFIDENCE = 0.95  # study B's comparisons: a difference of means counts beyond its two-sided t interval at this level

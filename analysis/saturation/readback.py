@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import figures as style
-from analysis.render import md_escape
+from analysis.report import figures as style
+from analysis.report.render import md_escape
 from analysis.saturation.figures import figures
 from analysis.saturation.findings import findings
 from analysis.saturation.study import SaturationStudy, learning_speed, load, normaliser_dynamics

@@ -25,7 +25,7 @@ Tables (`SaturationStudy` fields; `write` saves the run tables under tables/):
     runs               load_runs' row per run, plus `part` (B, C, D), `head_dim`, `lr` and `normaliser`
     evaluations        one row per finished run x evaluation: test accuracy and loss at each step
     dynamics           one row per finished run x evaluation x layer x head: the attention statistics
-                       (`experiments.attention_stats.STATISTICS`)
+                       (`experiments.run.attention_stats.STATISTICS`)
     steps_to_accuracy  B, per run: steps to a first test accuracy >= THRESHOLD (NaN: never), the final
                        accuracy, and the early accuracy (mean test accuracy over the first half of training)
     learning_rates     C, per run: final loss and accuracy, largest |logit|, smallest entropy / log n,
@@ -36,7 +36,7 @@ Tables (`SaturationStudy` fields; `write` saves the run tables under tables/):
 `normaliser_dynamics(study)` sets study B's dense runs with another normaliser beside dense with the softmax
 (the fraction of exact zeros per row, the largest weight and entropy / log n at the first and last evaluation);
 `figures.figures`, `findings.findings` and the report's "Softmax saturation" section
-(`analysis.sections.saturation`) read only these tables.
+(`analysis.report.sections.saturation`) read only these tables.
 A piece of the folder that cannot be read is left out with its reason in `SaturationStudy.skipped`, never a crash.
 """
 
@@ -51,9 +51,9 @@ import pandas as pd
 
 from analysis.runs import load_runs, run_metrics
 from common.statistics import standard_error
-from experiments.attention_stats import STATISTICS
-from experiments.saturation import Setting
+from experiments.run.attention_stats import STATISTICS
 from experiments.saturation import tables as saturation_tables
+from experiments.saturation.settings import Setting
 
 THRESHOLD = 0.9  # study B: steps to a first test accuracy at least this
 FINISHED = ("completed", "diverged")  # runs the derived tables read; others are still to train or resume

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from common.options import OptionError
-from experiments import config as configs
 from experiments import tasks
+from experiments.run import config as configs
 
 WIDTH = "width"  # the axis of model width; the other axis is named by the task's capacity option
 

@@ -14,7 +14,7 @@ from experiments.benchmark import progress
 from experiments.benchmark.definition import STUDY_PREFIX, Benchmark, folder_of, upgraded
 from experiments.benchmark.ledger import Ledger
 from experiments.benchmark.worker import work
-from experiments.launch import StopFlag
+from experiments.run.launch import StopFlag
 from experiments.slurm import Slurm, WorkerTask, announce, submit
 from experiments.sweep.pool import WorkerSettings, spawn_workers, worker_count
 from experiments.sweep.storage import create_or_join, open_storage

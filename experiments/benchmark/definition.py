@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from common.options import OptionError, format_value
-from experiments import config as configs
 from experiments import revisions, tasks
 from experiments.benchmark import capacity, parity
 from experiments.benchmark.capacity import Point
@@ -30,7 +29,8 @@ from experiments.benchmark.settings import (
     parse_target,
 )
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
-from experiments.benchmark_options import PROTOCOL_DEFAULTS
+from experiments.revisions import PROTOCOL_DEFAULTS
+from experiments.run import config as configs
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
 from experiments.tasks import presets as task_presets
@@ -78,7 +78,7 @@ class Benchmark:
     extend_grid: int = 0  # at most this many learning rates tuned beyond an edge of the grid where the best lies
     size_to_dense: bool = True  # whether each cell's model is sized to dense's parameters (`parity`)
     target_accuracy: float | None = None  # every job's train.target_accuracy: it stops where validation reaches it
-    # Every job's train.interim_test and train.interim_validation (`experiments.evaluation`): its test set read at
+    # Every job's train.interim_test and train.interim_validation (`experiments.run.evaluation`): its test set read at
     # its end only, its interim evaluations on this many validation examples (None: all).
     interim_test: bool = True
     interim_validation: int | None = None
@@ -370,7 +370,7 @@ def prepare(*, variant_names: str | None, task_names: str | None, profile: str, 
             protocol: int = revisions.PROTOCOL, screen_seeds: int | None = None,
             screen_fraction: str | None = None) -> Benchmark:
     """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error. An option
-    left out (None) takes the protocol's default (`benchmark_options.PROTOCOL_DEFAULTS`)."""
+    left out (None) takes the protocol's default (`revisions.PROTOCOL_DEFAULTS`)."""
     defaults = PROTOCOL_DEFAULTS.get(protocol, PROTOCOL_DEFAULTS[revisions.PROTOCOL])  # `build` refuses another
     target_accuracy = defaults["target_accuracy"] if target_accuracy is None else target_accuracy
     interim_validation = defaults["interim_validation"] if interim_validation is None else interim_validation

@@ -2,8 +2,8 @@
 
 Every size the benchmark trains at (each cell's own size, which its tuning and confirmation jobs share, and each
 other size a stage trains at, `Stage.size`: each capacity point) is set up exactly as a job's run is
-(`experiments.train.set_up`), then timed on this device for a few optimiser steps, one interim evaluation and, where
-it reads less than the last (`experiments.evaluation`), the last one, with the threads each of the workers would
+(`experiments.run.train.set_up`), then timed on this device for a few optimiser steps, one interim evaluation and, where
+it reads less than the last (`experiments.run.evaluation`), the last one, with the threads each of the workers would
 get. A job's time is its steps times the time of a step, plus its interim evaluations and its last; the learning
 rate and the seed do not change it. A job that nothing stops trains its stage's steps: its profile's, or, for
 a screening run of protocol 2, its fraction of them (`Benchmark.screen_fraction`). Jobs the benchmark's storage
@@ -50,17 +50,17 @@ from tqdm import tqdm
 
 from common.files import atomic_write_text
 from common.provenance import git_commit
-from experiments import config as configs
 from experiments.benchmark import record
 from experiments.benchmark.command import open_study
 from experiments.benchmark.definition import Benchmark, Job
 from experiments.benchmark.ledger import SETTLED, Ledger
 from experiments.benchmark.stages import TUNE
-from experiments.build import build
-from experiments.records import RunRecord
+from experiments.run import config as configs
+from experiments.run.build import build
+from experiments.run.records import RunRecord
+from experiments.run.timing import seconds
+from experiments.run.train import evaluation_line, resume, set_up, train_step
 from experiments.sweep.pool import cpu_threads, worker_count
-from experiments.timing import seconds
-from experiments.train import evaluation_line, resume, set_up, train_step
 
 WARMUP_STEPS = 2  # the first steps allocate what the others reuse: not timed
 TIMED_STEPS = 5
@@ -138,7 +138,7 @@ def measured(runs: list[configs.RunConfig], *, workers: int, device: str, desc: 
 
 def evaluations(train: configs.TrainConfig, steps: float | None = None) -> int:
     """How many times a run of `train` evaluates in `steps` steps (default: its profile's): every eval_every
-    steps, after the last, and before the first when it records attention statistics (`experiments.train`)."""
+    steps, after the last, and before the first when it records attention statistics (`experiments.run.train`)."""
     return math.ceil((train.steps if steps is None else steps) / train.eval_every) + int(train.attention_stats)
 
 

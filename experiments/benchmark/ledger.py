@@ -116,7 +116,7 @@ def _tuning_score(result: dict[str, Any]) -> tuple[float, float]:
     accuracy counts up to the target (what a run reached past it was not measured further), and a run that never
     reached it counts all its steps; so among runs at the target the fewest steps to it win, and a run that reached
     it in full by step s beats every run not at it by s, whatever that run reaches later (`outdone`). Without a
-    target, the area under its learning curve (`worker.curve_area`; 0 for a result stored without one), which
+    target, the area under its learning curve (`curve_area`; 0 for a result stored without one), which
     separates runs of equal accuracy only."""
     target = result.get("target_accuracy")
     if target is None:
@@ -301,3 +301,13 @@ def busy_seconds(spans: list[tuple[datetime.datetime | None, datetime.datetime |
             total += (end - max(start, reach or start)).total_seconds()
             reach = end
     return total
+
+
+def curve_area(curve: list[list[Any]], budget_steps: int) -> float:
+    """The normalised area under the validation learning curve: the trapezoid rule over the evaluations' steps and
+    accuracies, divided by the budget in steps, so in [0, 1]. The span before the first evaluation counts nothing
+    (every variant of a task evaluates at the same steps), and a run that ended early counts nothing after its
+    end."""
+    points = [(step, accuracy) for step, _, accuracy in curve if accuracy is not None]
+    return sum((later - earlier) * (low + high) / 2
+               for (earlier, low), (later, high) in zip(points, points[1:], strict=False)) / budget_steps

@@ -3,7 +3,7 @@ dense's model on the same task, both ways (the Long Range Arena compares models 
 larger one, this sizes each one, smaller ones too).
 
 Dense's parameters are counted on each task whether or not dense is among the benchmark's variants: its model
-is built (`experiments.build.build`, the one place a run is built; a model is cheap, no data is drawn) from the
+is built (`experiments.run.build.build`, the one place a run is built; a model is cheap, no data is drawn) from the
 task's profile with the user's --set as it reaches dense. A cell whose own model is within 10% keeps it. Any
 other is sized by the least change that brings it within 10%: first the variant's own size option where it
 declares one (`size_option`: the option that drives its parameters beyond dense's, Linformer's projection
@@ -27,9 +27,9 @@ from typing import Any
 import torch
 
 import variants
-from experiments import config as configs
 from experiments.benchmark import capacity
-from experiments.build import build
+from experiments.run import config as configs
+from experiments.run.build import build
 
 REFERENCE = "dense"  # the variant whose parameters every cell on a task is sized to
 TOLERANCE = 0.10  # a count within 10% of dense's, both ways, is matched

@@ -2,7 +2,7 @@
 in the storage: `tune/...`, `confirm/...`, `capacity/...`), when a cell is ready for it, which jobs it queues,
 what its jobs change in the cell's run, the size at which the estimate times a job, how the command's header and
 the page's protocol state it, and the key of the page section that shows it (the sections are the analysis
-layer's, `analysis.benchmark_stages`, found there by that key; this layer does not import them).
+layer's, `analysis.benchmark.stages`, found there by that key; this layer does not import them).
 
 A benchmark runs its stages (`Benchmark.stages`; by default tuning, confirmation and capacity) in order, cell by
 cell: the ledger asks each stage whether the cell is ready for it, given the jobs the stages before it queued and
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments import tasks
-from experiments.config import RunConfig
+from experiments.run.config import RunConfig
 from experiments.tasks import presets as task_presets
 
 # A stage reads the benchmark that holds it (`experiments.benchmark.definition.Benchmark`), its cells (`Cell`) and
@@ -65,7 +65,7 @@ class Stage:
 
     name: str  # the first part of its jobs' keys in the storage: never renamed once a benchmark has stored jobs
     title: str  # how the page and the header name it
-    page: str  # the key of the page section that shows it (`analysis.benchmark_stages.SECTIONS`)
+    page: str  # the key of the page section that shows it (`analysis.benchmark.stages.SECTIONS`)
 
     def ready(self, state: Any) -> bool:
         """Whether the protocol calls for this stage's jobs of the cell now (`state`: the stages before it)."""

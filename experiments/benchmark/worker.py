@@ -24,7 +24,6 @@ from optuna.exceptions import ExperimentalWarning
 from optuna.trial import FrozenTrial, TrialState
 from tqdm import tqdm
 
-from experiments import config as configs
 from experiments import revisions
 from experiments.benchmark.definition import Benchmark, Job
 from experiments.benchmark.ledger import (
@@ -35,15 +34,17 @@ from experiments.benchmark.ledger import (
     OUTCOME,
     RESULT,
     Ledger,
+    curve_area,
     outdone,
     owns_its_job,
 )
 from experiments.benchmark.progress import JobBar, tally
-from experiments.records import RecordError, RunRecord, Summary
+from experiments.run import config as configs
+from experiments.run.records import RecordError, RunRecord, Summary
+from experiments.run.train import train
 from experiments.sweep.liveness import machine
 from experiments.sweep.objective import inherited_record
 from experiments.sweep.storage import retry_callback
-from experiments.train import train
 
 
 class JobEnded(Exception):
@@ -72,22 +73,12 @@ def events(curve: list[list[Any]], levels: tuple[float, ...] = EVENT_LEVELS) -> 
                                None) for level in levels}
 
 
-def curve_area(curve: list[list[Any]], budget_steps: int) -> float:
-    """The normalised area under the validation learning curve: the trapezoid rule over the evaluations' steps and
-    accuracies, divided by the budget in steps, so in [0, 1]. The span before the first evaluation counts nothing
-    (every variant of a task evaluates at the same steps), and a run that ended early counts nothing after its
-    end."""
-    points = [(step, accuracy) for step, _, accuracy in curve if accuracy is not None]
-    return sum((later - earlier) * (low + high) / 2
-               for (earlier, low), (later, high) in zip(points, points[1:], strict=False)) / budget_steps
-
-
 def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[str, Any]],
                protocol: int) -> dict[str, Any]:
     """The figures of a job's run that the storage keeps, so that the result needs no run folder: the
     `RESULT_FIELDS` of its summary, the tokens it trained on, its validation accuracy at each evaluation (`curve`:
     step, wall seconds, accuracy; interim evaluations read part of the set under protocol 1,
-    `experiments.evaluation`) and the target it stopped at (train.target_accuracy, or None). Its `revisions` are
+    `experiments.run.evaluation`) and the target it stopped at (train.target_accuracy, or None). Its `revisions` are
     those of the task and variant it trained on (`experiments.revisions`): the summary's, or, for a run that failed
     before writing one, this code's. Under protocol 2, where every evaluation reads the whole validation set and
     every run trains its whole budget, also its `events` (`events`), its `budget_steps` (train.steps) and its

@@ -80,9 +80,9 @@ from tqdm import tqdm
 import variants
 from common.statistics import standard_error
 from experiments import tasks
-from experiments.attention_stats import SATURATED
-from experiments.build import build
-from experiments.config import RunConfig
+from experiments.run.attention_stats import SATURATED
+from experiments.run.build import build
+from experiments.run.config import RunConfig
 from experiments.saturation import normaliser_weights
 
 # The key columns as they always were, then `normaliser`; the statistics as they were, then the two the other

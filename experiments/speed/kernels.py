@@ -43,10 +43,10 @@ from tqdm import tqdm
 import variants
 from common.files import atomic_write_text
 from common.options import closest
+from experiments.run.timing import seconds
 from experiments.speed import fits
 from experiments.speed.memory import peak_memory_bytes, settled_allocator
 from experiments.speed.plan import GROWTH, Attend, Contender, TimedCase, axis, plan
-from experiments.timing import seconds
 from variants import layouts
 from variants.kernels import KERNELS
 from variants.presets import expand

@@ -1,5 +1,5 @@
 """Peak memory of a callable, on CPU and CUDA, for the speed tables and memory tests (its wall time:
-`experiments.timing`).
+`experiments.run.timing`).
 
 CPU peak memory is the process's resident high-water mark (Linux `VmHWM`), reset just before the call
 through /proc/self/clear_refs, minus the resident size at that moment. While a call is measured, glibc's

@@ -1,7 +1,7 @@
 """`make speed-train`: the harness's training throughput against a minimal hand-written PyTorch loop.
 
 Both train a model of the same sizes on the same task batches for the same number of steps: the
-harness through `experiments.train.train` (registry attention, divergence guard, metrics, progress),
+harness through `experiments.run.train.train` (registry attention, divergence guard, metrics, progress),
 the baseline through a plain nanoGPT-style loop that calls `scaled_dot_product_attention` directly.
 They run in alternating rounds in one process, and the ratio of their tokens per second is the
 harness's overhead. Evaluation and checkpoints are outside the harness's timed region, as they are
@@ -19,11 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from experiments import config as configs
 from experiments import tasks
-from experiments.build import build_task
-from experiments.records import RunRecord
-from experiments.train import learning_rate, train
+from experiments.run import config as configs
+from experiments.run.build import build_task
+from experiments.run.records import RunRecord
+from experiments.run.train import learning_rate, train
 
 
 class MinimalBlock(nn.Module):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from optuna.trial import TrialState
 
-from experiments.launch import StopFlag
+from experiments.run.launch import StopFlag
 from experiments.slurm import Slurm, WorkerTask, announce, submit
 from experiments.sweep.confirm import confirm_best
 from experiments.sweep.definition import Sweep, open_study

@@ -19,12 +19,12 @@ from typing import Any
 import optuna
 
 from common.statistics import mean_interval
-from experiments import config as configs
-from experiments.launch import start_record
-from experiments.records import RunRecord, Summary
+from experiments.run import config as configs
+from experiments.run.launch import start_record
+from experiments.run.records import RunRecord, Summary
+from experiments.run.train import train
 from experiments.sweep.definition import Sweep
 from experiments.sweep.result import best_trial
-from experiments.train import train
 
 CONFIRM = "confirm"  # the tag of a confirmation run
 FINISHED = ("completed", "diverged")  # a confirmation run in one of these states is kept, not trained again

@@ -13,10 +13,10 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from common.options import OptionError
-from experiments import config as configs
-from experiments import space as spaces
 from experiments import tasks
-from experiments.records import RUN_ID
+from experiments.run import config as configs
+from experiments.run.records import RUN_ID
+from experiments.sweep import space as spaces
 from experiments.sweep.storage import create_or_join, field_of, open_storage, shown
 from variants import presets
 

@@ -15,12 +15,12 @@ import optuna
 from optuna.exceptions import ExperimentalWarning
 from optuna.trial import TrialState
 
-from experiments import config as configs
-from experiments.launch import start_record
-from experiments.records import RecordError, RunRecord
+from experiments.run import config as configs
+from experiments.run.launch import start_record
+from experiments.run.records import RecordError, RunRecord
+from experiments.run.train import train
 from experiments.sweep.definition import Sweep
 from experiments.sweep.liveness import machine
-from experiments.train import train
 
 
 class TrialDiverged(Exception):

@@ -1,6 +1,7 @@
 """The workers of a sweep: one process runs trials until the study holds `--trials` complete ones
 (`work`), and `--workers N` starts N such processes on this machine (`run_workers`). A worker process is given
-only what is local to it (`WorkerSettings`); it reads the definition it joins from the storage (`experiments.worker`).
+only what is local to it (`WorkerSettings`); it reads the definition it joins from the storage
+(`experiments.sweep.worker`).
 
 Exactly `--trials` complete trials: before each trial a worker counts the study's complete and running
 trials; it starts one only while they fall short of the target, and waits (taking over trials whose
@@ -118,7 +119,7 @@ def cpu_threads(workers: int) -> int:
 class WorkerSettings:
     """What a worker process of a sweep or a benchmark is started with: only what is local to this machine and
     this command. The definition of what it joins (variants, tasks, settings, space) is the study's own, which the
-    worker reads from the storage (`experiments.worker`)."""
+    worker reads from the storage (`experiments.sweep.worker`)."""
 
     kind: str  # "sweep" or "benchmark": which definition the study holds
     study: str
@@ -133,7 +134,8 @@ class WorkerSettings:
 
     def command(self, index: int) -> list[str]:
         """The command line of worker `index`: these settings as one JSON argument."""
-        return [sys.executable, "-m", "experiments.worker", json.dumps(dataclasses.asdict(self) | {"index": index})]
+        return [sys.executable, "-m", "experiments.sweep.worker",
+                json.dumps(dataclasses.asdict(self) | {"index": index})]
 
     @classmethod
     def from_json(cls, text: str) -> WorkerSettings:

@@ -8,8 +8,8 @@ from collections import Counter
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from experiments.records import RecordError, RunRecord
-from experiments.rerun import rerun_command
+from experiments.run.records import RecordError, RunRecord
+from experiments.run.rerun import rerun_command
 from experiments.sweep.definition import Sweep
 from experiments.sweep.pool import short
 

@@ -184,11 +184,11 @@ class Task:
     paper: ClassVar[str | None] = None
     deviations: ClassVar[tuple[str, ...]] = ()
     # The separate sequences each example holds (two for a pair of documents compared, LRA's retrieval): the
-    # model encodes each half of the sequence alone and classifies the pair (`experiments.model`).
+    # model encodes each half of the sequence alone and classifies the pair (`experiments.run.model`).
     towers: ClassVar[int] = 1
     # True where the model must rebuild the scored positions from its state at the last position alone (MAD's
     # compression, after its AutoEncoder backbone): the model reads the sequence there, and a decoder gives every
-    # position's logits from that one vector and the position (`experiments.model`).
+    # position's logits from that one vector and the position (`experiments.run.model`).
     bottleneck: ClassVar[bool] = False
     # MAD's ladder of difficulty (its `configs/tasks/*.yml` changes): option -> the values MAD tries, each alone over
     # the mad profile's options. Empty for a task outside MAD's suite.

@@ -16,7 +16,7 @@ Retrieval (`lra_retrieval`, LRA Table 1's Retrieval, Transformer 57.46): pairs o
 lra_release/tsv_data/new_aan_pairs.{train,eval,test}.tsv, label 1 when one cites the other. Two towers, as LRA's
 dual encoder: the first seq_len / 2 positions hold the first paper and its query, the rest the second paper and
 its query; the model encodes each tower alone with the same blocks, takes each at its query and classifies
-[u, v, u * v, u - v] (`experiments.model`). 4,000 bytes per paper (seq_len 8,002), as LRA. The cache keeps the
+[u, v, u * v, u - v] (`experiments.run.model`). 4,000 bytes per paper (seq_len 8,002), as LRA. The cache keeps the
 first max(4,000, seq_len / 2 - 1) bytes of each paper.
 
 Worked examples. Text, seq_len 8, the review `Great.` of train/pos:

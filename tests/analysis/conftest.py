@@ -26,11 +26,11 @@ from optuna.trial import TrialState
 
 from analysis import build_report
 from analysis.saturation import readback as saturation_readback
-from experiments import config as configs
 from experiments import saturation
-from experiments.launch import start_record
+from experiments.run import config as configs
+from experiments.run.launch import start_record
+from experiments.run.train import train
 from experiments.speed import kernels as speed
-from experiments.train import train
 
 TINY = {
     "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 32},

@@ -15,9 +15,9 @@ import pytest
 from optuna.trial import TrialState, create_trial
 from scipy import stats
 
-from analysis import benchmark as page
 from analysis import results_doc
-from analysis.benchmark_stale import stale_lines
+from analysis.benchmark import page
+from analysis.benchmark.stale import stale_lines
 from experiments import benchmark, revisions, tasks
 from experiments.benchmark.ledger import OUTCOME, RESULT, Ledger
 from experiments.tasks.base import QUICK_EVAL_SIZE

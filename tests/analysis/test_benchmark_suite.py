@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import variants
-from analysis import benchmark_suite
-from analysis.calibration import RECORD, read_record
-from experiments import config as configs
+from analysis.benchmark import suite as benchmark_suite
+from analysis.calibration.table import RECORD, read_record
+from experiments.run import config as configs
 from variants.presets import CORE
 
 ROW = "mqar:num_pairs=16"
@@ -77,7 +77,7 @@ def test_protocol_2_at_quick_runs_the_chosen_rows_at_the_budget_under_the_users_
 
 
 def test_the_suites_bigbird_attends_at_most_half_the_causal_pairs_on_every_chosen_row_of_64_tokens():
-    # (on induction's 32 tokens it is near dense, and its cells say so: analysis.benchmark_coverage)
+    # (on induction's 32 tokens it is near dense, and its cells say so: analysis.benchmark.coverage)
     for row in benchmark_suite.suite():
         config = configs.resolve(variant=benchmark_suite.SUITE_BIGBIRD, task=row, profile="quick", seed=0,
                                  device="cpu", overrides=configs.parse_sets(list(benchmark_suite.BUDGET)))

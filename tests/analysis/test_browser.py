@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import EVIL_ERROR, EVIL_NAME
 
-from analysis import sections as registry
+from analysis.report import sections as registry
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync")
@@ -101,7 +101,7 @@ def test_the_report_opens_in_chromium_with_every_section_and_image_and_no_consol
 
 
 def test_a_protocol_2_benchmark_page_opens_in_chromium_led_by_its_figures_with_no_rank(browser, tmp_path):
-    from experiments.cli import main
+    from attnlab.cli import main
 
     tiny = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4", "task.test_size=32",
             "model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",

@@ -5,11 +5,12 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from analysis import calibration as table
-from experiments import calibration, revisions, tasks
-from experiments import config as configs
-from experiments.planned import open_record, train_all
-from experiments.train import train
+from analysis.calibration import table
+from experiments import revisions, tasks
+from experiments.calibration import runs as calibration
+from experiments.run import config as configs
+from experiments.run.planned import open_record, train_all
+from experiments.run.train import train
 
 
 def test_the_plan_is_one_run_per_task_and_variant_at_the_profiles_defaults():

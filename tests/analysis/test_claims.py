@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from analysis import claims, reproduce
-from analysis.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Results, Runs, Verdict
+from analysis import claims
+from analysis.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Claim, Results, Runs, Verdict, reproductions
 from analysis.claims.base import Estimate, at_edge, decided, within_margin
+from attnlab import reproduce
 from experiments import tasks
+from experiments.claims import parts
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ("task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4", "task.test_size=32",
@@ -128,7 +130,7 @@ def test_zoology_reads_conv_at_the_floor_as_inconclusive_not_as_a_fall_that_did_
     assert "conv falls with twice the pairs: inconclusive (floor)" in verdict.why
     assert "conv recovers with width: inconclusive (floor)" in verdict.why
     assert "seeds would detect 0.24" in verdict.why  # an inconclusive verdict names its power
-    rule = reproduce.rules([claim]).iloc[0]["rule"]  # the tolerance, stated with the rule
+    rule = reproductions.rules([claim]).iloc[0]["rule"]  # the tolerance, stated with the rule
     assert "at most 0.01 above chance (or below it) reads inconclusive (floor)" in rule
 
 
@@ -216,8 +218,8 @@ def test_nope_runs_with_no_positions_and_absolute_positions_are_sinusoidal_each_
     claim = claims.claim_named("kazemnejad_nope")
     seen = {}
     for runs in claim.runs:
-        benchmark = reproduce.benchmark_of(claim, runs, device="cpu", storage=None, runs_dir=tmp_path,
-                                           lr_multiples="1")
+        benchmark = parts.benchmark_of(claim.name, runs, device="cpu", storage=None, runs_dir=tmp_path,
+                                       lr_multiples="1")
         for job in benchmark.planned_jobs():
             config = benchmark.config(job)
             seen[runs.part, job.variant] = (config.model.positions, config.task_options.eval_lengths)
@@ -226,7 +228,7 @@ def test_nope_runs_with_no_positions_and_absolute_positions_are_sinusoidal_each_
     assert seen["mqar", "relative:kind=t5"] == ("none", (128, 256)) and len(seen) == 10
     assert not any(tmp_path.iterdir())  # nothing trained
     # No record yet: the table says so, and how to run it.
-    row = reproduce.table([claim], ROOT / reproduce.RECORDS).iloc[0]
+    row = reproductions.table([claim], ROOT / reproductions.RECORDS).iloc[0]
     assert row["our measurement"] == "not run yet" and "make reproduce CLAIM=kazemnejad_nope" in row["why"]
 
 
@@ -320,21 +322,21 @@ def test_a_claim_runs_as_benchmarks_keeps_their_records_and_reads_its_verdict_fr
     assert reproduce.run("tinyclaim", workers=1, device="cpu", storage=None, runs_dir=tmp_path / "runs",
                          out=tmp_path / "reports", quiet=True, records=records, doc=doc) == 0
     assert [path.name for path in records.iterdir()] == ["benchmark-claim-tinyclaim-tiny.journal"]
-    results = Results(reproduce.kept(Tiny(), records))
+    results = Results(reproductions.kept(Tiny(), records))
     # One learning rate: tuning selected nothing, so its seed 0 is read beside the confirmation seeds.
     assert set(results.test("tiny", "dense", "passkey")) == {0, 1, 2}
     assert results.figure("tiny", "dense", "passkey", lambda result: result["steps"]) == {0: 10, 1: 10, 2: 10}
     assert results.figure("tiny", "dense", "passkey", lambda result: None) == {}  # not measured: left out
-    row = reproduce.table([Tiny()], records).iloc[0]
+    row = reproductions.table([Tiny()], records).iloc[0]
     assert row["verdict"] in (REPRODUCED, NOT_REPRODUCED) and "(n=3)" in row["our measurement"]
     # With a grid, tuning chose on the validation set: only the fresh confirmation seeds are read.
     grid = tmp_path / "grid"
     assert reproduce.run("tinyclaim", workers=1, device="cpu", storage=None, runs_dir=grid / "runs",
                          out=grid / "reports", quiet=True, records=grid, doc=doc, lr_multiples="0.3,1,3") == 0
-    assert set(Results(reproduce.kept(Tiny(), grid)).test("tiny", "dense", "passkey")) == {1, 2}
+    assert set(Results(reproductions.kept(Tiny(), grid)).test("tiny", "dense", "passkey")) == {1, 2}
     assert "tinyclaim" in doc.read_text() and (tmp_path / "reports" / "reproductions" / "index.html").is_file()
     # Without its record a claim is not run yet, and says how to run it.
-    other = reproduce.table([Tiny()], tmp_path / "none").iloc[0]
+    other = reproductions.table([Tiny()], tmp_path / "none").iloc[0]
     assert other["verdict"] == INCONCLUSIVE and "make reproduce CLAIM=tinyclaim" in other["why"]
 
 
@@ -342,14 +344,14 @@ def test_a_claims_setting_states_the_budget_its_runs_resolve_beside_the_papers()
     class Budgeted(Claim):
         runs = (Runs("tiny", ("dense",), ("passkey",), sets=TINY), Runs("quick", ("dense",), ("mqar",)))
 
-    assert reproduce.budget(Budgeted()) == ("passkey: up to 10 steps of 8 (80 examples seen), learning rate 0.001; "
+    assert reproductions.budget(Budgeted()) == ("passkey: up to 10 steps of 8 (80 examples seen), learning rate 0.001; "
                                             "mqar: up to 1,000 steps of 64 (64,000 examples seen), learning rate 0.001")
-    row = reproduce.table([claims.claim_named("zoology_mqar")], ROOT / reproduce.RECORDS).iloc[0]
+    row = reproductions.table([claims.claim_named("zoology_mqar")], ROOT / reproductions.RECORDS).iloc[0]
     assert "64 epochs of 100,000 examples" in row["their setting"] and "(64,000 examples seen)" in row["ours"]
 
 
 def test_an_unknown_claim_on_the_command_line_is_one_sentence(tmp_path, capsys):
-    from experiments.cli import main
+    from attnlab.cli import main
 
     assert main(["reproduce", "--claim", "zoology_mqr", "--runs-dir", str(tmp_path), "--out", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -358,8 +360,8 @@ def test_an_unknown_claim_on_the_command_line_is_one_sentence(tmp_path, capsys):
 
 
 def test_the_committed_reproductions_page_is_what_the_committed_records_give(tmp_path):
-    reproduce.write(tmp_path, reproduce.RECORDS if reproduce.RECORDS.is_absolute() else ROOT / reproduce.RECORDS,
-                    tmp_path / "reproductions.md")
+    records = reproductions.RECORDS if reproductions.RECORDS.is_absolute() else ROOT / reproductions.RECORDS
+    reproductions.write(tmp_path, records, tmp_path / "reproductions.md")
     assert (ROOT / "docs" / "reproductions.md").read_text(encoding="utf-8") == \
         (tmp_path / "reproductions.md").read_text(encoding="utf-8"), "docs/reproductions.md is stale: make results"
 
@@ -391,7 +393,7 @@ def test_a_part_on_a_task_not_discriminative_at_the_profile_is_not_trained_and_i
                          out=tmp_path / "reports", quiet=True, records=tmp_path / "records",
                          doc=tmp_path / "reproductions.md") == 0
     assert not (tmp_path / "runs").exists()  # nothing trained
-    row = reproduce.table([claim], tmp_path / "records").iloc[0]
+    row = reproductions.table([claim], tmp_path / "records").iloc[0]
     assert row["verdict"] == INCONCLUSIVE and row["our measurement"] == "not trained"
     assert "task listops is not discriminative at the quick profile: dense stays near chance" in row["why"]
 
@@ -443,12 +445,12 @@ def test_mad_chooses_each_grid_point_on_validation_and_reads_its_test_accuracy()
 def test_a_part_sweeping_its_papers_grid_tunes_it_whatever_the_command_says(tmp_path):
     claim = claims.claim_named("mad")
     swept = next(runs for runs in claim.runs if runs.part == "dense_weight_decay_0.1")
-    part = reproduce.benchmark_of(claim, swept, device="cpu", storage=None, runs_dir=tmp_path, lr_multiples="1")
+    part = parts.benchmark_of(claim.name, swept, device="cpu", storage=None, runs_dir=tmp_path, lr_multiples="1")
     cell = part.cells[0]
     assert part.learning_rates(cell) == [1e-4, 5e-4, 1e-3]  # MAD's grid at the quick profile's 1e-3
     assert cell.overrides["train"]["weight_decay"] == 0.1
-    plain = reproduce.benchmark_of(claim, Runs("plain", ("dense",), ("compression",)), device="cpu", storage=None,
-                                   runs_dir=tmp_path, lr_multiples="1")
+    plain = parts.benchmark_of(claim.name, Runs("plain", ("dense",), ("compression",)), device="cpu", storage=None,
+                               runs_dir=tmp_path, lr_multiples="1")
     assert plain.learning_rates(plain.cells[0]) == [1e-3]
-    assert "dense_weight_decay_0.1: dense on" in reproduce.rules([claim]).iloc[0]["runs"]
-    assert "tuned over 0.1, 0.5, 1 x each task's learning rate" in reproduce.rules([claim]).iloc[0]["runs"]
+    assert "dense_weight_decay_0.1: dense on" in reproductions.rules([claim]).iloc[0]["runs"]
+    assert "tuned over 0.1, 0.5, 1 x each task's learning rate" in reproductions.rules([claim]).iloc[0]["runs"]

@@ -1,6 +1,6 @@
-"""Protocol 2's contrasts (`analysis.contrasts`) and their figures (`analysis.contrast_page`), on small made-up
-confirmation results: each expected number comes from scipy or statsmodels called here, or is worked by hand (a
-6-seed paired difference, its interval from the printed t table and its Holm step; a restricted mean and a
+"""Protocol 2's contrasts (`analysis.benchmark.contrasts`) and their figures (`analysis.benchmark.contrast_page`), on
+small made-up confirmation results: each expected number comes from scipy or statsmodels called here, or is worked by
+hand (a 6-seed paired difference, its interval from the printed t table and its Holm step; a restricted mean and a
 Kaplan-Meier median with a seed that never reached the level)."""
 
 import html
@@ -13,11 +13,11 @@ from statsmodels.duration.survfunc import SurvfuncRight
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
-from analysis import contrasts
-from analysis.benchmark_contrasts import power_check, power_lines
-from analysis.contrast_page import contrast_blocks
-from analysis.render import Section
-from analysis.report import write_page
+from analysis.benchmark import contrasts
+from analysis.benchmark.contrast_page import contrast_blocks
+from analysis.benchmark.contrast_section import power_check, power_lines
+from analysis.report.build import write_page
+from analysis.report.render import Section
 from common.statistics import pairs_to_detect
 
 BUDGET, FIRST = 1000, 50

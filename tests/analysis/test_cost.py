@@ -4,11 +4,11 @@ against width and at fixed work, the complexity table with its disagreements, an
 import pandas as pd
 import pytest
 
-from analysis import figures
-from analysis.context import Context, read_speed
-from analysis.render import Figure, Table, Text
+from analysis.report import figures
+from analysis.report.context import Context, read_speed
+from analysis.report.render import Figure, Table, Text
+from analysis.report.sections.cost import cost
 from analysis.runs import load_runs
-from analysis.sections.cost import cost
 
 BASE = {"heads": 4, "dtype": "float32", "device": "cpu", "status": "ok", "peak_mib": 10.0}
 LENGTHS = (256, 512, 1024, 2048)

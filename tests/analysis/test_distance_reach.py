@@ -2,7 +2,7 @@
 run's model built its mixers."""
 
 import variants
-from analysis.sections.distance import _reach
+from analysis.report.sections.distance import _reach
 
 
 def reach(variant, depth, seq_len, causal, **options):

@@ -2,7 +2,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis import figures
+from analysis.report import figures
 
 
 def test_the_palette_gives_each_variant_one_colour_whatever_the_order_it_is_met_in():

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import analysis
-from experiments import config as configs
-from experiments.model import Transformer
-from experiments.records import RunRecord
+from experiments.run import config as configs
+from experiments.run.model import Transformer
+from experiments.run.records import RunRecord
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "recorded-before"
 
@@ -61,12 +61,12 @@ def test_the_test_set_they_called_eval_loads_under_its_name_today(runs_dir):
     evaluations = [line for line in record.read_metrics() if line["kind"] == "eval"]
     assert evaluations and all("test_accuracy" in line and "eval_accuracy" not in line for line in evaluations)
     history = torch.load(record.checkpoint_path, weights_only=True)["history"]
-    assert any("eval_accuracy" in line for line in history)  # resume renames these (experiments.train.resume)
+    assert any("eval_accuracy" in line for line in history)  # resume renames these (experiments.run.train.resume)
 
 
 def test_a_resumed_history_uses_todays_names(runs_dir):
-    from experiments.build import build
-    from experiments.train import resume, set_up
+    from experiments.run.build import build
+    from experiments.run.train import resume, set_up
 
     record = RunRecord(runs_dir / "local-passkey-s0")
     state = resume(set_up(build(configs.from_dict(record.read_config())), record, {}))

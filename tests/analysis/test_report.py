@@ -15,9 +15,9 @@ from optuna.storages.journal import JournalFileBackend
 
 import analysis
 from analysis import build_report
-from analysis.render import Text
-from analysis.sections import registry
-from experiments import config as configs
+from analysis.report.render import Text
+from analysis.report.sections import registry
+from experiments.run import config as configs
 
 
 def _table(report, name):
@@ -240,7 +240,7 @@ def test_a_missing_runs_folder_or_unknown_study_or_filter_column_is_a_one_senten
     ({"variant": ["..."]}, "variant"),
 ])
 def test_a_report_named_after_its_filters_gets_a_plain_name_whatever_the_values(filters, expected):
-    from analysis.report import REPORT_NAME, default_name
+    from analysis.report.build import REPORT_NAME, default_name
 
     name = default_name(None, filters)
     assert name == expected and REPORT_NAME.fullmatch(name) and ".." not in name
@@ -361,9 +361,9 @@ def test_a_study_shows_its_best_trials_selection_value_apart_from_test_accuracy_
 def test_the_layout_figure_draws_bigbirds_random_blocks_as_the_run_drew_them(tmp_path):
     from types import SimpleNamespace
 
-    from analysis.sections import attention
-    from experiments.build import build
-    from experiments.model import Transformer
+    from analysis.report.sections import attention
+    from experiments.run.build import build
+    from experiments.run.model import Transformer
 
     options = {"pattern": "bigbird", "block_size": 4, "num_global_blocks": 0, "num_random_blocks": 2}
     config = configs.resolve(variant="sparse", task="passkey", profile="quick", seed=3, device="cpu",
@@ -384,7 +384,7 @@ def test_the_layout_figure_draws_bigbirds_random_blocks_as_the_run_drew_them(tmp
 
 
 def test_rows_whose_models_differ_by_more_than_ten_percent_are_flagged():
-    from analysis.sections import results
+    from analysis.report.sections import results
 
     def cell(label, parameters):
         return {"task": "passkey", "label": label, "parameters": parameters}

@@ -9,11 +9,12 @@ import pytest
 import torch
 from conftest import tiny_config
 
-from analysis import figures, load_runs
-from analysis.context import Context
-from analysis.sections import attention as attention_section
-from experiments.launch import start_record
-from experiments.train import train
+from analysis import load_runs
+from analysis.report import figures
+from analysis.report.context import Context
+from analysis.report.sections import attention as attention_section
+from experiments.run.launch import start_record
+from experiments.run.train import train
 
 RUNS = {"reformer": {"num_buckets": 4, "chunk_size": 4}, "sinkhorn": {"block_size": 4}, "local": {"window": 4}}
 

@@ -12,14 +12,15 @@ import pytest
 import torch
 from conftest import TINY, tiny_config
 
-from analysis import build_report, figures, load_runs, parse_filters, select
-from analysis.context import Context
-from analysis.render import Table
-from analysis.sections import attention as attention_section
-from analysis.sections import results as results_section
-from experiments import config as configs
-from experiments.launch import start_record
-from experiments.train import train
+from analysis import build_report, load_runs, parse_filters, select
+from analysis.report import figures
+from analysis.report.context import Context
+from analysis.report.render import Table
+from analysis.report.sections import attention as attention_section
+from analysis.report.sections import results as results_section
+from experiments.run import config as configs
+from experiments.run.launch import start_record
+from experiments.run.train import train
 
 # variant name -> (variant, options): the softmax by default, two sparse normalisers, the kernelised family's sum
 RUNS = {"dense": ("dense", {}), "dense_nsparsemax": ("dense", {"normaliser": "sparsemax"}),

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis import results_doc
-from analysis.calibration import RECORD, read_record, stale
+from analysis.calibration.table import RECORD, read_record, stale
 from experiments import revisions
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,9 @@ from PIL import Image
 
 import variants
 from analysis import build_report
-from analysis import figures as style
-from analysis.render import Figure, Table, Text, md_escape
+from analysis.report import figures as style
+from analysis.report.render import Figure, Table, Text, md_escape
+from analysis.report.sections import saturation as saturation_section
 from analysis.saturation import figures as saturation_figures
 from analysis.saturation import findings as saturation_findings
 from analysis.saturation import readback as saturation_readback
@@ -26,8 +27,7 @@ from analysis.saturation.fading_findings import FADES_LIKE_ONE_OVER_N
 from analysis.saturation.findings import CONFIDENCE
 from analysis.saturation.study import THRESHOLD
 from analysis.saturation.text import number
-from analysis.sections import saturation as saturation_section
-from experiments.attention_stats import SATURATED
+from experiments.run.attention_stats import SATURATED
 from experiments.saturation.tables import VANISHING_DERIVATIVE
 
 NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:e([-+]?\d+))?(?!\w)")

@@ -8,8 +8,8 @@ import time
 import pandas as pd
 
 from analysis import build_report
-from analysis.sections import attention
-from experiments.records import RunRecord
+from analysis.report.sections import attention
+from experiments.run.records import RunRecord
 
 RUNS = 1000
 

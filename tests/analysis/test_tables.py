@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from analysis import load_runs, read_table, write_table
-from analysis.render import Figure, Section, Table
-from analysis.report import build_report, write_page
-from analysis.tables import JSON_COLUMNS
-from experiments.cli import main
+from analysis.report.build import build_report, write_page
+from analysis.report.render import Figure, Section, Table
+from analysis.report.tables import JSON_COLUMNS
+from attnlab.cli import main
 
 
 def awkward_frame() -> pd.DataFrame:

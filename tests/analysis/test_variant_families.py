@@ -10,17 +10,17 @@ import torch
 from conftest import tiny_config
 
 import variants
-from analysis.context import Context
-from analysis.render import Section, Table, Text, to_html, to_markdown
+from analysis.report.context import Context
+from analysis.report.render import Section, Table, Text, to_html, to_markdown
+from analysis.report.sections import attention as attention_section
+from analysis.report.sections import results as results_section
 from analysis.runs import load_runs
-from analysis.sections import attention as attention_section
-from analysis.sections import results as results_section
-from experiments import config as configs
 from experiments import tasks
-from experiments.launch import start_record
-from experiments.model import Transformer
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.launch import start_record
+from experiments.run.model import Transformer
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 
 EVIL_APPROXIMATION = '<script>alert(7)</script> & "softmax" approximated'
 

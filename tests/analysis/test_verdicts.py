@@ -1,5 +1,5 @@
-"""The benchmark's verdicts (`analysis.verdicts`): a paired test over the confirmation seeds that adds the fixed test
-set's binomial error, Holm-corrected within a task; and the saturation study's comparison of two means
+"""The benchmark's verdicts (`analysis.benchmark.verdicts`): a paired test over the confirmation seeds that adds the
+fixed test set's binomial error, Holm-corrected within a task; and the saturation study's comparison of two means
 (`analysis.saturation.findings._compare`). Every expected number is computed here, from scipy or the formula, not
 by the code under test."""
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis import verdicts
+from analysis.benchmark import verdicts
 from analysis.saturation.findings import _b_unscaled, _compare
 
 TEST_SIZE = 256

@@ -1,6 +1,6 @@
 """What a command prints when it refuses: one line on stderr, nothing on stdout, no traceback."""
 
-from experiments.cli import main
+from attnlab.cli import main
 
 
 def refusal(capsys, argv: list[str], exit_code: int = 2) -> str:

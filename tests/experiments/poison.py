@@ -1,6 +1,6 @@
 """A model whose training turns NaN at one forward call: what the divergence tests of sweeps and benchmarks use."""
 
-from experiments.model import Transformer
+from experiments.run.model import Transformer
 
 
 def poison_forward(monkeypatch, at_call: int = 3) -> None:

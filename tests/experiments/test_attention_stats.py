@@ -8,11 +8,12 @@ import pytest
 import torch
 from einops import rearrange
 
-from experiments import attention_stats, tasks
-from experiments import config as configs
-from experiments.model import Transformer, scored_loss
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments import tasks
+from experiments.run import attention_stats
+from experiments.run import config as configs
+from experiments.run.model import Transformer, scored_loss
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 
 
 def _entropy(weights: torch.Tensor) -> torch.Tensor:

@@ -99,7 +99,7 @@ def test_a_model_too_large_for_memory_is_refused_naming_its_size_before_allocati
 
 
 def test_a_saved_config_too_large_for_this_machine_is_still_read_by_the_analysis():
-    from experiments import config as configs
+    from experiments.run import config as configs
 
     large = {"variant": {}, "task": {}, "model": {"dim": 1_000_000}, "train": {}}
     config = configs.resolve(variant="dense", task="passkey", profile="quick", seed=0, device="cuda",
@@ -123,7 +123,7 @@ def test_an_experiment_file_cannot_hold_help(tmp_path, capsys):
 
 @pytest.mark.parametrize("window, note", [(100000, True), (22, True), (21, False)])
 def test_a_window_covering_the_whole_sequence_runs_and_says_it_computes_dense_attention(tmp_path, window, note):
-    result = subprocess.run([sys.executable, "-m", "experiments", "run", "--variant", "local", "--set",
+    result = subprocess.run([sys.executable, "-m", "attnlab", "run", "--variant", "local", "--set",
                              f"variant.window={window}", *TINY_RUN, "--runs-dir", str(tmp_path)],
                             capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr

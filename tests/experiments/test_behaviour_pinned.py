@@ -3,9 +3,9 @@ accuracies it gave before the code that builds and trains a run moved (recorded 
 
 import pytest
 
-from experiments import config as configs
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 
 SIZES = {"task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 64},
          "model": {"dim": 32, "depth": 1, "heads": 2},

@@ -21,15 +21,16 @@ from optuna.trial import TrialState, create_trial
 from poison import poison_forward
 from postgres import postgres_server
 
+from attnlab import benchmark_options
+from attnlab.cli import main
 from common.options import OptionError
-from experiments import benchmark, benchmark_options, revisions
+from experiments import benchmark, revisions
 from experiments.benchmark import Job, estimate, record, worker
 from experiments.benchmark.definition import upgraded
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
-from experiments.cli import main
-from experiments.records import RunRecord, Summary
+from experiments.run.records import RunRecord, Summary
+from experiments.run.train import train
 from experiments.sweep.storage import MAX_RETRIES
-from experiments.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_RUNS = ["model.dim=32", "model.depth=1", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
@@ -39,7 +40,7 @@ TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "ta
 TINY_MQAR = ["task.seq_len=16", "task.num_pairs=2", "task.test_size=32", *TINY_RUNS]  # x2 pairs still fit
 TINY = [word for assignment in TINY_SETS for word in ("--set", assignment)]
 CAPACITY = {"capacity_widths": "0.5,2",  # both ways, whatever the command line's default
-            "capacity_scales": benchmark_options.PROTOCOL_DEFAULTS[1]["capacity_scales"],
+            "capacity_scales": revisions.PROTOCOL_DEFAULTS[1]["capacity_scales"],
             "capacity_seeds": benchmark_options.DEFAULT_CAPACITY_SEEDS}
 
 
@@ -199,7 +200,7 @@ def test_an_outdone_tuning_run_stops_at_its_next_evaluation_and_the_estimate_rep
     assert ledger.cells[0].best_lr == high.lr and ledger.complete
     (confirmation,) = ledger.cells[0].confirmation
     assert "outdone" not in confirmation.result  # only tuning runs compete
-    from analysis import benchmark as page
+    from analysis.benchmark import page
     index, _ = page.write(ledger, tmp_path / "page")
     assert "2 tuning runs stopped as outdone" in index.read_text() and f"lr {high.lr:g} was at the target by step 10" \
         in index.read_text()
@@ -470,7 +471,7 @@ def test_a_run_that_raises_is_listed_as_failed_with_its_error_and_the_benchmark_
 
 
 def attnlab(*args):
-    return subprocess.Popen([sys.executable, "-m", "experiments", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "attnlab", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=ROOT)
 
 
@@ -603,7 +604,7 @@ def test_make_benchmark_hands_its_variables_to_the_command():
 
 
 def test_benchmark_help_names_its_options():
-    result = subprocess.run([sys.executable, "-m", "experiments", "benchmark", "--help"], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "attnlab", "benchmark", "--help"], capture_output=True,
                             text=True, cwd=ROOT)
     for option in ("--variant", "--task", "--seeds", "--profile", "--lr-multiples", "--name", "--storage", "--workers",
                    "--heartbeat-seconds", "--out", "--capacity-widths", "--capacity-scales", "--capacity-seeds",

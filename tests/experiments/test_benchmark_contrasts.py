@@ -1,19 +1,19 @@
 """A protocol-2 benchmark's page and its record's block lead with every variant against dense per task and metric
-(`analysis.benchmark_contrasts`), with no rank: from a tiny benchmark run through the command line, and from a made-up
-ledger with a failed seed and a layout cell that computes dense."""
+(`analysis.benchmark.contrast_section`), with no rank: from a tiny benchmark run through the command line, and from a
+made-up ledger with a failed seed and a layout cell that computes dense."""
 
 import optuna
 import pandas as pd
 from optuna.trial import TrialState, create_trial
 from test_benchmark import TINY, add, plan
 
-from analysis.benchmark import cell_rows
-from analysis.benchmark_contrasts import compared, contrast_record, contrast_section
-from analysis.render import Text
+from analysis.benchmark.contrast_section import compared, contrast_record, contrast_section
+from analysis.benchmark.page import cell_rows
+from analysis.report.render import Text
 from analysis.results_doc import board_lines
+from attnlab.cli import main
 from experiments.benchmark import Ledger
 from experiments.benchmark.ledger import FAILED, RESULT
-from experiments.cli import main
 
 
 def test_a_tiny_protocol_2_benchmark_page_leads_with_the_contrasts_against_dense_and_has_no_rank(tmp_path):

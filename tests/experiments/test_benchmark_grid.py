@@ -12,7 +12,7 @@ from command_line import refusal
 from optuna.trial import TrialState
 from test_benchmark import add, plan
 
-from analysis import benchmark as page
+from analysis.benchmark import page
 from experiments import benchmark
 from experiments.benchmark import Ledger
 

@@ -11,10 +11,10 @@ import pandas as pd
 from optuna.trial import TrialState
 from test_benchmark import add, plan
 
-from analysis import benchmark as page
+from analysis.benchmark import page
 from experiments import benchmark
 from experiments.benchmark import Job, Ledger, parity
-from experiments.build import build
+from experiments.run.build import build
 
 DEFAULT_SIZES = ["model.depth=1", "task.test_size=32"]  # the profile's width and heads, a small test set
 

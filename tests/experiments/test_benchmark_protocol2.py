@@ -11,13 +11,16 @@ import torch
 from optuna.trial import TrialState
 from test_benchmark import TINY_SETS, add, plan
 
-from experiments import benchmark, benchmark_options, evaluation, revisions
-from experiments import config as configs
+from attnlab import benchmark_options
+from experiments import benchmark, revisions
 from experiments.benchmark import Ledger, worker
-from experiments.benchmark.worker import RESULT_FIELDS, curve_area, events
-from experiments.build import build
-from experiments.records import RunRecord
-from experiments.train import set_up
+from experiments.benchmark.ledger import curve_area
+from experiments.benchmark.worker import RESULT_FIELDS, events
+from experiments.run import config as configs
+from experiments.run import evaluation
+from experiments.run.build import build
+from experiments.run.records import RunRecord
+from experiments.run.train import set_up
 
 
 def protocol_2(tmp_path, **extra):

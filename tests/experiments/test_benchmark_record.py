@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 
 from analysis import results_doc
+from attnlab import benchmark_options
+from attnlab.cli import main
 from common.options import OptionError
-from experiments import benchmark, benchmark_options, revisions
+from experiments import benchmark, revisions
 from experiments.benchmark import check, estimate, record
 from experiments.benchmark.ledger import Ledger, busy_seconds
 from experiments.benchmark.progress import JobBar
-from experiments.cli import main
 from variants import presets
 
 TINY = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4", "task.test_size=32",
@@ -65,7 +66,7 @@ def test_the_results_page_and_the_benchmark_page_are_rebuilt_from_the_record_wit
 
 
 def benchmark_page_of(path, out):
-    from analysis import benchmark as page
+    from analysis.benchmark import page
     return page.write(record.load(path), out)
 
 

@@ -10,8 +10,8 @@ import pandas as pd
 from optuna.trial import TrialState
 from test_benchmark import add, plan, settle_tuning_and_confirmation
 
-from analysis import benchmark as page
-from analysis.benchmark_stages import SECTIONS
+from analysis.benchmark import page
+from analysis.benchmark.stages import SECTIONS
 from experiments.benchmark import STAGES, Job, Ledger, Stage, estimate
 from experiments.benchmark.command import header
 from experiments.benchmark.stages import CONFIRM

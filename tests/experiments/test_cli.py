@@ -17,7 +17,7 @@ TINY = ["--task", "passkey", "--set", "task.seq_len=12", "--set", "task.num_keys
 
 
 def attnlab(*args, check=False, **kwargs):
-    result = subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "attnlab", *args], capture_output=True, text=True,
                             stdin=subprocess.DEVNULL, **kwargs)
     if check:
         assert result.returncode == 0, result.stderr
@@ -74,7 +74,7 @@ def test_a_killed_run_resumes_to_the_metrics_of_an_uninterrupted_one(tmp_path, h
     steps = ["--set", "train.steps=400", "--set", "train.checkpoint_every=10"]
     whole_dir, split_dir = tmp_path / "whole", tmp_path / "split"
     attnlab("run", *TINY, *steps, "--runs-dir", str(whole_dir), "--quiet", check=True)
-    process = subprocess.Popen([sys.executable, "-m", "experiments", "run", *TINY, *steps, "--runs-dir",
+    process = subprocess.Popen([sys.executable, "-m", "attnlab", "run", *TINY, *steps, "--runs-dir",
                                 str(split_dir), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                stdin=subprocess.DEVNULL, text=True)
     deadline = time.time() + 120
@@ -172,7 +172,7 @@ def _no_ci_progress(monkeypatch):
 @pytest.mark.parametrize("text, value", [("256,512", [256, 512]), ("3e-4", 3e-4), ("true", True), ("none", None),
                                          ("a, 2", ["a", 2]), ("local", "local")])
 def test_set_values_are_parsed_into_numbers_flags_and_lists(text, value):
-    from experiments import config as configs
+    from experiments.run import config as configs
 
     assert configs.parse_value(text) == value
 
@@ -198,14 +198,14 @@ def test_sample_prints_listops_in_lra_notation():
 
 @pytest.mark.parametrize("command", ["run", "sweep"])
 def test_backend_is_an_alias_of_kernel(command):
-    from experiments.cli import build_parser
+    from attnlab.cli import build_parser
 
     assert build_parser().parse_args([command, "--backend", "sdpa"]).kernel == "sdpa"
 
 
 @pytest.mark.parametrize("command, old_name", [("speed", "bench-variants"), ("speed-train", "bench-train")])
 def test_the_timing_commands_answer_to_their_old_names_too(command, old_name):
-    from experiments.cli import build_parser
+    from attnlab.cli import build_parser
 
     parser = build_parser()
     assert vars(parser.parse_args([old_name])) == {**vars(parser.parse_args([command])), "command": old_name}
@@ -213,8 +213,8 @@ def test_the_timing_commands_answer_to_their_old_names_too(command, old_name):
 
 def test_the_modules_that_do_the_work_do_not_import_the_command_line():
     # The command line is the top layer: it parses and dispatches, and nothing below it imports it.
-    code = ("import sys, experiments.sweep, experiments.launch, experiments.catalogue, experiments.speed.kernels; "
-            "sys.exit('experiments.cli' in sys.modules)")
+    code = ("import sys, experiments.sweep, experiments.run.launch, attnlab.catalogue, experiments.speed.kernels; "
+            "sys.exit('attnlab.cli' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 

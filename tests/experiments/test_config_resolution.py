@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 
 import variants
-from experiments import config as configs
 from experiments import tasks
 from experiments.benchmark.definition import resolve_cell
-from experiments.build import build
+from experiments.run import config as configs
+from experiments.run.build import build
 from variants.relative import KIND_DEFAULTS
 
 

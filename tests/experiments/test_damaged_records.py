@@ -12,13 +12,13 @@ import time
 import pytest
 import torch
 
-from experiments import config as configs
-from experiments import launch
+from attnlab.cli import main
 from experiments import sweep as sweeps
-from experiments.build import build
-from experiments.cli import main
-from experiments.records import RecordError, RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run import launch
+from experiments.run.build import build
+from experiments.run.records import RecordError, RunRecord
+from experiments.run.train import train
 
 TINY = {"task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 64},
         "model": {"dim": 32, "depth": 1, "heads": 2},
@@ -50,7 +50,7 @@ def record(interrupted_run, tmp_path):
 
 
 def attnlab(*args):
-    return subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnlab", *args], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL)
 
 
@@ -193,7 +193,8 @@ def test_resume_of_a_run_another_process_trains_is_refused_while_it_holds_the_lo
 
 def test_a_killed_process_leaves_no_stale_lock(record):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from experiments.records import RunRecord\n"
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from experiments.run.records import RunRecord\n"
          f"with RunRecord(Path({str(record.path)!r})).training():\n    print('held', flush=True); time.sleep(120)"],
         stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline() == "held\n"
@@ -213,7 +214,7 @@ def test_a_second_ctrl_c_stops_the_run_at_once_with_one_sentence_and_it_resumes_
     whole.write_config(config.to_dict())
     expected = train(config, whole, quiet=True)
 
-    from experiments import train as training
+    from experiments.run import train as training
     step = training.train_step
 
     def ctrl_c_twice_at_step_23(run, state):  # between two checkpoints (every 10 steps)
@@ -243,7 +244,7 @@ def test_a_second_ctrl_c_stops_the_run_at_once_with_one_sentence_and_it_resumes_
 
 @pytest.mark.parametrize("command", ["sweep", "benchmark", "calibration", "saturation", "reproduce"])
 def test_a_second_ctrl_c_in_any_command_ends_in_one_sentence_and_exit_130(command, monkeypatch, capsys):
-    from experiments import cli
+    from attnlab import cli
 
     def interrupted(args):
         raise KeyboardInterrupt  # as StopFlag raises it at the second signal
@@ -258,7 +259,7 @@ def test_a_second_ctrl_c_in_any_command_ends_in_one_sentence_and_exit_130(comman
 def test_a_module_s_extra_state_is_checked_by_its_type_not_read_as_a_tensor():
     from torch import nn
 
-    from experiments.checkpoints import weights_mismatch
+    from experiments.run.checkpoints import weights_mismatch
 
     class Redrawn(nn.Module):  # as Performer keeps its redraw count and generator beside its weights
         def get_extra_state(self):

@@ -1,4 +1,4 @@
-"""Interim evaluations (`experiments.evaluation`): what the evaluations before a run's last read, what its last
+"""Interim evaluations (`experiments.run.evaluation`): what the evaluations before a run's last read, what its last
 reads, and where a run that reaches its target on the interim subset stops."""
 
 import json
@@ -6,11 +6,11 @@ import json
 import pytest
 import torch
 
-from experiments import config as configs
 from experiments import tasks
 from experiments.benchmark import estimate
-from experiments.evaluation import spread
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.evaluation import spread
+from experiments.run.train import train
 from tests.experiments.test_train import new_record, tiny_config
 
 
@@ -54,7 +54,7 @@ def test_a_full_evaluation_below_the_target_still_marks_where_the_run_stopped(tm
         value = next(reads) if test_set.inputs.shape[0] in (16, 64) and not buckets else 0.3
         return {"test_accuracy": value, "test_loss": 1.0}
 
-    monkeypatch.setattr("experiments.evaluation.evaluate", figures)
+    monkeypatch.setattr("experiments.run.evaluation.evaluate", figures)
     record = new_record(tmp_path, config)
     summary = train(config, record, quiet=True)
     assert summary.steps == summary.target_step == 10 and summary.val_accuracy == 0.4

@@ -13,7 +13,7 @@ import torch
 from command_line import refusal
 from test_cli import TINY, attnlab
 
-from experiments.cli import main
+from attnlab.cli import main
 
 FILE_ACCEPTED = "accepted: a folder, existing or new, with no file along its path."
 SHORT = [*TINY, "--set", "train.steps=5"]  # what a command would train, were it not refused

@@ -6,12 +6,12 @@ import dataclasses
 
 import optuna
 
-from experiments import config as configs
 from experiments import revisions
 from experiments.benchmark.ledger import RESULT, JobState
 from experiments.benchmark.stages import TUNE, Job
 from experiments.benchmark.worker import RESULT_FIELDS, job_result
-from experiments.records import Summary
+from experiments.run import config as configs
+from experiments.run.records import Summary
 
 
 def test_a_protocol_1_job_result_keeps_the_summarys_names_and_adds_only_what_it_derives():

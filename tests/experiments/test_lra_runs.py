@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from analysis import build_report
-from experiments import config as configs
 from experiments import tasks
-from experiments.build import build
-from experiments.config import ModelConfig
-from experiments.model import Transformer
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.build import build
+from experiments.run.config import ModelConfig
+from experiments.run.model import Transformer
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 
 LRA = ["lra_listops", "lra_text", "lra_retrieval", "lra_image", "lra_pathfinder"]
 TINY = {"model": {"dim": 16, "depth": 1, "heads": 2},
@@ -25,7 +25,7 @@ TINY = {"model": {"dim": 16, "depth": 1, "heads": 2},
 
 
 def attnlab(*args):
-    return subprocess.run([sys.executable, "-m", "experiments", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnlab", *args], capture_output=True, text=True,
                           stdin=subprocess.DEVNULL)
 
 
@@ -178,7 +178,7 @@ def test_the_report_puts_table_1s_published_figure_beside_each_lra_row(tmp_path)
 
 
 def test_a_published_figure_needs_table_1s_task_options_and_one_of_lras_models():
-    from analysis.sections.lra import lra_model, published, table_column
+    from analysis.report.sections.lra import lra_model, published, table_column
 
     run = pd.Series({"task": "lra_pathfinder", "task.image_size": 32.0, "task.difficulty": "hard", "variant": "sparse",
                      "variant.pattern": "longformer"})

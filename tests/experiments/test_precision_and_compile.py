@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from common.options import OptionError
-from experiments import config as configs
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 
 TINY = {
     "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 64},

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments.records import RecordError, RunRecord, Summary
+from experiments.run.records import RecordError, RunRecord, Summary
 
 
 def test_a_summary_round_trips_through_its_file(tmp_path):

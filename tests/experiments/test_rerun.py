@@ -3,8 +3,8 @@
 import shlex
 from pathlib import Path
 
-from experiments import config as configs
-from experiments.rerun import rerun_command
+from experiments.run import config as configs
+from experiments.run.rerun import rerun_command
 
 
 def resolved_from(command):

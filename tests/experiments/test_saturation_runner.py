@@ -10,28 +10,29 @@ import pandas as pd
 import pytest
 import torch
 
-import experiments.build
+import experiments.run.build
 import variants
 from experiments import tasks
-from experiments.build import build
-from experiments.model import Transformer
-from experiments.planned import open_record, train_all
-from experiments.records import RecordError, RunRecord
+from experiments.run.build import build
+from experiments.run.model import Transformer
+from experiments.run.planned import open_record, train_all
+from experiments.run.records import RecordError, RunRecord
+from experiments.run.train import train
 from experiments.saturation import runs as saturation
 from experiments.saturation import tables as saturation_tables
-from experiments.train import train
+from experiments.saturation.settings import SETTINGS
 
 TINY = dataclasses.replace(
-    saturation.SETTINGS["quick"], name="tiny", dynamics_head_dims=(8,), normaliser_head_dims=(8,), seeds=(0,),
+    SETTINGS["quick"], name="tiny", dynamics_head_dims=(8,), normaliser_head_dims=(8,), seeds=(0,),
     steps=4, batch_size=4,
     eval_every=2, additive_hidden_dim=8, learning_rates=(1e-3,), lr_seeds=(0,), length_seeds=(0,), length_steps=4,
     train_length=12, eval_lengths=(24,), seq_len=12, model={"dim": 16, "depth": 1, "heads": 2},
     fading_key_counts=(2, 16, 128), fading_draws=4)  # the quick setting's fading table draws up to 16,384 keys
 
 
-@pytest.mark.parametrize("name", list(saturation.SETTINGS))
+@pytest.mark.parametrize("name", list(SETTINGS))
 def test_each_setting_trains_what_the_studies_ask_for(name):
-    setting = saturation.SETTINGS[name]
+    setting = SETTINGS[name]
     runs = saturation.plan(setting)
     assert len({run.name for run in runs}) == len(runs)
     dynamics = [run for run in runs if run.tags["saturation"] == "B"]
@@ -108,7 +109,7 @@ def test_a_run_folder_written_before_an_option_existed_is_the_same_run(tmp_path)
 
 
 def test_an_unknown_setting_is_one_sentence_without_a_traceback(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "experiments", "saturation", "--setting", "huge",
+    result = subprocess.run([sys.executable, "-m", "attnlab", "saturation", "--setting", "huge",
                              "--runs-dir", str(tmp_path)], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "'huge'" in result.stderr and "quick" in result.stderr
@@ -154,7 +155,7 @@ def test_the_model_variance_follows_the_models_initialisation(monkeypatch):
                     block.qkv.weight.mul_(2)
                     block.qkv.bias.mul_(2)
 
-    monkeypatch.setattr(experiments.build, "Transformer", Doubled)
+    monkeypatch.setattr(experiments.run.build, "Transformer", Doubled)
     after = saturation_tables.model_variance(config, batch_size=8)
     assert after.loc[0, "q_variance"] == pytest.approx(4 * before.loc[0, "q_variance"], rel=1e-5)
     assert after.loc[0, "k_variance"] == pytest.approx(4 * before.loc[0, "k_variance"], rel=1e-5)
@@ -192,5 +193,5 @@ def test_the_fading_table_draws_the_settings_registered_variants_and_leaves_out_
     setting = dataclasses.replace(TINY, fading_kernelised=(("linear", {}), ("linear", {"feature_map": "relu"}),
                                                            ("not-a-variant", {})))
     assert saturation.fading_variants(setting) == [("linear", {}), ("linear", {"feature_map": "relu"})]
-    assert {name for name, _ in saturation.fading_variants(saturation.SETTINGS["quick"])} == (
+    assert {name for name, _ in saturation.fading_variants(SETTINGS["quick"])} == (
         {"linear", "performer"} & set(variants.list_variants()))

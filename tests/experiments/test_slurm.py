@@ -19,10 +19,10 @@ from slurm_cluster import slurm_cluster
 from test_benchmark import TINY
 from test_cli import TINY as TINY_RUN
 
+from attnlab import experiment_file
+from attnlab.cli import build_parser, main
 from common.options import OptionError
-from experiments import experiment_file
 from experiments.benchmark import Job
-from experiments.cli import build_parser, main
 from experiments.sweep.storage import open_storage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def cluster():
 def attnlab(*args, folder: Path) -> subprocess.CompletedProcess:
     """`attnlab ARGS` with its runs under `folder`, and its page or table there too where the command writes one."""
     out = [] if args[0] == "sweep" else ["--out", str(folder / "reports")]
-    return subprocess.run([sys.executable, "-m", "experiments", *args, "--runs-dir", str(folder), *out], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "attnlab", *args, "--runs-dir", str(folder), *out], cwd=ROOT,
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
 
 
@@ -103,7 +103,7 @@ def test_a_benchmark_on_slurm_finishes_every_job_once_though_a_task_is_cancelled
     cancelled = cancel_a_task_mid_run(on_slurm, job_id)
     wait_until_done(job_id)
 
-    shown = subprocess.run([sys.executable, "-m", "experiments", *status.split()[1:]], cwd=ROOT, capture_output=True,
+    shown = subprocess.run([sys.executable, "-m", "attnlab", *status.split()[1:]], cwd=ROOT, capture_output=True,
                            text=True, stdin=subprocess.DEVNULL)
     assert "benchmark tiny: 4 of 4 jobs settled, 0 running, 0 left" in shown.stdout, shown.stderr
     run = on_slurm / "benchmark" / "tiny" / cancelled
@@ -194,8 +194,8 @@ def test_bad_slurm_options_get_one_sentence_and_exit_code_2(tmp_path, capsys, ar
 
 
 def test_the_local_launcher_imports_no_submitit():
-    done = subprocess.run([sys.executable, "-c", "import sys, experiments.cli, experiments.benchmark, "
-                           "experiments.sweep, analysis.reproduce; print('submitit' in sys.modules)"],
+    done = subprocess.run([sys.executable, "-c", "import sys, attnlab.cli, experiments.benchmark, "
+                           "experiments.sweep, attnlab.reproduce; print('submitit' in sys.modules)"],
                           cwd=ROOT, capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import variants
-from experiments.cli import build_parser
+from attnlab.cli import build_parser
 from experiments.speed import kernels, plan
 from variants.base import Attention
 

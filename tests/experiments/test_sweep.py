@@ -22,9 +22,9 @@ from poison import poison_forward
 from postgres import free_port, postgres_server
 
 import variants
+from attnlab.cli import main
 from common.journals import set_aside_torn_line
 from experiments import sweep as sweeps
-from experiments.cli import main
 
 TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.test_size=64", "task.num_buckets=4", "model.dim=32",
              "model.depth=1", "model.heads=2", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def attnlab(*args, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "experiments", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "attnlab", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=ROOT, **kwargs)
 
 
@@ -388,7 +388,7 @@ def test_make_sweep_answers_bad_input_in_one_sentence(tmp_path, make_args, fragm
 
 
 def test_sweep_help_names_its_options():
-    result = subprocess.run([sys.executable, "-m", "experiments", "sweep", "--help"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "attnlab", "sweep", "--help"], capture_output=True, text=True,
                             cwd=ROOT)
     for option in ("--trials", "--study", "--storage", "--workers", "--space", "--space-file", "--pruner",
                    "--heartbeat-seconds", "--confirm-seeds"):

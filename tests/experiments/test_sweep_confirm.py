@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from test_sweep import in_process_sweep
 
 from experiments import sweep as sweeps
-from experiments.records import Summary
+from experiments.run.records import Summary
 from experiments.sweep import objective
 from experiments.sweep.confirm import spread
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from experiments import benchmark, tasks
-from experiments import config as configs
-from experiments.model import Transformer
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.model import Transformer
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 
 MAD_TASKS = ["in_context_recall", "fuzzy_in_context_recall", "noisy_in_context_recall", "selective_copy",
              "compression", "memorization"]

@@ -7,11 +7,11 @@ import pytest
 from test_benchmark import TINY_RUNS, plan
 
 from common.options import OptionError
-from experiments import calibration
-from experiments import config as configs
 from experiments.benchmark import worker
 from experiments.benchmark.definition import Benchmark
-from experiments.records import run_path
+from experiments.calibration import runs as calibration
+from experiments.run import config as configs
+from experiments.run.records import run_path
 from experiments.tasks import presets as task_presets
 
 TINY_MQAR_SETS = ["task.seq_len=16", "task.test_size=32", *TINY_RUNS]

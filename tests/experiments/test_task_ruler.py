@@ -8,10 +8,10 @@ import pytest
 import torch
 from test_train import TINY
 
-from experiments import config as configs
 from experiments import tasks
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 
 RULER = ["niah_multikey", "niah_multivalue", "niah_multiquery", "variable_tracking"]
 TINY_SIZES = {"niah_multikey": {"seq_len": 16, "num_keys": 8, "num_values": 8},
@@ -138,8 +138,9 @@ def test_a_tiny_run_interrupted_then_resumed_equals_an_uninterrupted_one(tmp_pat
 
 
 def test_calibration_takes_the_ruler_set_as_its_four_tasks(tmp_path, monkeypatch):
-    from analysis import calibration as table
-    from experiments import calibration, cli
+    from analysis.calibration import table
+    from attnlab import cli
+    from experiments.calibration import runs as calibration
 
     asked = []
     monkeypatch.setattr(calibration, "run", lambda variants, task_names, **_: asked.append(task_names) or [])

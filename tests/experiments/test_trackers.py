@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from test_train import new_record, tiny_config
 
+from attnlab import experiment_file
+from attnlab.cli import build_parser, main
 from common.options import OptionError
-from experiments import config as configs
-from experiments import experiment_file, trackers
-from experiments.cli import build_parser, main
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run import trackers
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP_TAGS = {"study": "local-passkey-quick-s0", "trial": 3}
@@ -192,9 +193,9 @@ def test_an_experiment_file_takes_the_trackers_as_the_command_line_does(tmp_path
 
 
 def test_neither_package_is_imported_but_inside_the_trackers_that_need_it():
-    """`import experiments.train` (or the command line, or analysis) never imports wandb or tensorboard."""
+    """`import experiments.run.train` (or the command line, or analysis) never imports wandb or tensorboard."""
     found = []
-    for path in sorted(path for package in ("common", "variants", "experiments", "analysis")
+    for path in sorted(path for package in ("common", "variants", "experiments", "analysis", "attnlab")
                        for path in (ROOT / package).rglob("*.py")):
         text = path.read_text()
         if "wandb" not in text and "tensorboard" not in text:
@@ -207,7 +208,7 @@ def test_neither_package_is_imported_but_inside_the_trackers_that_need_it():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             if any(name.split(".")[0] in ("wandb", "tensorboard") or "tensorboard" in name for name in names):
                 found.append((path.relative_to(ROOT).as_posix(), id(node) in inside))
-    assert found and set(found) == {("experiments/trackers.py", True)}
+    assert found and set(found) == {("experiments/run/trackers.py", True)}
 
 
 # -- what a tracker is sent ---------------------------------------------------------------------------------

@@ -5,10 +5,10 @@ import json
 import pytest
 import torch
 
-from experiments import config as configs
-from experiments.model import Transformer
-from experiments.records import RunRecord
-from experiments.train import learning_rate, train
+from experiments.run import config as configs
+from experiments.run.model import Transformer
+from experiments.run.records import RunRecord
+from experiments.run.train import learning_rate, train
 
 TINY = {
     "task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 64},
@@ -149,7 +149,7 @@ def test_eval_lengths_are_one_config_line_and_give_accuracy_by_length(tmp_path):
 
 def test_length_evaluation_scores_the_task_drawn_at_that_length(tmp_path):
     from experiments import tasks
-    from experiments.evaluation import evaluate
+    from experiments.run.evaluation import evaluate
 
     config = tiny_config()
     task = tasks.create_task("passkey", **{**TINY["task"], "eval_lengths": (20,)})
@@ -219,7 +219,7 @@ def test_a_run_resumed_after_the_evaluation_that_reached_its_target_trains_no_fu
     # and is interrupted at step 15, its checkpoint holding the evaluation at step 10 that reached it.
     config = tiny_config(steps=40, eval_every=10, checkpoint_every=10, target_accuracy=0.01)
     record = new_record(tmp_path, config)
-    monkeypatch.setattr("experiments.train.stopped_at_target", lambda train, line: False)
+    monkeypatch.setattr("experiments.run.train.stopped_at_target", lambda train, line: False)
     assert train(config, record, quiet=True, should_stop=lambda step: step == 15).status == "interrupted"
     monkeypatch.undo()
     summary = train(config, record, quiet=True)

@@ -9,7 +9,7 @@ import torch
 from test_train import new_record, tiny_config
 
 from experiments import tasks
-from experiments.train import train, validation_accuracy
+from experiments.run.train import train, validation_accuracy
 
 
 def test_validation_seeds_are_never_training_or_eval_seeds():

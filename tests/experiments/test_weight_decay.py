@@ -5,9 +5,9 @@ import pytest
 from torch import nn
 
 import variants
-from experiments import config as configs
-from experiments.model import Transformer
-from experiments.optimizer import build_optimizer
+from experiments.run import config as configs
+from experiments.run.model import Transformer
+from experiments.run.optimizer import build_optimizer
 from variants.per_head import PerHeadLinear
 
 MODEL = configs.ModelConfig(dim=32, depth=2, heads=2)

@@ -30,7 +30,7 @@ LOCAL = {"kind", "study", "storage_url", "journal", "runs_dir", "device", "heart
 def start_worker(settings: WorkerSettings, definition: dict) -> subprocess.CompletedProcess:
     """Worker 0 of `settings`, started as its command starts it; its command holds none of `definition`."""
     command = settings.command(0)
-    assert command[:3] == [sys.executable, "-m", "experiments.worker"] and len(command) == 4
+    assert command[:3] == [sys.executable, "-m", "experiments.sweep.worker"] and len(command) == 4
     local = json.loads(command[3])
     assert set(local) == LOCAL and not set(definition) & LOCAL
     shown = json.dumps({key: value for key, value in local.items() if key not in ("study", "journal")})  # by name
@@ -76,16 +76,16 @@ def test_a_worker_of_a_study_that_holds_no_definition_says_so_in_one_sentence(tm
 def test_no_module_builds_a_command_line_from_a_definition():
     assert not hasattr(Benchmark, "arguments") and not hasattr(Sweep, "arguments")
     assert not any(field in Sweep.__dataclass_fields__ for field in ("sets", "space_args", "space_file"))
-    # The only processes the code starts of its own are workers (`python -m experiments.worker SETTINGS`): none
+    # The only processes the code starts of its own are workers (`python -m experiments.sweep.worker SETTINGS`): none
     # is started with the command line's flags.
-    starts = {path.relative_to(ROOT).as_posix() for package in ("experiments", "analysis")
-              for path in (ROOT / package).rglob("*.py") if re.search(r'"-m",\s*"experiments"', path.read_text())}
+    starts = {path.relative_to(ROOT).as_posix() for package in ("experiments", "analysis", "attnlab")
+              for path in (ROOT / package).rglob("*.py") if re.search(r'"-m",\s*"attnlab"', path.read_text())}
     assert starts == set()
 
 
 def test_a_benchmark_run_with_two_workers_writes_its_page(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "experiments", "benchmark", "--variant", "dense", "--task", "passkey", "--seeds", "1",
+        [sys.executable, "-m", "attnlab", "benchmark", "--variant", "dense", "--task", "passkey", "--seeds", "1",
          *TINY, "--capacity-widths", "none", "--capacity-scales", "none", "--extend-grid", "0", "--name", "two",
          "--workers", "2",
          "--heartbeat-seconds", "1", "--runs-dir", str(tmp_path), "--out", str(tmp_path / "reports"), "--quiet"],

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 import variants
-from experiments import config as configs
 from experiments import sweep as sweeps
 from experiments import tasks
-from experiments.model import Transformer
-from experiments.records import RunRecord
-from experiments.train import train
+from experiments.run import config as configs
+from experiments.run.model import Transformer
+from experiments.run.records import RunRecord
+from experiments.run.train import train
 from variants.baselines import mamba
 from variants.baselines.scan import chunked_scan, sequential_scan
 from variants.kernels import KERNELS

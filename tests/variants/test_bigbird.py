@@ -76,8 +76,8 @@ def test_bigbird_same_seed_and_layer_same_layout_other_layer_or_seed_another():
 
 
 def test_the_model_gives_each_layer_its_own_layout_from_the_run_seed():
-    from experiments.config import ModelConfig
-    from experiments.model import Transformer
+    from experiments.run.config import ModelConfig
+    from experiments.run.model import Transformer
 
     def layouts(seed):
         model = Transformer(ModelConfig(depth=2), vocab_size=8, num_classes=2, max_len=64, variant="sparse",

@@ -31,9 +31,9 @@ from cases import (
     variant_cases,
 )
 
-from experiments.config import ModelConfig
-from experiments.model import Transformer
-from experiments.train import scored_loss
+from experiments.run.config import ModelConfig
+from experiments.run.model import Transformer
+from experiments.run.train import scored_loss
 from variants.kernels import KERNELS
 
 pytestmark = pytest.mark.gpu

@@ -187,9 +187,9 @@ def test_performer_resumed_from_its_state_dict_continues_with_identical_features
 
 
 def test_an_interrupted_performer_run_resumes_bit_for_bit_across_redraws(tmp_path):
-    from experiments import config as configs
-    from experiments.records import RunRecord
-    from experiments.train import train
+    from experiments.run import config as configs
+    from experiments.run.records import RunRecord
+    from experiments.run.train import train
 
     # Redraws every 7 training steps, a checkpoint every 10: the run stops at 23, mid-way through a draw.
     overrides = {"variant": {"num_features": 16, "redraw": 7},

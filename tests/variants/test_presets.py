@@ -11,8 +11,8 @@ import pytest
 import variants
 from common.options import OptionError
 from experiments import benchmark
-from experiments import config as configs
 from experiments.benchmark.ledger import Ledger
+from experiments.run import config as configs
 from experiments.sweep import definition as sweeps
 from variants import presets
 
@@ -111,7 +111,7 @@ def test_a_sweep_of_a_preset_keeps_its_options_fixed_and_a_set_is_refused():
 
 
 def test_attnlab_list_shows_the_sets_with_their_rows():
-    listed = subprocess.run([sys.executable, "-m", "experiments", "list"], capture_output=True, text=True,
+    listed = subprocess.run([sys.executable, "-m", "attnlab", "list"], capture_output=True, text=True,
                             cwd=ROOT, check=True).stdout
     assert "Sets (" in listed
     for name in presets.SETS:

@@ -167,7 +167,7 @@ def test_resolved_options_are_saved_on_the_module():
 
 
 def test_make_list_prints_every_variant_with_its_options():
-    result = subprocess.run([sys.executable, "-m", "experiments", "list"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "attnlab", "list"], capture_output=True, text=True,
                             check=True)
     for name in variants.list_variants():
         assert f"\n{name}: " in "\n" + result.stdout
@@ -175,7 +175,7 @@ def test_make_list_prints_every_variant_with_its_options():
 
 
 def test_cli_reports_a_typo_in_one_line_without_a_traceback():
-    result = subprocess.run([sys.executable, "-m", "experiments", "speed", "--variants", "dens"],
+    result = subprocess.run([sys.executable, "-m", "attnlab", "speed", "--variants", "dens"],
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

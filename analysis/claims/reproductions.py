@@ -1,0 +1,147 @@
+"""The published claims' verdicts, read from their records (`make reproduce` trains them, `make results` rebuilds
+these from the records without training): the page (reports/reproductions/) and docs/reproductions.md, each claim
+(`analysis.claims`) beside attnlab's own measurement. The runs of a claim are benchmarks (`experiments.claims`): when
+every part of a claim has settled, its storage is kept as the claim's record
+(docs/records/claims/benchmark-claim-...journal). A claim none of whose parts has a record yet is listed as not run.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import claims as registry
+from analysis.claims import INCONCLUSIVE, Claim, Results, Runs, Verdict
+from analysis.claims.base import EDGES
+from analysis.report.build import write_page
+from analysis.report.render import Section, Table, Text, markdown_table
+from common.files import atomic_write_text
+from experiments.benchmark import record
+from experiments.benchmark.definition import overrides_for
+from experiments.benchmark.ledger import Ledger
+from experiments.claims.parts import PROFILE, RECORDS, own_grid, untrained
+from experiments.revisions import DEFAULT_TARGET_ACCURACY
+from experiments.run import config as configs
+
+DOC = Path("docs/reproductions.md")
+COLUMNS = ["claim", "source", "their setting", "ours", "their number", "our measurement", "verdict", "why", "power"]
+
+
+def chosen(names: str | None) -> list[Claim]:
+    """The claims `names` lists (comma-separated; none: every claim), each checked: an unknown one is a
+    one-sentence error naming the closest."""
+    listed = [name for name in (names or "").split(",") if name] or registry.list_claims()
+    return [registry.claim_named(name) for name in listed]
+
+
+def kept(claim: Claim, records: Path = RECORDS) -> dict[str, Ledger]:
+    """The records of a claim's parts that exist, by part."""
+    paths = {runs.part: record.path_of(f"claim-{claim.name}-{runs.part}", records) for runs in claim.runs}
+    return {part: record.load(path) for part, path in paths.items() if path.exists()}
+
+
+def verdict_of(claim: Claim, records: Path = RECORDS) -> Verdict:
+    """The claim's verdict from its records; a claim with runs and no record of one of them is not run yet."""
+    reasons = list(dict.fromkeys(filter(None, map(untrained, claim.runs))))
+    if reasons:
+        return Verdict(INCONCLUSIVE, "not trained", "; ".join(reasons))
+    ledgers = kept(claim, records)
+    missing = [runs.part for runs in claim.runs if runs.part not in ledgers]
+    if missing:
+        return Verdict(INCONCLUSIVE, "not run yet", f"no record of its runs {', '.join(missing)}: `make reproduce "
+                                                    f"CLAIM={claim.name}` trains them")
+    return claim.verdict(Results(ledgers))
+
+
+def budget(claim: Claim) -> str:
+    """What each run of the claim trains on, per task, as its parts resolve it (the task profile's, under the part's
+    --set): steps, batch, examples seen and learning rate; '' for a claim with no runs."""
+    lines = []
+    for runs in claim.runs:
+        for task in runs.tasks:
+            overrides = overrides_for(configs.parse_sets(list(runs.sets)), runs.variants[0], task, runs.variants,
+                                      runs.tasks)
+            train = configs.resolve(variant=runs.variants[0], task=task, profile=PROFILE, seed=0, device="cpu",
+                                    overrides=overrides, trains_here=False).train
+            examples = train.steps * train.batch_size
+            lines.append(f"{task}: up to {train.steps:,} steps of {train.batch_size} ({examples:,} examples seen), "
+                         f"learning rate {train.lr:g}")
+    return "; ".join(dict.fromkeys(lines))
+
+
+def table(claims: list[Claim], records: Path = RECORDS) -> pd.DataFrame:
+    rows = []
+    for claim in claims:
+        verdict = verdict_of(claim, records)
+        rows.append({"claim": claim.name, "source": claim.source, "their setting": claim.their_setting,
+                     "ours": claim.our_setting + (f"; budget per run (stopping at validation accuracy "
+                                                  f"{DEFAULT_TARGET_ACCURACY}): {budget(claim)}" if claim.runs else ""),
+                     "their number": f"{claim.claimed} ({claim.read})",
+                     "our measurement": verdict.ours, "verdict": verdict.outcome, "why": verdict.why,
+                     "power": verdict.power or ("none: no training" if not claim.runs else verdict.ours)})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def described(runs: Runs) -> str:
+    """A part as the page's table of rules shows it: its variants, tasks, sets and the grid it sweeps of its own."""
+    grid = own_grid(runs)
+    return (f"{runs.part}: {', '.join(runs.variants)} on {', '.join(runs.tasks)}"
+            + (f" with {', '.join(runs.sets)}" if runs.sets else "")
+            + (f" tuned over {', '.join(f'{multiple:g}' for multiple in grid)} x each task's learning rate" if grid
+               else ""))
+
+
+def rules(claims: list[Claim]) -> pd.DataFrame:
+    return pd.DataFrame([{"claim": claim.name, "rule": claim.rule + (f"; {EDGES}" if claim.runs else ""),
+                          "effect its paper reports": f"{claim.effect:g} in accuracy: {claim.effect_why}" if claim.runs
+                          else "none (no training)",
+                          "runs": "; ".join(map(described, claim.runs)) or "none (no training)"} for claim in claims])
+
+
+INTRO = ("Each published claim beside attnlab's own measurement at CPU scale, with the rule that decides its verdict, "
+         "written before the runs. A claim's runs are benchmarks (docs/benchmark.md) kept as records under "
+         "docs/records/claims/, each with its command; by default every cell trains at one learning rate, the task "
+         "profile's (the papers tuned theirs), so tuning selects nothing and means are over its seed and the "
+         "confirmation seeds, 3 in all, with the half-width of their 95% interval (with a grid, over the confirmation "
+         "seeds only). \"not reproduced\" is a result: the settings differ as each row says. A check whose cells all "
+         "sit at chance or at the ceiling reads inconclusive (floor) or (ceiling); \"equal\", \"closes the gap\" and "
+         "\"at least as\" are decided by two one-sided tests against a margin the rule states, never by a difference "
+         "that is not significant. The power column says how many paired seeds a claim's decisive comparison needs "
+         "to detect the effect its paper reports (the rules say which effect, and why), from the spread of the "
+         "differences over the seeds its records measured.")
+
+
+def document(frame: pd.DataFrame, rule_table: pd.DataFrame) -> str:
+    """docs/reproductions.md: the table, then each claim's rule and runs."""
+    lines = ["# Reproductions", "", "Generated by `make reproduce` and `make results` from the records under "
+             "[records/claims/](records/claims/); do not edit it by hand.", "", INTRO, "",
+             *markdown_table(frame), "", "## Rules and runs", "", *markdown_table(rule_table)]
+    return "\n".join(lines) + "\n"
+
+
+def write(out: Path, records: Path = RECORDS, doc: Path = DOC) -> Path:
+    """The page (`out`/reproductions/) and `doc`, from the records of every claim."""
+    claims = chosen(None)  # every claim, whichever ran: the page is the whole set
+    frame, rule_table = table(claims, records), rules(claims)
+    counts = frame["verdict"].value_counts()
+    summary = ", ".join(f"{int(counts[outcome])} {outcome}" for outcome in counts.index)
+    atomic_write_text(doc, document(frame, rule_table))
+    sections = [Section("claims", "Claims", [Text(INTRO), Table("claims", "Every claim and its verdict", frame)]),
+                Section("rules", "Rules and runs", [Table("rules", "Each claim's verdict rule and runs", rule_table)])]
+    return write_page(out, "reproductions", "attnlab reproductions", [f"{len(frame)} claims: {summary}."], sections)
+
+
+def readme_lines(records: Path = RECORDS) -> list[str]:
+    """README.md's lines of the claims (inside its generated block): each claim's source, verdict and why, from the
+    records; the settings, the figures and the rules are in docs/reproductions.md."""
+    claims = chosen(None)
+    frame = table(claims, records)
+    untried = frame["our measurement"].isin(["not run yet", "not trained"])
+    frame["verdict"] = frame["verdict"].where(~untried, frame["verdict"] + " (" + frame["our measurement"] + ")")
+    frame = frame[["claim", "source", "verdict", "why"]]
+    frame["source"] = [re.sub(r', "[^"]*"', "", claim.source) for claim in claims]  # without the paper's title
+    return ["Published claims at CPU scale, each read by its rule written before the runs (`make reproduce`; the "
+            "settings, the figures and the rules: [docs/reproductions.md](docs/reproductions.md)):", "",
+            *markdown_table(frame)]
