@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -33,12 +34,13 @@ from analysis.claims.grid import own_grid
 from analysis.render import Section, Table, Text, markdown_table
 from analysis.report import write_page
 from common.files import atomic_write_text
+from common.options import format_value
+from common.schema import resolved
 from experiments import benchmark, tasks
 from experiments import config as configs
 from experiments.benchmark import Benchmark, Ledger, estimate, record
 from experiments.benchmark.definition import build, overrides_for
-from experiments.benchmark.settings import parse_multiples
-from experiments.benchmark_options import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
+from experiments.schemas.benchmark import BenchmarkOptions, parse_multiples
 from experiments.slurm import Slurm
 from experiments.sweep.pool import worker_count
 
@@ -50,17 +52,22 @@ CLAIMS_PROTOCOL = 1  # the benchmark's protocol 1: one learning rate, every run 
 COLUMNS = ["claim", "source", "their setting", "ours", "their number", "our measurement", "verdict", "why", "power"]
 
 
+def claims_options(**given: Any) -> BenchmarkOptions:
+    """The options of a claim's benchmark (the module docstring says how it is set): protocol 1's (its target and its
+    interim validation) at the quick profile, from seed 0, one capacity seed, the grid not extended, cells at their own
+    sizes; then `given`."""
+    return resolved(BenchmarkOptions, {"protocol": CLAIMS_PROTOCOL, "profile": PROFILE, "seed": 0, "capacity_seeds": 1,
+                                       "extend_grid": 0, "size_to_dense": False, **given})
+
+
 def benchmark_of(claim: Claim, runs: Runs, *, device: str, storage: str | None, runs_dir: Path,
                  lr_multiples: str) -> Benchmark:
-    """The benchmark that trains one part of a claim (the module docstring says how it is set): at `lr_multiples`
-    unless the part sweeps its own grid (`analysis.claims.grid`)."""
-    return build(
-        name=f"claim-{claim.name}-{runs.part}", variant_names=runs.variants, task_names=runs.tasks, profile=PROFILE,
-        seed=0, seeds=runs.seeds, lr_multiples=own_grid(runs) or parse_multiples(lr_multiples),
-        capacity_widths=runs.capacity_widths, capacity_scales=runs.capacity_scales, capacity_seeds=1, device=device,
-        kernel="auto", sets=runs.sets, storage_url=storage, runs_dir=runs_dir, heartbeat_seconds=60, extend_grid=0,
-        size_to_dense=False, target_accuracy=float(DEFAULT_TARGET_ACCURACY), interim_test=False,
-        interim_validation=int(DEFAULT_INTERIM_VALIDATION), protocol=CLAIMS_PROTOCOL)
+    """The benchmark that trains one part of a claim (`claims_options`): at `lr_multiples` unless the part sweeps its
+    own grid (`analysis.claims.grid`)."""
+    return build(claims_options(name=f"claim-{claim.name}-{runs.part}", variants=runs.variants, tasks=runs.tasks,
+                                seeds=runs.seeds, lr_multiples=own_grid(runs) or parse_multiples(lr_multiples),
+                                capacity_widths=runs.capacity_widths, capacity_scales=runs.capacity_scales,
+                                sets=runs.sets, storage_url=storage), device=device, runs_dir=runs_dir)
 
 
 def chosen(names: str | None) -> list[Claim]:
@@ -165,7 +172,8 @@ def table(claims: list[Claim], records: Path = RECORDS) -> pd.DataFrame:
         verdict = verdict_of(claim, records)
         rows.append({"claim": claim.name, "source": claim.source, "their setting": claim.their_setting,
                      "ours": claim.our_setting + (f"; budget per run (stopping at validation accuracy "
-                                                  f"{DEFAULT_TARGET_ACCURACY}): {budget(claim)}" if claim.runs else ""),
+                                                  f"{format_value(claims_options().target)}): {budget(claim)}"
+                                                  if claim.runs else ""),
                      "their number": f"{claim.claimed} ({claim.read})",
                      "our measurement": verdict.ours, "verdict": verdict.outcome, "why": verdict.why,
                      "power": verdict.power or ("none: no training" if not claim.runs else verdict.ours)})
