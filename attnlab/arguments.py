@@ -1,5 +1,6 @@
-"""The flags the commands of `attnlab.cli` share: which runs a command trains and where (`add_run_selection`),
-the runs folder, --set and --quiet."""
+"""The flags the commands of `attnlab.cli` share: which runs a command trains (`add_run_selection`, `attnlab
+run`'s; a command whose options are a schema declares them as fields, `experiments.schemas`) and where
+(`add_run_place`), the runs folder, --set and --quiet."""
 
 from __future__ import annotations
 
@@ -7,15 +8,12 @@ import argparse
 import os
 import re
 
-from experiments import tasks
+from experiments.schemas.shared import KERNEL_HELP, PROFILE_HELP, SETS_HELP, SETS_METAVAR
 
 QUIET = {"action": "store_true", "default": bool(os.environ.get("CI")),
          "help": "no progress bar (the default when CI is set)"}
-SETS = {"action": "append", "metavar": "SECTION.FIELD=VALUE",
-        "help": "override any config field: variant.*, task.*, model.*, train.* (repeatable)"}
+SETS = {"action": "append", "metavar": SETS_METAVAR, "help": SETS_HELP}
 RUNS_DIR_OPTION = "--runs-dir (or RUNS_DIR)"  # how a sentence about the runs folder names where it came from
-PROFILE_HELP = (f"one of {', '.join(tasks.PROFILES)} (default: quick); lra for the tasks that read LRA's files, "
-                f"{tasks.MAD_PROFILE} for MAD's tasks")
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -35,19 +33,23 @@ def runs_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def add_run_selection(parser: argparse.ArgumentParser, *, variant: tuple[str | None, str],
-                       task: tuple[str | None, str], seed: str = "the runs' seed (default: 0)",
-                       kernel: bool = True) -> None:
-    """The flags that say which runs a command trains and where, declared once for every command that trains:
-    --variant and --task (each command's default and help), --profile, --seed, --device, --kernel (where the
-    command can force one), --set, --config, --runs-dir and --quiet."""
+                       task: tuple[str | None, str]) -> None:
+    """The flags that say which runs `attnlab run` trains and where: --variant and --task (its default and help),
+    --profile, --seed, --kernel, --set, and `add_run_place`'s. (A command whose options are a schema,
+    `experiments.schemas`, declares its own as fields.)"""
     parser.add_argument("--variant", default=variant[0], help=variant[1])
     parser.add_argument("--task", default=task[0], help=task[1])
     parser.add_argument("--profile", default="quick", help=PROFILE_HELP)
-    parser.add_argument("--seed", type=int, default=0, help=seed)
-    parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
-    if kernel:
-        parser.add_argument("--kernel", "--backend", default="auto", help="attention kernel (default: auto)")
+    parser.add_argument("--seed", type=int, default=0, help="the runs' seed (default: 0)")
+    parser.add_argument("--kernel", "--backend", default="auto", help=KERNEL_HELP)
     parser.add_argument("--set", **SETS)
+    add_run_place(parser)
+
+
+def add_run_place(parser: argparse.ArgumentParser) -> None:
+    """The flags that say where a command's runs train and are kept, not what they are: --device, --config (an
+    experiment file of the command's options), --runs-dir and --quiet."""
+    parser.add_argument("--device", choices=["cpu", "cuda"], help="default: cuda when present")
     parser.add_argument("--config", metavar="FILE", help="an experiment file (TOML, or a run's config.json): the "
                         "command's options and [variant], [task], [model], [train]; the command line overrides it")
     runs_dir(parser)

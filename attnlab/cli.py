@@ -12,10 +12,24 @@ import argparse
 import sys
 from pathlib import Path
 
-from attnlab import benchmark_options, catalogue, experiment_file, speed_options, sweep_options
-from attnlab.arguments import QUIET, RUNS_DIR_OPTION, SETS, CommandParser, add_launcher, add_run_selection, runs_dir
+from attnlab import catalogue, experiment_file, speed_options
+from attnlab.arguments import (
+    QUIET,
+    RUNS_DIR_OPTION,
+    SETS,
+    CommandParser,
+    add_launcher,
+    add_run_place,
+    add_run_selection,
+    runs_dir,
+)
 from common.files import refusal, writable_folder
+from common.schema import add_flags, from_flags
 from experiments.run import launch
+from experiments.schemas.benchmark import BenchmarkOptions
+from experiments.schemas.calibration import CalibrationOptions
+from experiments.schemas.reproduce import ReproduceOptions
+from experiments.schemas.sweep import SweepOptions
 from experiments.slurm import Slurm, SlurmUnavailable, run_device
 
 # Each command reads its arguments here and hands the work to the module of its job, imported by the command only.
@@ -34,12 +48,8 @@ def _resume(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from experiments import sweep
 
-    plan = sweep.prepare(
-        variant=args.variant, task=args.task, profile=args.profile, seed=args.seed,
-        device=run_device(args), kernel=args.kernel, sets=args.set or [],
-        space_args=args.space or [], space_file=args.space_file, study=args.study, storage=args.storage,
-        runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), trials=args.trials, pruner=args.pruner,
-        prune_after=args.prune_after, heartbeat_seconds=args.heartbeat_seconds, confirm_seeds=args.confirm_seeds)
+    plan = sweep.build(from_flags(SweepOptions, vars(args)), device=run_device(args),
+                       runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION))
     return sweep.run(plan, workers=args.workers, quiet=args.quiet, slurm=Slurm.from_args(args, plan.device))
 
 
@@ -49,15 +59,14 @@ def _benchmark(args: argparse.Namespace) -> int:
     from experiments import benchmark
     from experiments.benchmark import check, command, estimate
 
+    runs = writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION)
+    named = from_flags(BenchmarkOptions, {key: vars(args)[key] for key in ("name", "profile", "protocol", "storage")})
     if args.status:  # what the storage holds of benchmark NAME: the rest of the command line does not count
-        name = args.name or benchmark.definition.default_name(args.profile, args.protocol)
-        return command.status(name, args.storage, writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION))
-    task_names, variant_names, sets = selection(args.task, args.variant, args.set or [], protocol=args.protocol,
-                                                profile=args.profile)
-    plan = benchmark.prepare(
-        variant_names=variant_names, task_names=task_names, profile=args.profile, seed=args.seed,
-        device=run_device(args), kernel=args.kernel, sets=sets,
-        runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION), **benchmark_options.values(args))
+        return command.status(named.name, named.storage_url, runs)
+    task, variant, sets = selection(args.task, args.variant, args.set or [], protocol=named.protocol,
+                                    profile=named.profile)
+    options = from_flags(BenchmarkOptions, {**vars(args), "task": task, "variant": variant, "set": sets})
+    plan = benchmark.build(options, device=run_device(args), runs_dir=runs)
     if args.estimate:
         return estimate.run(plan, workers=args.workers, quiet=args.quiet)
     if args.estimate_check:
@@ -117,19 +126,16 @@ def _saturation(args: argparse.Namespace) -> int:
 
 def _calibration(args: argparse.Namespace) -> int:
     from analysis.calibration import table
-    from experiments import tasks
     from experiments.calibration import runs as calibration
-    from variants.presets import expand
-    device = run_device(args)
+    options, device = from_flags(CalibrationOptions, vars(args)), run_device(args)
     runs = writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION)
     writable_folder(Path(args.out).parent, "The folder of --out")
     table.read_record(Path(args.out).with_suffix(".csv"))  # a record it could not merge into is refused before training
-    problems = calibration.run(list(expand(args.variant)), tasks.expand_tasks(args.task) if args.task else None,
-                               profile=args.profile, seed=args.seed, device=device, runs_dir=runs,
-                               quiet=args.quiet, sets=args.set or [], slurm=Slurm.from_args(args, device))
+    problems = calibration.run(options, device=device, runs_dir=runs, quiet=args.quiet,
+                               slurm=Slurm.from_args(args, device))
     if problems is None:  # submitted to SLURM: the same command writes the table once its runs have completed
         return 0
-    written = table.write(calibration.runs_folder(runs, args.profile), Path(args.out))
+    written = table.write(calibration.runs_folder(runs, options.profile), Path(args.out))
     for problem in problems:
         print(f"run {problem}", file=sys.stderr)
     print(f"wrote {written}")
@@ -170,10 +176,11 @@ def _speed_train(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     from attnlab import reproduce
 
-    return reproduce.run(args.claim, workers=args.workers, device=run_device(args),
-                         storage=args.storage, runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION),
+    options = from_flags(ReproduceOptions, vars(args))
+    return reproduce.run(options.claims, workers=args.workers, device=run_device(args),
+                         storage=options.storage_url, runs_dir=writable_folder(Path(args.runs_dir), RUNS_DIR_OPTION),
                          out=writable_folder(Path(args.out), "--out"), quiet=args.quiet,
-                         estimate_only=args.estimate, lr_multiples=args.lr_multiples,
+                         estimate_only=args.estimate, lr_multiples=options.lr_multiples,
                          slurm=Slurm.from_args(args, run_device(args)))
 
 
@@ -221,8 +228,11 @@ def _add_sweep(commands) -> None:
                     "again continues the study until --trials trials are complete; at the end the best trial "
                     "(chosen on the validation set, with its test accuracy) and the command that reruns it are "
                     "printed.")
-    sweep_options.add_study(sweep)
-    sweep_options.add_search(sweep)
+    add_flags(sweep, SweepOptions)
+    add_run_place(sweep)
+    sweep.add_argument("--workers", type=int,
+                       help="worker processes on this machine, one study (default: one per GPU with cuda, else 1)")
+    add_launcher(sweep)
     sweep.set_defaults(func=_sweep)
 
 
@@ -234,11 +244,19 @@ def _add_benchmark(commands) -> None:
                     "leaderboard (test accuracy, mean and 95% interval) and its axes to OUT/benchmark-NAME/ "
                     "(docs/benchmark.md). Every run is a job in one Optuna storage: the same command continues it, "
                     "and on other machines with the same --storage joins it.")
-    add_run_selection(bench, variant=(None, "variants, presets and sets, comma-separated (default: core)"),
-                       task=(None, "tasks and presets (mqar:num_pairs=16), comma-separated (default: protocol 2's "
-                                   "calibrated suite at quick, docs/benchmark.md; else the default suite)"),
-                       seed="the tuning runs' seed (default: 0)")
-    benchmark_options.add_arguments(bench)
+    add_flags(bench, BenchmarkOptions)
+    add_run_place(bench)
+    bench.add_argument("--workers", type=int, help="worker processes here (default: one per GPU with cuda, else one "
+                       "per CPU core, each with one thread)")
+    bench.add_argument("--estimate-check", action="store_true", help="train nothing: compare a benchmark whose every "
+                       "job has settled with the estimate made before it ran (estimate-check.csv, a record)")
+    bench.add_argument("--status", action="store_true", help="train nothing: what the storage holds of benchmark "
+                       "--name (default: as the benchmark's), with --storage and --runs-dir: jobs settled, running and "
+                       "left")
+    add_launcher(bench)
+    bench.add_argument("--estimate", action="store_true", help="train nothing: time a few steps and one evaluation "
+                       "of every size the benchmark trains at, and print how long what remains of it will take "
+                       "with --workers (the table: RUNS_DIR/benchmark/NAME/estimate.csv)")
     bench.add_argument("--out", default="reports", help="the folder of the page (default: reports)")
     bench.set_defaults(func=_benchmark)
 
@@ -281,8 +299,8 @@ def _add_calibration(commands) -> None:
         description="Trains each (variant, task) at the profile's defaults under RUNS_DIR/calibration/PROFILE (a run "
                     "that completed is kept, an interrupted one resumes), then writes the table of what each "
                     "reached, with chance and the commands, to --out.")
-    add_run_selection(calibration, variant=("dense,local", "comma-separated (default: dense,local)"),
-                       task=(None, "comma-separated (default: the default suite)"), kernel=False)
+    add_flags(calibration, CalibrationOptions)
+    add_run_place(calibration)
     calibration.add_argument("--out", default="docs/calibration.md", help="default: docs/calibration.md")
     add_launcher(calibration)
     calibration.set_defaults(func=_calibration)
@@ -302,13 +320,9 @@ def _add_results(commands) -> None:
 def _add_reproduce(commands) -> None:
     reproduce = commands.add_parser("reproduce", help="published claims beside attnlab's measurement, each with its "
                                     "verdict (docs/reproductions.md)")
-    reproduce.add_argument("--claim", help="claims, comma-separated (default: every one; `make list` names them)")
+    add_flags(reproduce, ReproduceOptions)
     reproduce.add_argument("--workers", type=int, help="worker processes here (default: as the benchmark's)")
-    reproduce.add_argument("--storage", metavar="URL", help="an Optuna RDB storage URL shared by machines")
     reproduce.add_argument("--estimate", action="store_true", help="train nothing: time every claim's runs")
-    reproduce.add_argument("--lr-multiples", help="multiples of each task's learning rate: one, every cell at it "
-                           "with 3 seeds; 1,3,9, tuned on the validation set first, as the benchmark (default: 1; "
-                           "a claim sweeping its paper's grid, as mad, keeps it)")
     reproduce.add_argument("--device", choices=["cpu", "cuda"], default=None)
     reproduce.add_argument("--out", default="reports", help="the folder of the page (default: reports)")
     runs_dir(reproduce)

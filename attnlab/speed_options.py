@@ -1,5 +1,5 @@
-"""The options of `attnlab speed`: which variants, kernels and sizes it times. Apart from `attnlab.cli`, as
-`attnlab.benchmark_options` is, so that the command line stays short to read."""
+"""The options of `attnlab speed`: which variants, kernels and sizes it times. Apart from `attnlab.cli`, so that
+the command line stays short to read."""
 
 from __future__ import annotations
 

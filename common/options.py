@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from typing import Any, Literal
@@ -209,6 +210,11 @@ def format_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(format_value(item) for item in value) if value else "[]"
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def shown(url: str) -> str:
+    """A storage URL as a message or a page shows it: its password hidden."""
+    return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
 
 
 def parse_preset(row: str, *, what: str, example: str) -> tuple[str, dict[str, Any]]:

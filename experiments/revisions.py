@@ -61,22 +61,6 @@ PROTOCOLS = (
         "area as a metric"),
 )
 PROTOCOL = PROTOCOLS[-1][0]  # the version a benchmark created today runs
-# What an option left out means under each protocol (`PROTOCOLS`). Protocol 1 stops at 0.99 (as
-# Zoology does), reads a quarter of the quick profile's validation set (half-width at most 0.04) at each evaluation
-# before the last, tunes on one seed over the whole budget, and trains a capacity stage at half the width and twice
-# the task's capacity option on one seed (x2 the width would cost more than the rest of the quick benchmark together).
-# Protocol 2 trains every run its whole budget, reads the whole validation set at each evaluation (its events are
-# decided there), screens each learning rate on two seeds over a quarter of the budget, and has no capacity stage by
-# default: one seed per point tells no variants apart, so its capacity axis is a task's rows at several values of
-# the option (selective_copy, selective_copy:num_tokens=8), each on every paired seed (`analysis.benchmark.axes`).
-PROTOCOL_DEFAULTS = {
-    1: {"target_accuracy": "0.99", "interim_validation": "608", "screen_seeds": 1, "screen_fraction": "1",
-        "capacity_widths": "0.5", "capacity_scales": "2"},
-    2: {"target_accuracy": "none", "interim_validation": "all", "screen_seeds": 2, "screen_fraction": "0.25",
-        "capacity_widths": "none", "capacity_scales": "none"},
-}
-DEFAULT_TARGET_ACCURACY = PROTOCOL_DEFAULTS[1]["target_accuracy"]
-DEFAULT_INTERIM_VALIDATION = PROTOCOL_DEFAULTS[1]["interim_validation"]
 
 
 def protocol(version: int) -> str:

@@ -119,7 +119,7 @@ def speed_table(ledger: Ledger, cells: pd.DataFrame) -> pd.DataFrame:
     the runs stopped; without one 90% of the task's best mean test accuracy), how many seeds reach it, and the
     mean steps and wall seconds they take to: without a target over every seed, one that never reaches it counted
     at the end of its budget (so the mean is a lower bound where some do not), with a target over those that do."""
-    best, target = cells.groupby("task")["test mean"].max(), ledger.benchmark.target_accuracy
+    best, target = cells.groupby("task")["test mean"].max(), ledger.benchmark.target
     rows = []
     for state in ledger.cells:
         results = _confirmed(state)
@@ -331,7 +331,7 @@ def confirmation_blocks(ledger: Ledger, stage: Stage, cells: pd.DataFrame) -> li
     else:
         blocks.append(Text("Length: no task of this benchmark evaluates beyond its training length at this profile "
                            "(a task's eval_lengths option adds lengths, with positions that reach them)."))
-    target = ledger.benchmark.target_accuracy
+    target = ledger.benchmark.target
     rule = (f"the target validation accuracy {target:g}, where each run stopped" if target is not None else
             f"{SPEED_FRACTION:.0%} of the task's best mean test accuracy")
     over = ("averaged over the seeds that reach it" if target is not None else "averaged over every seed, one that "

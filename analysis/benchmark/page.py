@@ -299,16 +299,16 @@ def parity_text(benchmark: Benchmark) -> str:
 
 def stopping_text(benchmark: Benchmark) -> str:
     """The stopping rule and what each evaluation reads, as the protocol states them (`--target-accuracy`,
-    `--interim-validation`; train.target_accuracy, train.interim_test, train.interim_validation)."""
+    `--interim-validation`: every job's train config takes them, `BenchmarkOptions.job_rules`)."""
     reads = ("Evaluations: every evaluation reads the test set and the whole validation set." if benchmark.interim_test
              else "Evaluations: the test set is read once, at each run's last evaluation, with every other held-out "
                   "set in full; the evaluations before it read " + (
                       "the whole validation set" if benchmark.interim_validation is None else
                       f"{benchmark.interim_validation} validation examples evenly spaced through the set") + ".")
-    if benchmark.target_accuracy is None:
+    if benchmark.target is None:
         return f"Stopping: none; every run trains every step of its profile. {reads}"
     return (f"Stopping: every run of every stage stops at the first evaluation whose validation accuracy reaches "
-            f"{benchmark.target_accuracy:g} (as Zoology stops at 0.99), and records that step and its wall time; the "
+            f"{benchmark.target:g} (as Zoology stops at 0.99), and records that step and its wall time; the "
             "test and validation accuracy are the ones measured there, on the whole sets. Tuning scores such a run at "
             "the target and prefers, among learning rates that reach it, the fewest steps; so once one of a cell's "
             "tuning runs has stopped at the target with its whole validation set there, its siblings still short of "

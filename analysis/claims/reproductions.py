@@ -18,11 +18,11 @@ from analysis.claims.base import EDGES
 from analysis.report.build import write_page
 from analysis.report.render import Section, Table, Text, markdown_table
 from common.files import atomic_write_text
+from common.options import format_value
 from experiments.benchmark import record
 from experiments.benchmark.definition import overrides_for
 from experiments.benchmark.ledger import Ledger
-from experiments.claims.parts import PROFILE, RECORDS, own_grid, untrained
-from experiments.revisions import DEFAULT_TARGET_ACCURACY
+from experiments.claims.parts import PROFILE, RECORDS, claims_options, own_grid, untrained
 from experiments.run import config as configs
 
 DOC = Path("docs/reproductions.md")
@@ -77,7 +77,8 @@ def table(claims: list[Claim], records: Path = RECORDS) -> pd.DataFrame:
         verdict = verdict_of(claim, records)
         rows.append({"claim": claim.name, "source": claim.source, "their setting": claim.their_setting,
                      "ours": claim.our_setting + (f"; budget per run (stopping at validation accuracy "
-                                                  f"{DEFAULT_TARGET_ACCURACY}): {budget(claim)}" if claim.runs else ""),
+                                                  f"{format_value(claims_options().target)}): {budget(claim)}"
+                                                  if claim.runs else ""),
                      "their number": f"{claim.claimed} ({claim.read})",
                      "our measurement": verdict.ours, "verdict": verdict.outcome, "why": verdict.why,
                      "power": verdict.power or ("none: no training" if not claim.runs else verdict.ours)})

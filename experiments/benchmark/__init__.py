@@ -29,8 +29,8 @@ Every run is a job in one Optuna storage, the sweeps' own (`experiments.sweep.st
 RUNS_DIR/benchmark/NAME/jobs.journal on one machine, a database across machines. Running the same command
 again continues where it stopped. The modules, by job:
 
-    definition  the benchmark validated and its cells resolved before anything runs, from its options or from
-                its stored definition (a worker process)
+    definition  the benchmark validated and its cells resolved before anything runs, from its options
+                (`experiments.schemas.benchmark`) or from its stored definition (a worker process)
     stages      tuning, confirmation, capacity: each stage one object, when a cell is ready for it and its jobs
     parity      each cell's model sized to dense's parameters on its task, resolved with it
     capacity    each cell's capacity points (its sizes on each capacity axis), resolved with it
@@ -41,10 +41,10 @@ again continues where it stopped. The modules, by job:
 """
 
 from experiments.benchmark.command import open_study, run
-from experiments.benchmark.definition import Benchmark, Cell, prepare
+from experiments.benchmark.definition import Benchmark, Cell, build
 from experiments.benchmark.ledger import CellState, JobState, Ledger
 from experiments.benchmark.stages import STAGES, Job, Stage
 from experiments.benchmark.worker import work
 
-__all__ = ["STAGES", "Benchmark", "Cell", "CellState", "Job", "JobState", "Ledger", "Stage", "open_study", "prepare",
+__all__ = ["STAGES", "Benchmark", "Cell", "CellState", "Job", "JobState", "Ledger", "Stage", "build", "open_study",
            "run", "work"]

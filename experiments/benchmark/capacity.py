@@ -14,12 +14,10 @@ whose held-out sets cannot be drawn) is kept as skipped with the reason, never d
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from common.options import OptionError
 from experiments import tasks
 from experiments.run import config as configs
 
@@ -41,23 +39,6 @@ class Point:
     def own(self) -> bool:
         """Whether this is the cell's own size, which its confirmation runs train."""
         return not self.changes
-
-
-def parse_multiples(text: str, what: str, of: str) -> tuple[float, ...]:
-    """'0.5,2' -> (0.5, 2.0); 'none' (or nothing) -> (): that axis off. Anything else, a multiple <= 0 or of 1
-    (the confirmation runs are 1x), or one listed twice, is a one-sentence error."""
-    if text.strip().lower() in ("", "none"):
-        return ()
-    accepted = (f"accepted: comma-separated multiples of {of}, each > 0 and finite, other than 1 (the confirmation "
-                f"runs are 1x) and listed once, e.g. 0.5,2, or none")
-    try:
-        multiples = tuple(float(item) for item in text.split(","))
-    except ValueError:
-        raise OptionError(f"Benchmark {what} got {text!r}; {accepted}.") from None
-    if not all(0 < multiple < math.inf for multiple in multiples) or 1.0 in multiples \
-            or len(set(multiples)) < len(multiples):
-        raise OptionError(f"Benchmark {what} got {text!r}; {accepted}.")
-    return multiples
 
 
 def changed(overrides: dict[str, dict[str, Any]], changes: tuple[tuple[str, Any], ...]) -> dict[str, dict[str, Any]]:

@@ -1,36 +1,29 @@
 """A benchmark's definition, validated and resolved before anything runs: its cells (variant x task, each
 resolved, or skipped with the reason it cannot run by construction), its learning-rate grid, its seeds, the
 capacity points of each cell (`experiments.benchmark.capacity`), and its stages, which make its jobs
-(`experiments.benchmark.stages`). The process that starts a benchmark builds it from its options (`prepare`);
-the definition is stored with its study, and a worker process builds it from there (`Benchmark.from_definition`).
+(`experiments.benchmark.stages`). The process that starts a benchmark builds it from its options (`build`, from
+`experiments.schemas.benchmark.BenchmarkOptions`); the definition (the stored options, `common.schema.stored`) is
+stored with its study, and a worker process builds it from there (`Benchmark.from_definition`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.options import OptionError, format_value
+from common import schema
+from common.options import OptionError
+from common.schema import setting
 from experiments import revisions, tasks
 from experiments.benchmark import capacity, parity
 from experiments.benchmark.capacity import Point
 from experiments.benchmark.parity import Size
-from experiments.benchmark.settings import (
-    check_numbers,
-    check_protocol,
-    parse_extensions,
-    parse_fraction,
-    parse_interim,
-    parse_multiples,
-    parse_target,
-)
+from experiments.benchmark.settings import check_numbers, check_protocol
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
-from experiments.revisions import PROTOCOL_DEFAULTS
 from experiments.run import config as configs
+from experiments.schemas.benchmark import JOB_RULES, BenchmarkOptions
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
 from experiments.tasks import presets as task_presets
@@ -55,38 +48,17 @@ class Cell:
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True)
-class Benchmark:
-    name: str
-    variants: tuple[str, ...]
-    tasks: tuple[str, ...]
-    profile: str
-    seed: int  # the first tuning seed; tuning takes `screen_seeds` from it, confirmation the `seeds` seeds after them
-    seeds: int
-    lr_multiples: tuple[float, ...]
-    capacity_widths: tuple[float, ...]  # multiples of each cell's model width
-    capacity_scales: tuple[float, ...]  # multiples of each cell's task capacity option
-    capacity_seeds: int  # the first this many confirmation seeds train each capacity point
+@dataclass(frozen=True, kw_only=True)
+class Benchmark(BenchmarkOptions):
+    """A benchmark: its options (`BenchmarkOptions`: variants, tasks, seeds, grid, capacity, protocol, ...) and what
+    they resolve to on this machine: its cells on `device`, its runs under `runs_dir`, and its stages, in order,
+    each making its jobs of a cell when the cell is ready (stored by name with its definition)."""
+
     device: str
-    kernel: str
-    sets: tuple[str, ...]  # the user's --set, fixed in every run
-    storage_url: str | None
     runs_dir: Path
-    heartbeat_seconds: int
     cells: tuple[Cell, ...]
-    stages: tuple[Stage, ...] = DEFAULT_STAGES  # in order; each makes its jobs of a cell when the cell is ready
-    extend_grid: int = 0  # at most this many learning rates tuned beyond an edge of the grid where the best lies
-    size_to_dense: bool = True  # whether each cell's model is sized to dense's parameters (`parity`)
-    target_accuracy: float | None = None  # every job's train.target_accuracy: it stops where validation reaches it
-    # Every job's train.interim_test and train.interim_validation (`experiments.run.evaluation`): its test set read at
-    # its end only, its interim evaluations on this many validation examples (None: all).
-    interim_test: bool = True
-    interim_validation: int | None = None
-    protocol: int = revisions.PROTOCOL  # the protocol version it was created under (`experiments.revisions`)
-    # Tuning's screen: each learning rate trains with this many seeds, for this fraction of its profile's steps (the
-    # schedule compressed to them). Protocol 1 tunes on one seed over the whole budget.
-    screen_seeds: int = 1
-    screen_fraction: float = 1.0
+    stages: tuple[Stage, ...] = setting(DEFAULT_STAGES, store=lambda stages: [stage.name for stage in stages],
+                                        before=list(UNNAMED_STAGES))
 
     @property
     def folder(self) -> Path:
@@ -125,49 +97,32 @@ class Benchmark:
         return self.confirmation_seeds[:self.capacity_seeds]
 
     def definition(self) -> dict[str, Any]:
-        """What makes the results of workers comparable; a worker joining the benchmark must agree on it."""
-        return json.loads(json.dumps({
-            "variants": self.variants, "tasks": self.tasks, "profile": self.profile, "seed": self.seed,
-            "seeds": self.seeds, "lr_multiples": self.lr_multiples, "kernel": self.kernel, "sets": self.sets,
-            "capacity_widths": self.capacity_widths, "capacity_scales": self.capacity_scales,
-            "capacity_seeds": self.capacity_seeds, "stages": [stage.name for stage in self.stages],
-            "extend_grid": self.extend_grid, "size_to_dense": self.size_to_dense,
-            "target_accuracy": self.target_accuracy, "interim_test": self.interim_test,
-            "interim_validation": self.interim_validation, "protocol": self.protocol,
-            "screen_seeds": self.screen_seeds, "screen_fraction": self.screen_fraction,
-        }))
+        """What makes the results of workers comparable; a worker joining the benchmark must agree on it: every
+        stored field of its options, and its stages by name (`common.schema.stored`)."""
+        return schema.stored(self)
 
     @classmethod
     def from_definition(cls, stored: dict[str, Any], *, study_name: str, device: str, storage_url: str | None,
-                        runs_dir: Path, heartbeat_seconds: int, known: dict[str, Stage] = STAGES) -> Benchmark:
+                        runs_dir: Path, heartbeat_seconds: int) -> Benchmark:
         """The benchmark whose study `study_name` holds the definition `stored` (written by `definition()`, or by
         an older version: `upgraded`), validated, its cells resolved again on this machine's `device`: what a
-        worker process runs, started with only where the storage is and what is local to it. `known`: the
-        stages by name."""
+        worker process runs, started with only where the storage is and what is local to it."""
         today = upgraded(stored)
         where = f"benchmark study {study_name!r}"
 
         def read(key: str) -> Any:
             return field_of(today, key, where=where)
 
-        unknown = [name for name in read("stages") if name not in known]
+        unknown = [name for name in read("stages") if name not in STAGES]
         if unknown:
             raise OptionError(f"The {where} runs stage {unknown[0]!r}, which this version does not have; accepted: "
-                              f"{', '.join(known)}.")
+                              f"{', '.join(STAGES)}.")
         if read("protocol") not in dict(revisions.PROTOCOLS):
             raise OptionError(f"The {where} runs protocol {read('protocol')!r}, which this version does not have; "
                               f"accepted: {', '.join(str(version) for version, _ in revisions.PROTOCOLS)}.")
-        return build(name=study_name.removeprefix(STUDY_PREFIX), variant_names=tuple(read("variants")),
-                     task_names=tuple(read("tasks")), profile=read("profile"), seed=read("seed"), seeds=read("seeds"),
-                     lr_multiples=tuple(read("lr_multiples")), capacity_widths=tuple(read("capacity_widths")),
-                     capacity_scales=tuple(read("capacity_scales")), capacity_seeds=read("capacity_seeds"),
-                     device=device, kernel=read("kernel"), sets=tuple(read("sets")), storage_url=storage_url,
-                     runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
-                     stages=tuple(known[name] for name in read("stages")), extend_grid=read("extend_grid"),
-                     size_to_dense=read("size_to_dense"), target_accuracy=read("target_accuracy"),
-                     interim_test=read("interim_test"), interim_validation=read("interim_validation"),
-                     protocol=read("protocol"), screen_seeds=read("screen_seeds"),
-                     screen_fraction=read("screen_fraction"))
+        options = schema.from_stored(BenchmarkOptions, read, name=study_name.removeprefix(STUDY_PREFIX),
+                                     storage_url=storage_url, heartbeat_seconds=heartbeat_seconds)
+        return build(options, device=device, runs_dir=runs_dir, stages=tuple(STAGES[name] for name in read("stages")))
 
     def learning_rates(self, cell: Cell, multiples: tuple[float, ...] | None = None) -> list[float]:
         """The cell's grid (or `multiples`): each multiple of the task's profile learning rate, to 4 significant
@@ -224,24 +179,9 @@ class Benchmark:
 
     def command(self) -> str:
         """The command that continues this benchmark (or joins it from another machine) as a user types it,
-        written from its definition, a storage password hidden: the page states it. No process is started with
-        it: a worker reads the definition from the storage."""
-        words = ["attnlab", "benchmark", "--variant", ",".join(self.variants), "--task", ",".join(self.tasks),
-                 "--profile", self.profile, "--seed", str(self.seed), "--seeds", str(self.seeds),
-                 "--lr-multiples", ",".join(map(repr, self.lr_multiples)),
-                 "--capacity-widths", ",".join(map(repr, self.capacity_widths)) or "none",
-                 "--capacity-scales", ",".join(map(repr, self.capacity_scales)) or "none",
-                 "--capacity-seeds", str(self.capacity_seeds), "--extend-grid", str(self.extend_grid),
-                 "--name", self.name]
-        words += [] if self.size_to_dense else ["--no-size-to-dense"]
-        if self.protocol == 1:
-            words += ["--protocol", "1", "--target-accuracy", format_value(self.target_accuracy)]
-            words += ["--interim-validation", format_value(self.interim_validation or "all")]
-        else:
-            words += ["--screen-seeds", str(self.screen_seeds), "--screen-fraction", repr(self.screen_fraction)]
-        words += ["--kernel", self.kernel] if self.kernel != "auto" else []
-        words += [word for assignment in self.sets for word in ("--set", assignment)]
-        return shlex.join(words + (["--storage", self.storage_shown] if self.storage_url else []))
+        written from its options (`common.schema.command`), a storage password hidden: the page states it. No
+        process is started with it: a worker reads the definition from the storage."""
+        return schema.command(self, ["attnlab", "benchmark"])
 
 
 def folder_of(runs_dir: Path, name: str) -> Path:
@@ -250,23 +190,13 @@ def folder_of(runs_dir: Path, name: str) -> Path:
 
 
 def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
-    """A stored definition in today's form: one stored before definitions named their stages runs the stages
-    every benchmark then ran; one stored before the grid was extended extends none, and one stored before cells
-    were sized to dense's parameters keeps its cells' own sizes (the page still flags those outside 10%); one
-    stored before runs stopped at a target trains every step, and one stored before interim evaluations reads every
-    held-out set at each evaluation; one stored before benchmarks kept their protocol's version ran version 1, which
-    tunes on one seed over the whole budget."""
-    return {"stages": list(UNNAMED_STAGES), "extend_grid": 0, "size_to_dense": False, "target_accuracy": None,
-            "interim_test": True, "interim_validation": None, "protocol": 1, "screen_seeds": 1,
-            "screen_fraction": 1.0, **stored}
-
-
-def _names(names: list[str], what: str, default: list[str]) -> tuple[str, ...]:
-    names = names or default
-    for name in names:
-        if names.count(name) > 1:
-            raise OptionError(f"Benchmark {what} {name!r} is listed twice; accepted: each name once.")
-    return tuple(names)
+    """A stored definition in today's form, each field it lacks as the version that stored it ran (the field's
+    `before`): one stored before definitions named their stages runs the stages every benchmark then ran; one stored
+    before the grid was extended extends none, and one stored before cells were sized to dense's parameters keeps its
+    cells' own sizes (the page still flags those outside 10%); one stored before runs stopped at a target trains every
+    step, and one stored before interim evaluations reads every held-out set at each evaluation; one stored before
+    benchmarks kept their protocol's version ran version 1, which tunes on one seed over the whole budget."""
+    return schema.upgraded(Benchmark, stored)
 
 
 def overrides_for(overrides: dict[str, dict[str, Any]], variant: str, task: str, names: tuple[str, ...],
@@ -301,94 +231,41 @@ def resolve_cell(variant: str, task: str, *, profile: str, seed: int, device: st
                                          lambda changes: resolved((*size.changes, *changes))))
 
 
-def build(*, name: str, variant_names: tuple[str, ...], task_names: tuple[str, ...], profile: str, seed: int,
-          seeds: int, lr_multiples: tuple[float, ...], capacity_widths: tuple[float, ...],
-          capacity_scales: tuple[float, ...], capacity_seeds: int, device: str, kernel: str, sets: tuple[str, ...],
-          storage_url: str | None, runs_dir: Path, heartbeat_seconds: int,
-          stages: tuple[Stage, ...] = DEFAULT_STAGES, extend_grid: int = 0, size_to_dense: bool = True,
-          target_accuracy: float | None = None, interim_test: bool = True,
-          interim_validation: int | None = None, protocol: int = revisions.PROTOCOL, screen_seeds: int = 1,
-          screen_fraction: float = 1.0) -> Benchmark:
-    """Validate a benchmark's values and resolve every cell, its size and its capacity points, touching nothing: a
-    bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its reason."""
-    check_protocol(protocol, lr_multiples=lr_multiples, target_accuracy=target_accuracy,
-                    interim_validation=interim_validation, screen_seeds=screen_seeds, screen_fraction=screen_fraction)
-    check_numbers(seed, seeds, lr_multiples, capacity_seeds, heartbeat_seconds, extend_grid, screen_seeds)
+def build(options: BenchmarkOptions, *, device: str, runs_dir: Path,
+          stages: tuple[Stage, ...] = DEFAULT_STAGES) -> Benchmark:
+    """Validate a benchmark's options and resolve every cell, its size and its capacity points on `device`, touching
+    nothing: a bad value is a one-sentence error, a cell or a point that cannot run is kept as skipped with its
+    reason."""
+    check_protocol(options)
+    check_numbers(options)
     names = [stage.name for stage in stages]
     if len(set(names)) < len(names):
         raise OptionError(f"Benchmark stages {', '.join(names)} name one stage twice; accepted: each name once (a "
                           "job's key begins with its stage's name).")
-    variant_names = presets.expand(",".join(variant_names))  # each checked and written as pages show it
-    task_names = tuple(task_presets.canonical(task) for task in task_names)  # each checked, as pages show it
+    variant_names = presets.expand(",".join(options.variants))  # each checked and written as pages show it
+    task_names = tuple(task_presets.canonical(task) for task in options.tasks)  # each checked, as pages show it
     for task in task_names:
         if task_names.count(task) > 1:
             raise OptionError(f"Benchmark task {task!r} is listed twice; accepted: each row once.")
-    overrides = configs.parse_sets(list(sets))
+    overrides = configs.parse_sets(list(options.sets))
     if "lr" in overrides["train"]:
         raise OptionError("--set train.lr names what the benchmark tunes; accepted: the grid's multiples of each "
                           "task's learning rate, --lr-multiples A,B,C.")
-    for key, flag in (("target_accuracy", "--target-accuracy X (or none)"), ("interim_test", "nothing: the test set "
-                      "is read once, at each job's end"), ("interim_validation", "--interim-validation N (or all)")):
+    for key, accepted in JOB_RULES.items():
         if key in overrides["train"]:
             raise OptionError(f"--set train.{key} names a rule of the benchmark, the same for every job; accepted: "
-                              f"{flag}.")
-    rules = configs.TrainConfig(target_accuracy=target_accuracy, interim_test=interim_test,
-                                interim_validation=interim_validation)
-    overrides["train"].update(target_accuracy=rules.target_accuracy, interim_test=rules.interim_test,
-                              interim_validation=rules.interim_validation)
+                              f"{accepted}.")
+    overrides["train"].update(options.job_rules())
+    profile, seed, kernel = options.profile, options.seed, options.kernel
     listed = variant_names if parity.REFERENCE in variant_names else (*variant_names, parity.REFERENCE)
     references = {task: parity.reference(lambda task=task: configs.resolve(
         variant=parity.REFERENCE, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
         overrides=overrides_for(overrides, parity.REFERENCE, task, listed, task_names)), task) for task in task_names}
     cells = tuple(resolve_cell(variant, task, profile=profile, seed=seed, device=device, kernel=kernel,
                                overrides=overrides_for(overrides, variant, task, variant_names, task_names),
-                               widths=capacity_widths, scales=capacity_scales, reference=references[task],
-                               size_to_dense=size_to_dense)
+                               widths=options.capacity_widths, scales=options.capacity_scales,
+                               reference=references[task], size_to_dense=options.size_to_dense)
                   for task in task_names for variant in variant_names)
-    return Benchmark(name=check_study_name(name), variants=variant_names, tasks=task_names, profile=profile,
-                     seed=seed, seeds=seeds, lr_multiples=lr_multiples, capacity_widths=capacity_widths,
-                     capacity_scales=capacity_scales, capacity_seeds=capacity_seeds, device=device, kernel=kernel,
-                     sets=sets, storage_url=storage_url, runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds,
-                     cells=cells, stages=stages, extend_grid=extend_grid, size_to_dense=size_to_dense,
-                     target_accuracy=target_accuracy, interim_test=interim_test,
-                     interim_validation=interim_validation, protocol=protocol, screen_seeds=screen_seeds,
-                     screen_fraction=screen_fraction)
-
-
-def default_name(profile: str, protocol: int) -> str:
-    """A benchmark's name where none is given: its profile under protocol 1 (`quick`, the name of protocol 1's record),
-    the profile and the protocol after it (`quick-protocol2`), so that a later protocol never continues, nor is kept
-    over, an earlier one's benchmark of the same profile."""
-    return profile if protocol == 1 else f"{profile}-protocol{protocol}"
-
-
-def prepare(*, variant_names: str | None, task_names: str | None, profile: str, seed: int, seeds: int,
-            lr_multiples: str, capacity_widths: str | None, capacity_scales: str | None, capacity_seeds: int,
-            device: str, kernel: str, sets: list[str], name: str | None, storage: str | None, runs_dir: Path,
-            heartbeat_seconds: int, extend_grid: str = "0", size_to_dense: bool = True,
-            target_accuracy: str | None = None, interim_validation: str | None = None,
-            protocol: int = revisions.PROTOCOL, screen_seeds: int | None = None,
-            screen_fraction: str | None = None) -> Benchmark:
-    """The benchmark `attnlab benchmark`'s options define (`build`): a bad value is a one-sentence error. An option
-    left out (None) takes the protocol's default (`revisions.PROTOCOL_DEFAULTS`)."""
-    defaults = PROTOCOL_DEFAULTS.get(protocol, PROTOCOL_DEFAULTS[revisions.PROTOCOL])  # `build` refuses another
-    target_accuracy = defaults["target_accuracy"] if target_accuracy is None else target_accuracy
-    interim_validation = defaults["interim_validation"] if interim_validation is None else interim_validation
-    screen_fraction = defaults["screen_fraction"] if screen_fraction is None else screen_fraction
-    capacity_widths = defaults["capacity_widths"] if capacity_widths is None else capacity_widths
-    capacity_scales = defaults["capacity_scales"] if capacity_scales is None else capacity_scales
-    return build(name=name or default_name(profile, protocol),
-                 variant_names=presets.expand(variant_names, presets.CORE),
-                 task_names=_names(tasks.expand_tasks(task_names or ""), "task", tasks.DEFAULT_SUITE),
-                 profile=profile, seed=seed, seeds=seeds,
-                 lr_multiples=parse_multiples(lr_multiples),
-                 capacity_widths=capacity.parse_multiples(capacity_widths, "capacity-widths",
-                                                          "each cell's model width"),
-                 capacity_scales=capacity.parse_multiples(capacity_scales, "capacity-scales",
-                                                          "each task's capacity option"),
-                 capacity_seeds=capacity_seeds, device=device, kernel=kernel, sets=tuple(sets), storage_url=storage,
-                 runs_dir=runs_dir, heartbeat_seconds=heartbeat_seconds, extend_grid=parse_extensions(extend_grid),
-                 size_to_dense=size_to_dense, target_accuracy=parse_target(target_accuracy), interim_test=False,
-                 interim_validation=parse_interim(interim_validation), protocol=protocol,
-                 screen_seeds=defaults["screen_seeds"] if screen_seeds is None else screen_seeds,
-                 screen_fraction=parse_fraction(screen_fraction))
+    given = {field.name: getattr(options, field.name) for field in dataclasses.fields(BenchmarkOptions)}
+    return Benchmark(**{**given, "name": check_study_name(options.name), "variants": variant_names,
+                        "tasks": task_names}, device=device, runs_dir=runs_dir, cells=cells, stages=stages)

@@ -149,10 +149,10 @@ def kept_record(benchmark: Benchmark) -> Ledger | None:
     each holding the record's run where the record has one (the same learning rate and seed); None where there is
     no such record."""
     path = record.path_of(benchmark.name)
-    if benchmark.target_accuracy is None or not path.exists():
+    if benchmark.target is None or not path.exists():
         return None
     kept = record.load(path, device=benchmark.device)
-    if (kept.benchmark.profile, kept.benchmark.target_accuracy) != (benchmark.profile, benchmark.target_accuracy):
+    if (kept.benchmark.profile, kept.benchmark.target) != (benchmark.profile, benchmark.target):
         return None
     return Ledger(benchmark, [trial for state in kept.states.values() for trial in state.trials])
 
@@ -161,7 +161,7 @@ def earlier_runs(benchmark: Benchmark, own: Ledger | None, kept: Ledger | None) 
                                                                                       list[int]]:
     """Steps of earlier completed jobs per (variant, task, size, stage) under the benchmark's target: the record
     replayed (`kept`) and its own storage's settled jobs. None without a target."""
-    if benchmark.target_accuracy is None:
+    if benchmark.target is None:
         return {}
     found: dict[tuple[str, str, str, str], list[int]] = {}
     for ledger in (ledger for ledger in (own, kept) if ledger is not None):
@@ -318,8 +318,8 @@ def summary(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> str:
         stages.rename_axis("stage").to_string(),
         f"total: {duration(total)} of runs; with {workers} worker{'s' if workers > 1 else ''}, about "
         f"{duration(total / workers)} of wall time (more for the waits between stages, checkpoints and starts)",
-        *([] if benchmark.target_accuracy is None else [
-            f"steps: runs stop at validation accuracy {benchmark.target_accuracy:g}; predicted for "
+        *([] if benchmark.target is None else [
+            f"steps: runs stop at validation accuracy {benchmark.target:g}; predicted for "
             + ", ".join(f"{count} jobs from {how}" for how, count in by_way.items())
             + " (earlier runs: this benchmark's settled jobs and its record, experiments.benchmark.record)"]),
         *([f"tuning beyond the grid's edges: {int(sizes['tune jobs beyond the grid'].sum())} jobs (counted in tune), "

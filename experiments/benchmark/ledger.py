@@ -111,28 +111,27 @@ def owns_its_job(trial: FrozenTrial, trials: list[FrozenTrial]) -> bool:
                               if "failed_trial" not in other.system_attrs and _key(other) == key)
 
 
-def _tuning_score(result: dict[str, Any]) -> tuple[float, float]:
-    """(validation accuracy, how fast it came) of a tuning run. Under a target, minus the steps to the target: the
-    accuracy counts up to the target (what a run reached past it was not measured further), and a run that never
-    reached it counts all its steps; so among runs at the target the fewest steps to it win, and a run that reached
-    it in full by step s beats every run not at it by s, whatever that run reaches later (`outdone`). Without a
-    target, the area under its learning curve (`curve_area`; 0 for a result stored without one), which
+def _tuning_score(result: dict[str, Any], target: float | None) -> tuple[float, float]:
+    """(validation accuracy, how fast it came) of a tuning run. Under a `target` (the benchmark's), minus the steps to
+    it: the accuracy counts up to the target (what a run reached past it was not measured further), and a run that
+    never reached it counts all its steps; so among runs at the target the fewest steps to it win, and a run that
+    reached it in full by step s beats every run not at it by s, whatever that run reaches later (`outdone`). Without a
+    target, the area under its learning curve (`worker.curve_area`; 0 for a result stored without one), which
     separates runs of equal accuracy only."""
-    target = result.get("target_accuracy")
     if target is None:
         return result["val_accuracy"], result.get("curve_area") or 0.0
     return min(result["val_accuracy"], target), -(result.get("target_step") or result["steps"])
 
 
-def at_target(result: dict[str, Any]) -> int | None:
-    """The step where a run stopped at the target with its whole validation set there (what scores the most
-    `_tuning_score` gives, at that step); None where it did not."""
+def at_target(result: dict[str, Any], target: float | None) -> int | None:
+    """The step where a run stopped at the benchmark's `target` with its whole validation set there (what scores
+    the most `_tuning_score` gives, at that step); None where it did not, or there is no target."""
     step = result.get("target_step")
-    return step if step is not None and result["val_accuracy"] >= result["target_accuracy"] else None
+    return step if step is not None and target is not None and result["val_accuracy"] >= target else None
 
 
-def outdone(job: Job, trials: list[FrozenTrial], step: int) -> tuple[float, int] | None:
-    """(learning rate, step) of the tuning run of `job`'s cell at another learning rate that stopped at the target
+def outdone(job: Job, trials: list[FrozenTrial], step: int, target: float | None) -> tuple[float, int] | None:
+    """(learning rate, step) of the tuning run of `job`'s cell at another learning rate that stopped at `target`
     soonest, at or before `step`, with its whole validation set at the target; None when none has. A tuning run of
     the cell that is not at the target by `step` can then no longer be chosen (`_tuning_score`), whatever it would
     reach later: the worker stops it there. Runs of other stages compete with nothing: None."""
@@ -144,7 +143,7 @@ def outdone(job: Job, trials: list[FrozenTrial], step: int) -> tuple[float, int]
         if trial.state != TrialState.COMPLETE or other is None or other.stage != TUNE or other.lr == job.lr \
                 or (other.variant, other.task) != (job.variant, job.task):
             continue
-        if (reached_at := at_target(result)) is not None and reached_at <= step:
+        if (reached_at := at_target(result, target)) is not None and reached_at <= step:
             reached.append((reached_at, other.lr))
     return (min(reached)[1], min(reached)[0]) if reached else None
 
@@ -163,6 +162,7 @@ class CellState:
     not queued yet. Tuning's jobs choose the learning rate of the stages after it (`best_lr`)."""
 
     cell: Cell
+    target: float | None = None  # the benchmark's: where every job stops, which tuning scores (`best_lr`)
     stages: dict[str, list[JobState | None]] = field(default_factory=dict)  # by stage name, in stage order
     called: list[Job] = field(default_factory=list)  # the jobs the protocol calls for now, in stage order
 
@@ -215,8 +215,9 @@ class CellState:
         like the accuracy); then the first of the grid among equals, the grid before its extensions."""
         if not self.tuned:
             return None
-        scores = [(*(sum(values) / len(values) for values in zip(*(_tuning_score(job.result) for job in jobs),
-                                                                     strict=True)), -index, lr)
+        scores = [(*(sum(values) / len(values)
+                     for values in zip(*(_tuning_score(job.result, self.target) for job in jobs), strict=True)),
+                   -index, lr)
                   for index, (lr, jobs) in enumerate(self.tuning_by_rate.items())
                   if mean_validation(jobs) is not None]
         return max(scores)[-1] if scores else None
@@ -239,7 +240,7 @@ class Ledger:
         always; confirmation once tuning, its extensions included, has settled with a best learning rate; capacity
         once confirmation has settled), calls for its jobs at the best learning rate, then for those its jobs so
         far call for (`Stage.further`: tuning's learning rates beyond an edge of the grid), one by one."""
-        state = CellState(cell)
+        state = CellState(cell, self.benchmark.target)
         if cell.skipped is not None:
             return state
         for stage in self.benchmark.stages:

@@ -110,7 +110,7 @@ def earlier_steps(ledger: Ledger) -> dict[tuple[str, str, str, str], list[int]]:
             size = ledger.benchmark.stage(job.stage).size(job)
             soonest = min((step for other in completed if other.job.stage == TUNE
                            and order[other.job.key] < order[job.key]
-                           and (step := at_target(other.result)) is not None), default=None)
+                           and (step := at_target(other.result, ledger.benchmark.target)) is not None), default=None)
             steps = outdone_steps(result, soonest) if job.stage == TUNE else int(result["steps"])
             found.setdefault((job.variant, job.task, size, job.stage), []).append(steps)
     return found

@@ -1,69 +1,29 @@
-"""A benchmark's numbers as the user gives them, parsed and checked before anything is built: the learning-rate
-grid and its extension, the seeds, the stop and the interim validation of protocol 1, the screen of protocol 2
-(`experiments.revisions.PROTOCOLS`). Each refusal is one sentence naming the value and what is accepted.
+"""A benchmark's numbers checked together before anything is built (each parsed alone by its options,
+`experiments.schemas.benchmark`): the learning-rate grid and its extension, the seeds, the stop and the interim
+validation of protocol 1, the screen of protocol 2 (`experiments.revisions.PROTOCOLS`). Each refusal is one sentence
+naming the value and what is accepted.
 """
 
 from __future__ import annotations
 
 import math
 
-from common.options import OptionError, parse_value
+from common.options import OptionError
 from experiments import revisions, tasks
+from experiments.schemas.benchmark import (
+    EXTEND_ACCEPTED,
+    FRACTION_ACCEPTED,
+    GRID_ACCEPTED,
+    MIN_LEARNING_RATES,
+    BenchmarkOptions,
+)
 
-MIN_LEARNING_RATES = 3  # the grid MAD's protocol sweeps has 3 values or more
-GRID_ACCEPTED = (f"accepted: at least {MIN_LEARNING_RATES} distinct finite numbers > 0, comma-separated, e.g. 0.3,1,3 "
-                 "(tuned on the validation set), or one (every cell at that multiple of its task's learning rate, "
-                 "untuned)")
-EXTEND_ACCEPTED = "accepted: an integer >= 0, the most learning rates tuned beyond an edge of the grid (0: none)"
 MIN_SCREEN_SEEDS = 2  # protocol 2: no one seed decides a cell's learning rate
-FRACTION_ACCEPTED = "accepted: a number in (0, 1], the fraction of each profile's steps a tuning run trains"
 
 
-def parse_target(text: str) -> float | None:
-    """'0.99' -> 0.99, 'none' -> None; anything else is a one-sentence error (a value out of (0, 1] is refused by
-    the training config, naming it)."""
-    value = parse_value(text)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise OptionError(f"Benchmark target-accuracy got {text!r}; accepted: a number in (0, 1], or none.")
-    return None if value is None else float(value)
-
-
-def parse_interim(text: str) -> int | None:
-    """'608' -> 608, 'all' -> None; anything else is a one-sentence error."""
-    value = None if text.strip().lower() == "all" else parse_value(text)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise OptionError(f"Benchmark interim-validation got {text!r}; accepted: an integer >= 1 (validation "
-                          "examples read at each evaluation before a job's last), or all.")
-    return value
-
-
-def parse_fraction(text: str) -> float:
-    """'0.25' -> 0.25; anything else is a one-sentence error (`check_protocol` refuses one outside (0, 1])."""
-    try:
-        return float(text)
-    except ValueError:
-        raise OptionError(f"Benchmark screen-fraction got {text!r}; {FRACTION_ACCEPTED}.") from None
-
-
-def parse_multiples(text: str) -> tuple[float, ...]:
-    """'0.3,1,3' -> (0.3, 1.0, 3.0); anything else is a one-sentence error."""
-    try:
-        return tuple(float(item) for item in text.split(","))
-    except ValueError:
-        raise OptionError(f"Benchmark lr-multiples got {text!r}; {GRID_ACCEPTED}.") from None
-
-
-def parse_extensions(text: str) -> int:
-    """'2' -> 2: the most learning rates tuned beyond an edge of the grid; anything but an integer is a
-    one-sentence error (`check_numbers` refuses one below 0)."""
-    try:
-        return int(text)
-    except ValueError:
-        raise OptionError(f"Benchmark extend-grid got {text!r}; {EXTEND_ACCEPTED}.") from None
-
-
-def check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capacity_seeds: int,
-                   heartbeat_seconds: int, extend_grid: int, screen_seeds: int) -> None:
+def check_numbers(options: BenchmarkOptions) -> None:
+    seed, seeds, lr_multiples, extend_grid = options.seed, options.seeds, options.lr_multiples, options.extend_grid
+    capacity_seeds, screen_seeds = options.capacity_seeds, options.screen_seeds
     if not isinstance(extend_grid, int) or isinstance(extend_grid, bool) or extend_grid < 0:
         raise OptionError(f"Benchmark extend-grid got {extend_grid!r}; {EXTEND_ACCEPTED}.")
     if seeds < 1:
@@ -81,16 +41,17 @@ def check_numbers(seed: int, seeds: int, lr_multiples: tuple[float, ...], capaci
         raise OptionError(f"Benchmark extend-grid got {extend_grid} with the one learning rate "
                           f"{lr_multiples[0]:g}; accepted: 0 (one learning rate has no grid to extend), or a grid of "
                           f"at least {MIN_LEARNING_RATES}.")
-    if heartbeat_seconds < 1:
-        raise OptionError(f"Benchmark heartbeat seconds got {heartbeat_seconds}; accepted: an integer >= 1.")
+    if options.heartbeat_seconds < 1:
+        raise OptionError(f"Benchmark heartbeat seconds got {options.heartbeat_seconds}; accepted: an integer >= 1.")
 
 
-def check_protocol(protocol: int, *, lr_multiples: tuple[float, ...], target_accuracy: float | None,
-                    interim_validation: int | None, screen_seeds: int, screen_fraction: float) -> None:
+def check_protocol(options: BenchmarkOptions) -> None:
     """What protocol `protocol` (`experiments.revisions.PROTOCOLS`) allows: protocol 1 tunes one seed over the whole
     budget and may stop at a target; protocol 2 screens at least 3 learning rates on at least 2 seeds over a
     fraction of the budget, trains every run its whole budget and reads the whole validation set at each
     evaluation, where its events are decided."""
+    protocol, lr_multiples, interim_validation = options.protocol, options.lr_multiples, options.interim_validation
+    screen_seeds, screen_fraction = options.screen_seeds, options.screen_fraction
     versions = ", ".join(str(version) for version, _ in revisions.PROTOCOLS)
     if isinstance(protocol, bool) or protocol not in dict(revisions.PROTOCOLS):
         raise OptionError(f"Benchmark protocol got {protocol!r}; accepted: {versions} (docs/benchmark.md).")
@@ -100,8 +61,8 @@ def check_protocol(protocol: int, *, lr_multiples: tuple[float, ...], target_acc
                               "to protocol 2's screen; accepted under --protocol 1: 1 and 1 (one tuning seed, the "
                               "whole budget).")
         return
-    if target_accuracy is not None:
-        raise OptionError(f"Benchmark target-accuracy {target_accuracy:g} is protocol 1's stop, and protocol "
+    if options.target is not None:
+        raise OptionError(f"Benchmark target-accuracy {options.target:g} is protocol 1's stop, and protocol "
                           f"{protocol} trains every run its whole budget, recording the steps to 0.9 and 0.99 as "
                           "events; accepted: none, or --protocol 1.")
     if interim_validation is not None:

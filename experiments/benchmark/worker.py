@@ -78,7 +78,7 @@ def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[s
     """The figures of a job's run that the storage keeps, so that the result needs no run folder: the
     `RESULT_FIELDS` of its summary, the tokens it trained on, its validation accuracy at each evaluation (`curve`:
     step, wall seconds, accuracy; interim evaluations read part of the set under protocol 1,
-    `experiments.run.evaluation`) and the target it stopped at (train.target_accuracy, or None). Its `revisions` are
+    `experiments.run.evaluation`); the target it stopped at is the benchmark's (`Benchmark.target`). Its `revisions` are
     those of the task and variant it trained on (`experiments.revisions`): the summary's, or, for a run that failed
     before writing one, this code's. Under protocol 2, where every evaluation reads the whole validation set and
     every run trains its whole budget, also its `events` (`events`), its `budget_steps` (train.steps) and its
@@ -87,8 +87,7 @@ def job_result(summary: Summary, config: configs.RunConfig, metrics: list[dict[s
              for line in metrics if line["kind"] == "eval"]  # a line from before validation sets: the test set's
     result = {**{name: getattr(summary, name) for name in RESULT_FIELDS},
               "revisions": summary.revisions or revisions.of_run(config.task, config.variant),
-              "tokens": (summary.steps or 0) * config.train.batch_size * config.task_options.seq_len, "curve": curve,
-              "target_accuracy": config.train.target_accuracy}
+              "tokens": (summary.steps or 0) * config.train.batch_size * config.task_options.seq_len, "curve": curve}
     if protocol >= 2:
         result.update(events=events(curve), budget_steps=config.train.steps,
                       curve_area=curve_area(curve, config.train.steps))
@@ -136,8 +135,8 @@ class Objective:
 
         def should_prune(step: int, accuracy: float) -> bool:
             """A tuning run that has not reached the target by a step where a sibling had can no longer be chosen."""
-            by = self.benchmark.target_accuracy is not None and outdone(job, trial.study.get_trials(deepcopy=False),
-                                                                        step)
+            target = self.benchmark.target
+            by = target is not None and outdone(job, trial.study.get_trials(deepcopy=False), step, target)
             if by:
                 beaten["by"] = by
             return bool(by)

@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from experiments import tasks
 from experiments.run import config as configs
 from experiments.run.planned import PlannedRun, completed, train_all
+from experiments.schemas.calibration import CalibrationOptions
 from experiments.slurm import Slurm, announce, submit
 from experiments.tasks import presets as task_presets
 
@@ -46,12 +46,14 @@ def runs_folder(runs_dir: Path, profile: str) -> Path:
     return runs_dir / "calibration" / profile
 
 
-def run(variant_names: list[str], task_names: list[str] | None, *, profile: str, seed: int, device: str,
-        runs_dir: Path, quiet: bool, sets: list[str] = (), slurm: Slurm | None = None) -> list[str] | None:
-    """Train what the calibration lacks, one run at a time on every core (its wall times are the table's);
-    returns the runs that did not complete (run: status). With `slurm`, where some run has not completed, one SLURM
-    task trains them instead (`CalibrationTask`): None once submitted."""
-    runs = plan(variant_names, task_names or tasks.DEFAULT_SUITE, profile=profile, seed=seed, device=device, sets=sets)
+def run(options: CalibrationOptions, *, device: str, runs_dir: Path, quiet: bool,
+        slurm: Slurm | None = None) -> list[str] | None:
+    """Train what the calibration `options` call for and it lacks, one run at a time on every core (its wall times are
+    the table's); returns the runs that did not complete (run: status). With `slurm`, where some run has not
+    completed, one SLURM task trains them instead (`CalibrationTask`): None once submitted."""
+    profile = options.profile
+    runs = plan(list(options.variants), list(options.tasks), profile=profile, seed=options.seed, device=device,
+                sets=list(options.sets))
     folder = runs_folder(runs_dir, profile)
     if slurm is not None and not all(completed(folder, planned) for planned in runs):
         job_id = submit(slurm, CalibrationTask(runs, folder), 1, folder / "slurm", name=f"calibration-{profile}")

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from common.schema import resolved
 from experiments import tasks
 from experiments.benchmark import record
 from experiments.benchmark.definition import Benchmark, build
-from experiments.benchmark.settings import parse_multiples
-from experiments.revisions import DEFAULT_INTERIM_VALIDATION, DEFAULT_TARGET_ACCURACY
+from experiments.schemas.benchmark import BenchmarkOptions, parse_multiples
 
 RECORDS = record.RECORDS / "claims"
 LR_MULTIPLES = "1"  # one learning rate per cell, the task profile's: the module docstring
@@ -54,17 +55,22 @@ def own_grid(runs: Runs) -> tuple[float, ...] | None:
     return runs.lr_multiples if isinstance(runs, SweptRuns) else None
 
 
+def claims_options(**given: Any) -> BenchmarkOptions:
+    """The options of a claim's benchmark (the module docstring says how it is set): protocol 1's (its target and its
+    interim validation) at the quick profile, from seed 0, one capacity seed, the grid not extended, cells at their own
+    sizes; then `given`."""
+    return resolved(BenchmarkOptions, {"protocol": CLAIMS_PROTOCOL, "profile": PROFILE, "seed": 0, "capacity_seeds": 1,
+                                       "extend_grid": 0, "size_to_dense": False, **given})
+
+
 def benchmark_of(claim: str, runs: Runs, *, device: str, storage: str | None, runs_dir: Path,
                  lr_multiples: str) -> Benchmark:
-    """The benchmark that trains one part of claim `claim` (the module docstring says how it is set): at
-    `lr_multiples` unless the part sweeps its own grid (`SweptRuns`)."""
-    return build(
-        name=f"claim-{claim}-{runs.part}", variant_names=runs.variants, task_names=runs.tasks, profile=PROFILE,
-        seed=0, seeds=runs.seeds, lr_multiples=own_grid(runs) or parse_multiples(lr_multiples),
-        capacity_widths=runs.capacity_widths, capacity_scales=runs.capacity_scales, capacity_seeds=1, device=device,
-        kernel="auto", sets=runs.sets, storage_url=storage, runs_dir=runs_dir, heartbeat_seconds=60, extend_grid=0,
-        size_to_dense=False, target_accuracy=float(DEFAULT_TARGET_ACCURACY), interim_test=False,
-        interim_validation=int(DEFAULT_INTERIM_VALIDATION), protocol=CLAIMS_PROTOCOL)
+    """The benchmark that trains one part of claim `claim` (`claims_options`): at `lr_multiples` unless the part
+    sweeps its own grid (`SweptRuns`)."""
+    return build(claims_options(name=f"claim-{claim}-{runs.part}", variants=runs.variants, tasks=runs.tasks,
+                                seeds=runs.seeds, lr_multiples=own_grid(runs) or parse_multiples(lr_multiples),
+                                capacity_widths=runs.capacity_widths, capacity_scales=runs.capacity_scales,
+                                sets=runs.sets, storage_url=storage), device=device, runs_dir=runs_dir)
 
 
 def untrained(runs: Runs) -> str | None:

@@ -14,8 +14,8 @@ accuracy, maximised; the test set (the test set) is only reported, for the best 
 
 The modules, by job:
 
-    definition  the sweep validated before anything runs (`prepare`), and the study it creates or joins
-    space       the search space: the variant's declared options and the training hyperparameters
+    definition  the sweep validated before anything runs (`build`, from `experiments.schemas.sweep`), and the study
+                it creates or joins
     storage     the journal file or a database, and the heartbeats that find trials whose worker died
     liveness    which process runs a trial, and whether it still does
     objective   one trial: its values, its run, training, the verdict
@@ -28,10 +28,10 @@ The modules, by job:
 
 from experiments.sweep.command import run
 from experiments.sweep.confirm import confirm_best
-from experiments.sweep.definition import Sweep, open_study, prepare
+from experiments.sweep.definition import Sweep, build, open_study
 from experiments.sweep.objective import Objective, TrialDiverged, TrialSurplus, trial_seed
 from experiments.sweep.pool import run_workers, work
 from experiments.sweep.result import best_trial, report
 
-__all__ = ["Objective", "Sweep", "TrialDiverged", "TrialSurplus", "best_trial", "confirm_best", "open_study",
-           "prepare", "report", "run", "run_workers", "trial_seed", "work"]
+__all__ = ["Objective", "Sweep", "TrialDiverged", "TrialSurplus", "best_trial", "build", "confirm_best", "open_study",
+           "report", "run", "run_workers", "trial_seed", "work"]

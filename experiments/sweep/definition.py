@@ -1,10 +1,10 @@
 """A sweep's definition: validated and resolved before anything runs, and the study it creates or joins. The
-process that starts a sweep builds it from its options (`prepare`); the definition is stored with its study, and
-a worker process builds it from there (`Sweep.from_definition`)."""
+process that starts a sweep builds it from its options (`build`, from `experiments.schemas.sweep.SweepOptions`); the
+definition (its stored fields, `common.schema.stored`) is stored with its study, and a worker process builds it from
+there (`Sweep.from_definition`)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,10 +12,13 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
+from common import schema
 from common.options import OptionError
+from common.schema import setting
 from experiments import tasks
 from experiments.run import config as configs
 from experiments.run.records import RUN_ID
+from experiments.schemas.sweep import SweepOptions
 from experiments.sweep import space as spaces
 from experiments.sweep.storage import create_or_join, field_of, open_storage, shown
 from variants import presets
@@ -32,22 +35,24 @@ def check_study_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class Sweep:
-    """A sweep's definition, validated and resolved before anything runs."""
+    """A sweep's definition, validated and resolved before anything runs. The fields declared with `setting` are
+    what its study stores (`definition`): what makes trials comparable, and all a worker process reads to join it."""
 
-    variant: str
-    task: str
-    profile: str
-    seed: int
+    variant: str = setting()
+    task: str = setting()
+    profile: str = setting()
+    seed: int = setting()
     device: str
-    kernel: str
-    overrides: dict[str, dict[str, Any]]  # the user's --set, fixed in every trial
-    space: spaces.Space
+    kernel: str = setting()
+    overrides: dict[str, dict[str, Any]] = setting()  # the user's --set, fixed in every trial
+    space: spaces.Space = setting(store=lambda space: [param.to_dict() for param in space.params],
+                                  load=lambda params: spaces.Space(tuple(map(spaces.Param.from_dict, params))))
     study_name: str
     storage_url: str | None
     runs_dir: Path
     trials: int
-    pruner: str
-    prune_after: int
+    pruner: str = setting()
+    prune_after: int = setting()
     heartbeat_seconds: int
     confirm_seeds: int = 0  # fresh seeds that train the best configuration again once the study is done
 
@@ -68,12 +73,8 @@ class Sweep:
 
     def definition(self) -> dict[str, Any]:
         """What makes trials comparable, and all a worker process reads to join the study: processes joining a
-        study must agree on it."""
-        return json.loads(json.dumps({
-            "variant": self.variant, "task": self.task, "profile": self.profile, "seed": self.seed,
-            "overrides": self.overrides, "space": [param.to_dict() for param in self.space.params],
-            "kernel": self.kernel, "pruner": self.pruner, "prune_after": self.prune_after,
-        }))
+        study must agree on it (`common.schema.stored`)."""
+        return schema.stored(self)
 
     def upgraded(self, stored: dict[str, Any]) -> dict[str, Any]:
         """`stored`, a definition as an older version stored it, in today's form as far as it agrees with this
@@ -98,11 +99,8 @@ class Sweep:
         if not all(isinstance(param, dict) for param in read("space")):
             raise OptionError(f"The {where} stores its space as text (an older version created it); accepted: "
                               "joining it once with the command that created it, which records it as data.")
-        sweep = cls(variant=read("variant"), task=read("task"), profile=read("profile"), seed=read("seed"),
-                    device=device, kernel=read("kernel"), overrides=read("overrides"),
-                    space=spaces.Space(tuple(spaces.Param.from_dict(param) for param in read("space"))),
-                    study_name=study_name, storage_url=storage_url, runs_dir=runs_dir, trials=trials,
-                    pruner=read("pruner"), prune_after=read("prune_after"), heartbeat_seconds=heartbeat_seconds)
+        sweep = schema.from_stored(cls, read, device=device, study_name=study_name, storage_url=storage_url,
+                                   runs_dir=runs_dir, trials=trials, heartbeat_seconds=heartbeat_seconds)
         sweep.config({})  # a definition this version cannot run is refused here, in one sentence
         return sweep
 
@@ -122,25 +120,25 @@ class Sweep:
         return optuna.pruners.MedianPruner(n_startup_trials=self.prune_after)
 
 
-def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, kernel: str, sets: list[str],
-            space_args: list[str], space_file: str | None, study: str | None, storage: str | None,
-            runs_dir: Path, trials: int, pruner: str, prune_after: int, heartbeat_seconds: int,
-            confirm_seeds: int = 0) -> Sweep:
-    """Validate everything a sweep needs, touching nothing: a bad value is a one-sentence error."""
-    for name, value, least in (("trials", trials, 1), ("heartbeat seconds", heartbeat_seconds, 1),
-                               ("prune-after", prune_after, 0), ("confirm-seeds", confirm_seeds, 0)):
+def build(options: SweepOptions, *, device: str, runs_dir: Path) -> Sweep:
+    """Validate everything a sweep needs and resolve its space on `device`, touching nothing: a bad value is a
+    one-sentence error."""
+    variant, task, profile, seed, kernel = options.variant, options.task, options.profile, options.seed, options.kernel
+    for name, value, least in (("trials", options.trials, 1), ("heartbeat seconds", options.heartbeat_seconds, 1),
+                               ("prune-after", options.prune_after, 0), ("confirm-seeds", options.confirm_seeds, 0)):
         if value < least:
             raise OptionError(f"Sweep {name} got {value}; accepted: an integer >= {least}.")
-    if seed + confirm_seeds >= tasks.MAX_TRAIN_SEED:
-        raise OptionError(f"Sweep confirm-seeds got {confirm_seeds}, but seeds {seed + 1}..{seed + confirm_seeds} "
-                          f"pass the largest seed; accepted: at most {tasks.MAX_TRAIN_SEED - 1 - seed}.")
-    if pruner not in PRUNERS:
-        raise OptionError(f"Pruner {pruner!r} is unknown; accepted: {', '.join(PRUNERS)}.")
+    if seed + options.confirm_seeds >= tasks.MAX_TRAIN_SEED:
+        raise OptionError(f"Sweep confirm-seeds got {options.confirm_seeds}, but seeds {seed + 1}.."
+                          f"{seed + options.confirm_seeds} pass the largest seed; accepted: at most "
+                          f"{tasks.MAX_TRAIN_SEED - 1 - seed}.")
+    if options.pruner not in PRUNERS:
+        raise OptionError(f"Pruner {options.pruner!r} is unknown; accepted: {', '.join(PRUNERS)}.")
     if variant in presets.SETS:
         raise OptionError(f"Sweep variant {variant!r} is a set of variants, and a sweep tunes one; accepted: one of "
                           f"its rows ({', '.join(presets.expand(variant))}), or a benchmark of the set.")
     row, (variant, fixed) = variant, presets.parse(variant)  # a preset's options are fixed in the space
-    overrides = configs.for_variant(configs.parse_sets(sets), variant, [variant])
+    overrides = configs.for_variant(configs.parse_sets(list(options.sets)), variant, [variant])
     searched = spaces.declared(variant)
     for section in spaces.SECTIONS:
         for name in overrides[section]:
@@ -155,8 +153,8 @@ def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, ke
                            overrides=overrides)
     sizes = {"seq_len": base.task_options.seq_len, "head_dim": base.model.attention_head_dim,
              "steps": base.train.steps}
-    narrowing = spaces.read_space_file(Path(space_file)) if space_file else {}
-    narrowing.update(spaces.parse_space_args(space_args))
+    narrowing = spaces.read_space_file(Path(options.space_file)) if options.space_file else {}
+    narrowing.update(spaces.parse_space_args(list(options.space)))
     for key, value in fixed.items():
         if f"variant.{key}" not in searched:
             continue
@@ -165,11 +163,11 @@ def prepare(*, variant: str, task: str, profile: str, seed: int, device: str, ke
                               f"at {configs.format_value(value)}; accepted: the preset alone, or the variant's name.")
         narrowing[f"variant.{key}"] = (value, f"preset {row!r}")
     resolved = spaces.resolve(variant, sizes, narrowing)
-    name = check_study_name(study or f"{row.replace(':', '-').replace('=', '-')}-{task}-{profile}-s{seed}")
+    name = check_study_name(options.study or f"{row.replace(':', '-').replace('=', '-')}-{task}-{profile}-s{seed}")
     return Sweep(variant=variant, task=task, profile=profile, seed=seed, device=device, kernel=kernel,
-                 overrides=overrides, space=resolved, study_name=name, storage_url=storage, runs_dir=runs_dir,
-                 trials=trials, pruner=pruner, prune_after=prune_after, heartbeat_seconds=heartbeat_seconds,
-                 confirm_seeds=confirm_seeds)
+                 overrides=overrides, space=resolved, study_name=name, storage_url=options.storage_url,
+                 runs_dir=runs_dir, trials=options.trials, pruner=options.pruner, prune_after=options.prune_after,
+                 heartbeat_seconds=options.heartbeat_seconds, confirm_seeds=options.confirm_seeds)
 
 
 def open_study(sweep: Sweep) -> optuna.Study:

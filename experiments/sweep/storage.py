@@ -17,7 +17,6 @@ killed worker or a full disk cut short.
 
 from __future__ import annotations
 
-import re
 import time
 import warnings
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from optuna.storages._heartbeat import BaseHeartbeat  # the interface Optuna's h
 from optuna.trial import FrozenTrial, TrialState
 
 from common.journals import journal_backend
-from common.options import OptionError
+from common.options import OptionError, shown
 from experiments.sweep.liveness import this_worker, worker_alive
 
 MAX_RETRIES = 3  # a trial whose worker dies this many times is left failed
@@ -77,11 +76,6 @@ class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
 
     def get_heartbeat_stale_trial_callback(self) -> Callable[[optuna.Study, FrozenTrial], None]:
         return self.stale_callback
-
-
-def shown(url: str) -> str:
-    """A storage URL with its password hidden."""
-    return re.sub(r"://([^:/@]*):[^@/]*@", r"://\1:***@", url)
 
 
 def retry_callback() -> RetryHeartbeatStaleTrialCallback:

@@ -18,8 +18,10 @@ from scipy import stats
 from analysis import results_doc
 from analysis.benchmark import page
 from analysis.benchmark.stale import stale_lines
+from common.schema import from_flags
 from experiments import benchmark, revisions, tasks
 from experiments.benchmark.ledger import OUTCOME, RESULT, Ledger
+from experiments.schemas.benchmark import BenchmarkOptions
 from experiments.tasks.base import QUICK_EVAL_SIZE
 
 T_975_TWO_DEGREES = 4.302652729911275  # Student's t, 97.5th percentile, 2 degrees of freedom
@@ -75,10 +77,11 @@ def add(study, job, value, parameters, recorded=True):
 def prepare(tmp_path, variants, task_names, seeds, widths="none", scales="none"):
     """A benchmark under protocol 1 (one tuning seed, no target), whose leaderboard, ranks and verdicts these tests
     pin; protocol 2's page is tests/experiments/test_benchmark_contrasts.py's."""
-    return benchmark.prepare(variant_names=variants, task_names=task_names, profile="quick", seed=0, seeds=seeds,
-                             lr_multiples="0.3,1,3", capacity_widths=widths, capacity_scales=scales, capacity_seeds=1,
-                             device="cpu", kernel="auto", sets=[], name="page", storage=None, runs_dir=tmp_path,
-                             heartbeat_seconds=1, protocol=1, target_accuracy="none")
+    options = from_flags(BenchmarkOptions, {"variant": variants, "task": task_names, "seeds": seeds,
+                                            "lr_multiples": "0.3,1,3", "capacity_widths": widths,
+                                            "capacity_scales": scales, "name": "page", "heartbeat_seconds": 1,
+                                            "extend_grid": "0", "protocol": 1, "target_accuracy": "none"})
+    return benchmark.build(options, device="cpu", runs_dir=tmp_path)
 
 
 def filled(bench, figures=FIGURES):

@@ -21,15 +21,16 @@ from optuna.trial import TrialState, create_trial
 from poison import poison_forward
 from postgres import postgres_server
 
-from attnlab import benchmark_options
 from attnlab.cli import main
 from common.options import OptionError
+from common.schema import from_flags
 from experiments import benchmark, revisions
 from experiments.benchmark import Job, estimate, record, worker
 from experiments.benchmark.definition import upgraded
 from experiments.benchmark.ledger import COMPLETED, DUPLICATE, FAILED, OUTCOME, RESULT, WAITING, Ledger, owns_its_job
 from experiments.run.records import RunRecord, Summary
 from experiments.run.train import train
+from experiments.schemas.benchmark import BenchmarkOptions
 from experiments.sweep.storage import MAX_RETRIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,21 +40,19 @@ TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "ta
              "task.test_size=32", *TINY_RUNS]
 TINY_MQAR = ["task.seq_len=16", "task.num_pairs=2", "task.test_size=32", *TINY_RUNS]  # x2 pairs still fit
 TINY = [word for assignment in TINY_SETS for word in ("--set", assignment)]
-CAPACITY = {"capacity_widths": "0.5,2",  # both ways, whatever the command line's default
-            "capacity_scales": revisions.PROTOCOL_DEFAULTS[1]["capacity_scales"],
-            "capacity_seeds": benchmark_options.DEFAULT_CAPACITY_SEEDS}
+CAPACITY = {"capacity_widths": "0.5,2", "capacity_scales": "2"}  # widths both ways, whatever the protocol's default
 
 
 def plan(tmp_path, variants="dense,linformer", task="passkey,flipflop", seeds=2, sets=(), tiny=TINY_SETS, protocol=1,
          target_accuracy="none", interim_validation="608", **extra):
-    """The benchmark `attnlab benchmark` prepares at tiny sizes, with the command line's capacity defaults
+    """The benchmark `attnlab benchmark` builds at tiny sizes, with the command line's capacity defaults
     unless `extra` says otherwise; under protocol 1 (one tuning seed, whose stages these tests pin) unless told,
     without a target and reading 608 validation examples at each interim evaluation unless told."""
-    return benchmark.prepare(variant_names=variants, task_names=task, profile="quick", seed=0, seeds=seeds,
-                             lr_multiples="0.3,1,3", device="cpu", kernel="auto", sets=[*tiny, *sets],
-                             name="tiny", storage=None, runs_dir=tmp_path, heartbeat_seconds=1, protocol=protocol,
-                             target_accuracy=target_accuracy, interim_validation=interim_validation,
-                             **{**CAPACITY, **extra})
+    options = from_flags(BenchmarkOptions, {
+        "variant": variants, "task": task, "seeds": seeds, "lr_multiples": "0.3,1,3", "set": [*tiny, *sets],
+        "name": "tiny", "heartbeat_seconds": 1, "protocol": protocol, "target_accuracy": target_accuracy,
+        "interim_validation": interim_validation, "extend_grid": "0", **{**CAPACITY, **extra}})
+    return benchmark.build(options, device="cpu", runs_dir=tmp_path)
 
 
 def test_cells_are_every_variant_on_every_task_and_one_that_cannot_run_is_kept_as_skipped_with_its_reason(tmp_path):
@@ -74,16 +73,16 @@ def test_cells_are_every_variant_on_every_task_and_one_that_cannot_run_is_kept_a
     assert not any(tmp_path.iterdir())  # preparing touches nothing
 
 
-def add(study, job, state, *, val=None, test=None, parameters=1000, outcome=None, target=None, target_step=None,
+def add(study, job, state, *, val=None, test=None, parameters=1000, outcome=None, target_step=None,
         curve=(), **system_attrs):
-    """A trial holding `job`, in `state`, with the figures a worker writes when it completes (stopped at `target`
-    at `target_step` where given), or the outcome it writes when its run diverges or fails."""
+    """A trial holding `job`, in `state`, with the figures a worker writes when it completes (stopped at the
+    benchmark's target at `target_step` where given), or the outcome it writes when its run diverges or fails."""
     user_attrs = {"job": job.to_attr(), **({OUTCOME: outcome} if outcome else {})}
     if state == TrialState.COMPLETE:
         user_attrs[RESULT] = {"status": "completed", "val_accuracy": val, "test_accuracy": test, "chance": 0.25,
                               "parameters": parameters, "steps": target_step or 20, "tokens": 3840,
                               "wall_seconds": 1.0, "run_id": f"run-{job.key}", "error": None,
-                              "target_accuracy": target, "target_step": target_step,
+                              "target_step": target_step,
                               "target_seconds": None if target_step is None else target_step / 20,
                               "curve": [[step, step / 20, val] for step in curve]}
     study.add_trial(create_trial(state=state, value=val if state == TrialState.COMPLETE else None,
@@ -117,16 +116,16 @@ def test_tuning_scores_a_run_stopped_at_the_target_as_the_target_and_prefers_the
                  target_accuracy="0.99")
     study = optuna.create_study()
     low, middle, high = Ledger(bench, []).missing()
-    add(study, low, TrialState.COMPLETE, val=0.995, test=0.99, target=0.99, target_step=15)  # past it by noise
-    add(study, middle, TrialState.COMPLETE, val=0.991, test=0.99, target=0.99, target_step=10)  # there soonest
-    add(study, high, TrialState.COMPLETE, val=0.98, test=0.99, target=0.99)  # never reached it
+    add(study, low, TrialState.COMPLETE, val=0.995, test=0.99, target_step=15)  # past it by noise
+    add(study, middle, TrialState.COMPLETE, val=0.991, test=0.99, target_step=10)  # there soonest
+    add(study, high, TrialState.COMPLETE, val=0.98, test=0.99)  # never reached it
     assert Ledger(bench, study.get_trials()).cells[0].best_lr == middle.lr
     # A run never stopped at the target whose last, whole read is past it still loses to one at it by step 10: what
     # makes stopping an outdone sibling exact.
     study = optuna.create_study()
-    add(study, low, TrialState.COMPLETE, val=0.995, test=0.99, target=0.99)
-    add(study, middle, TrialState.COMPLETE, val=0.991, test=0.99, target=0.99, target_step=10)
-    add(study, high, TrialState.COMPLETE, val=0.5, test=0.5, target=0.99)
+    add(study, low, TrialState.COMPLETE, val=0.995, test=0.99)
+    add(study, middle, TrialState.COMPLETE, val=0.991, test=0.99, target_step=10)
+    add(study, high, TrialState.COMPLETE, val=0.5, test=0.5)
     assert Ledger(bench, study.get_trials()).cells[0].best_lr == middle.lr
 
 
@@ -134,17 +133,18 @@ def test_a_tuning_run_is_outdone_once_a_sibling_is_at_the_target_with_its_whole_
     bench = plan(tmp_path, task="passkey,flipflop", variants="dense", target_accuracy="0.99")
     study = optuna.create_study()
     low, middle, high, other_task, *_ = Ledger(bench, []).missing()
-    add(study, middle, TrialState.COMPLETE, val=0.995, test=0.99, target=0.99, target_step=10)
-    assert worker.outdone(low, study.get_trials(), 10) == (middle.lr, 10)
-    assert worker.outdone(high, study.get_trials(), 20) == (middle.lr, 10)
-    assert worker.outdone(low, study.get_trials(), 9) is None  # it may still get there first
-    assert worker.outdone(middle, study.get_trials(), 20) is None  # not by itself
-    assert worker.outdone(other_task, study.get_trials(), 20) is None  # another cell
-    assert worker.outdone(dataclasses.replace(low, stage="confirm", seed=1), study.get_trials(), 20) is None
+    add(study, middle, TrialState.COMPLETE, val=0.995, test=0.99, target_step=10)
+    assert worker.outdone(low, study.get_trials(), 10, bench.target) == (middle.lr, 10)
+    assert worker.outdone(high, study.get_trials(), 20, bench.target) == (middle.lr, 10)
+    assert worker.outdone(low, study.get_trials(), 9, bench.target) is None  # it may still get there first
+    assert worker.outdone(middle, study.get_trials(), 20, bench.target) is None  # not by itself
+    assert worker.outdone(other_task, study.get_trials(), 20, bench.target) is None  # another cell
+    assert worker.outdone(dataclasses.replace(low, stage="confirm", seed=1), study.get_trials(), 20,
+                          bench.target) is None
     # Stopped at the target on its interim read, below it on the whole set: it may still lose, so nothing stops.
     study = optuna.create_study()
-    add(study, middle, TrialState.COMPLETE, val=0.985, test=0.99, target=0.99, target_step=10)
-    assert worker.outdone(low, study.get_trials(), 20) is None
+    add(study, middle, TrialState.COMPLETE, val=0.985, test=0.99, target_step=10)
+    assert worker.outdone(low, study.get_trials(), 20, bench.target) is None
 
 
 def test_tuning_is_queued_in_waves_every_cell_s_centre_learning_rate_first(tmp_path):
@@ -167,11 +167,11 @@ def test_the_estimate_counts_a_record_s_tuning_runs_as_the_rule_stops_them_and_i
                  target_accuracy="0.99", extend_grid="1")
     study = optuna.create_study()
     low, middle, high = Ledger(bench, []).missing()
-    add(study, low, TrialState.COMPLETE, val=0.5, target=0.99, curve=(10, 20))  # ran its 20 steps before the rule
-    add(study, middle, TrialState.COMPLETE, val=0.98, target=0.99, target_step=10, curve=(10,))  # whole set below
-    add(study, high, TrialState.COMPLETE, val=0.995, target=0.99, target_step=10, curve=(10,))  # the top edge: extend
+    add(study, low, TrialState.COMPLETE, val=0.5, curve=(10, 20))  # ran its 20 steps before the rule
+    add(study, middle, TrialState.COMPLETE, val=0.98, target_step=10, curve=(10,))  # whole set below
+    add(study, high, TrialState.COMPLETE, val=0.995, target_step=10, curve=(10,))  # the top edge: extend
     (beyond,) = Ledger(bench, study.get_trials()).missing()
-    add(study, beyond, TrialState.COMPLETE, val=0.6, target=0.99, curve=(10, 20))
+    add(study, beyond, TrialState.COMPLETE, val=0.6, curve=(10, 20))
     kept = Ledger(bench, study.get_trials())
     # Queued after the centre, whose whole set is below the target, the low rate runs its 20 steps; the one beyond
     # the grid runs after the high one has reached the target at step 10.
@@ -190,7 +190,7 @@ def test_an_outdone_tuning_run_stops_at_its_next_evaluation_and_the_estimate_rep
                  capacity_scales="none", target_accuracy="0.999")
     study = benchmark.open_study(bench)
     low, middle, high = Ledger(bench, []).missing()
-    add(study, high, TrialState.COMPLETE, val=1.0, test=1.0, target=0.999, target_step=10)
+    add(study, high, TrialState.COMPLETE, val=1.0, test=1.0, target_step=10)
     assert benchmark.work(bench, study, quiet=True) == 0
     ledger = Ledger(bench, study.get_trials())
     results = {state.job.lr: state.result for state in ledger.cells[0].tuning}

@@ -3,7 +3,7 @@ validation set are events, the learning curve's area is a metric, the learning r
 two seeds or more, confirmation has six paired seeds by default, and a protocol-1 benchmark still reads and is not
 continued as protocol 2."""
 
-import argparse
+import dataclasses
 
 import optuna
 import pytest
@@ -11,16 +11,17 @@ import torch
 from optuna.trial import TrialState
 from test_benchmark import TINY_SETS, add, plan
 
-from attnlab import benchmark_options
+from attnlab.cli import build_parser
+from common.schema import from_flags
 from experiments import benchmark, revisions
 from experiments.benchmark import Ledger, worker
-from experiments.benchmark.ledger import curve_area
-from experiments.benchmark.worker import RESULT_FIELDS, events
+from experiments.benchmark.worker import RESULT_FIELDS, curve_area, events
 from experiments.run import config as configs
 from experiments.run import evaluation
 from experiments.run.build import build
 from experiments.run.records import RunRecord
 from experiments.run.train import set_up
+from experiments.schemas.benchmark import BenchmarkOptions
 
 
 def protocol_2(tmp_path, **extra):
@@ -100,13 +101,10 @@ def test_a_learning_rate_with_a_diverged_screening_seed_is_not_chosen(tmp_path):
 
 
 def test_a_new_benchmark_runs_protocol_2_with_six_confirmation_seeds_by_default(tmp_path):
-    parser = argparse.ArgumentParser()
-    benchmark_options.add_arguments(parser)
-    values = benchmark_options.values(parser.parse_args([]))
-    assert (values["protocol"], values["seeds"]) == (revisions.PROTOCOL, 6) == (2, 6)
-    bench = benchmark.prepare(variant_names="dense", task_names="passkey", profile="quick", seed=0, device="cpu",
-                              kernel="auto", sets=TINY_SETS, runs_dir=tmp_path,
-                              **{**values, "capacity_widths": "none", "capacity_scales": "none"})
+    defaults = from_flags(BenchmarkOptions, vars(build_parser().parse_args(["benchmark"])))
+    assert (defaults.protocol, defaults.seeds) == (revisions.PROTOCOL, 6) == (2, 6)
+    bench = benchmark.build(dataclasses.replace(defaults, variants=("dense",), tasks=("passkey",),
+                                                sets=tuple(TINY_SETS)), device="cpu", runs_dir=tmp_path)
     assert bench.protocol == 2 and bench.confirmation_seeds == [2, 3, 4, 5, 6, 7]
     assert (bench.target_accuracy, bench.interim_validation, bench.screen_seeds, bench.screen_fraction) == (
         None, None, 2, 0.25)
@@ -141,11 +139,11 @@ def test_a_protocol_1_benchmark_reads_and_is_not_continued_as_protocol_2(tmp_pat
 
 def test_a_protocol_2_benchmark_without_a_name_is_never_protocol_1s_benchmark_of_the_same_profile(tmp_path):
     def named(protocol, **rules):
-        return benchmark.prepare(variant_names="dense", task_names="passkey", profile="quick", seed=0, seeds=2,
-                                 lr_multiples="1,3,9", capacity_widths="none", capacity_scales="none",
-                                 capacity_seeds=1, device="cpu", kernel="auto", sets=TINY_SETS, name=None,
-                                 storage=None, runs_dir=tmp_path, heartbeat_seconds=1, protocol=protocol,
-                                 **rules).name
+        options = from_flags(BenchmarkOptions, {"variant": "dense", "task": "passkey", "seeds": 2,
+                                                "capacity_widths": "none", "capacity_scales": "none",
+                                                "set": TINY_SETS, "extend_grid": "0", "protocol": protocol,
+                                                **rules})
+        return benchmark.build(options, device="cpu", runs_dir=tmp_path).name
 
     assert named(1) == "quick"  # protocol 1's record is benchmark-quick
     assert named(2, interim_validation="all") == "quick-protocol2"

@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 
 from analysis import results_doc
-from attnlab import benchmark_options
 from attnlab.cli import main
 from common.options import OptionError
+from common.schema import from_flags
 from experiments import benchmark, revisions
 from experiments.benchmark import check, estimate, record
 from experiments.benchmark.ledger import Ledger, busy_seconds
 from experiments.benchmark.progress import JobBar
+from experiments.schemas.benchmark import BenchmarkOptions
 from variants import presets
 
 TINY = ["task.seq_len=12", "task.num_keys=4", "task.num_distractors=4", "task.num_buckets=4", "task.test_size=32",
@@ -70,13 +71,18 @@ def benchmark_page_of(path, out):
     return page.write(record.load(path), out)
 
 
-def again(folder, target, lr_multiples=benchmark_options.DEFAULT_LR_MULTIPLES, extend_grid="0"):
+def tiny_plan(runs_dir, variants="dense,relative:kind=alibi", **flags):
+    """The benchmark `attnlab benchmark` builds from these flags (and the tiny sizes) under protocol 1, on the CPU."""
+    options = from_flags(BenchmarkOptions, {"variant": variants, "task": "passkey", "seeds": 2,
+                                            "capacity_widths": "none", "capacity_scales": "none", "set": TINY,
+                                            "heartbeat_seconds": 1, "extend_grid": "0", "protocol": 1, **flags})
+    return benchmark.build(options, device="cpu", runs_dir=runs_dir)
+
+
+def again(folder, target, lr_multiples=None, extend_grid="0"):
     """The kept benchmark under another name and folder, with the target `target`."""
-    return benchmark.prepare(variant_names="dense,relative:kind=alibi", task_names="passkey", profile="quick",
-                             seed=0, seeds=2, lr_multiples=lr_multiples, capacity_widths="none",
-                             capacity_scales="none", capacity_seeds=1, device="cpu", kernel="auto", sets=TINY,
-                             name="again", storage=None, runs_dir=folder / "elsewhere", heartbeat_seconds=1,
-                             target_accuracy=target, extend_grid=extend_grid, protocol=1)
+    return tiny_plan(folder / "elsewhere", name="again", target_accuracy=target, lr_multiples=lr_multiples,
+                     extend_grid=extend_grid)
 
 
 def test_the_estimate_predicts_the_steps_of_runs_that_stop_at_the_target_from_the_record(kept, monkeypatch):
@@ -211,12 +217,7 @@ def test_the_estimate_check_needs_the_estimate_kept_before_the_run_and_keeps_onl
     sizes_before().to_csv(fresh.folder / "estimate.csv", index=False)
     check.keep_estimate(fresh)
     assert (fresh.folder / check.BEFORE).read_text() == (fresh.folder / "estimate.csv").read_text()
-    plan = benchmark.prepare(variant_names="dense,relative:kind=alibi", task_names="passkey", profile="quick",
-                             seed=0, seeds=2, lr_multiples=benchmark_options.DEFAULT_LR_MULTIPLES,
-                             capacity_widths="none", capacity_scales="none",
-                             capacity_seeds=1, device="cpu", kernel="auto", sets=TINY, name="tiny", storage=None,
-                             runs_dir=folder / "runs", heartbeat_seconds=1, extend_grid="0", target_accuracy="0.01",
-                             protocol=1)
+    plan = tiny_plan(folder / "runs", name="tiny", target_accuracy="0.01")
     check.keep_estimate(plan)  # it has run: an estimate made now is not the one from before
     assert not (ran / check.BEFORE).exists()
     sizes_before().to_csv(ran / check.BEFORE, index=False)
@@ -249,10 +250,6 @@ def test_the_wall_time_is_the_union_of_the_jobs_spans_so_a_pause_between_stop_an
 def test_one_learning_rate_is_stated_as_untuned_where_the_benchmark_states_its_tuning(tmp_path):
     from experiments.benchmark.stages import STAGES
 
-    plan = benchmark.prepare(variant_names="dense", task_names="passkey", profile="quick", seed=0, seeds=2,
-                             lr_multiples="1", capacity_widths="none", capacity_scales="none", capacity_seeds=1,
-                             device="cpu", kernel="auto", sets=TINY, name="one", storage=None, runs_dir=tmp_path,
-                             heartbeat_seconds=1, extend_grid="0", target_accuracy="0.01",
-                             protocol=1)
+    plan = tiny_plan(tmp_path, variants="dense", name="one", lr_multiples="1", target_accuracy="0.01")
     assert STAGES["tune"].header(plan) == ["tuning: one learning rate, 1.0 x each task's, seed 0: nothing to choose"]
     assert "nothing is chosen" in STAGES["tune"].protocol(plan)

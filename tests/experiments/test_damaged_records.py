@@ -19,6 +19,7 @@ from experiments.run import launch
 from experiments.run.build import build
 from experiments.run.records import RecordError, RunRecord
 from experiments.run.train import train
+from experiments.schemas.sweep import SweepOptions
 
 TINY = {"task": {"seq_len": 12, "num_keys": 4, "num_distractors": 4, "num_buckets": 4, "test_size": 64},
         "model": {"dim": 32, "depth": 1, "heads": 2},
@@ -143,11 +144,10 @@ def test_training_checks_the_whole_checkpoint_against_the_run_before_writing_any
 
 
 def test_a_retried_sweep_trial_whose_checkpoint_does_not_match_stops_the_sweep_with_the_sentence(tmp_path):
-    plan = sweeps.prepare(variant="dense", task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
-                          sets=[f"{section}.{name}={value}" for section in ("task", "model", "train")
-                                for name, value in TINY[section].items() if name not in ("lr", "warmup_steps")],
-                          space_args=[], space_file=None, study=None, storage=None, runs_dir=tmp_path, trials=1,
-                          pruner="none", prune_after=5, heartbeat_seconds=1, confirm_seeds=0)
+    sets = tuple(f"{section}.{name}={value}" for section in ("task", "model", "train")
+                 for name, value in TINY[section].items() if name not in ("lr", "warmup_steps"))
+    plan = sweeps.build(SweepOptions(variant="dense", task="passkey", sets=sets, trials=1, pruner="none",
+                                     heartbeat_seconds=1), device="cpu", runs_dir=tmp_path)
     study = sweeps.open_study(plan)
     assert sweeps.work(plan, study, quiet=True, should_stop=lambda step: step == 10) == 130  # queued again
     record = RunRecord(tmp_path / study.trials[0].user_attrs["run_id"])

@@ -25,6 +25,7 @@ import variants
 from attnlab.cli import main
 from common.journals import set_aside_torn_line
 from experiments import sweep as sweeps
+from experiments.schemas.sweep import SweepOptions
 
 TINY_SETS = ["task.seq_len=12", "task.num_keys=4", "task.test_size=64", "task.num_buckets=4", "model.dim=32",
              "model.depth=1", "model.heads=2", "train.batch_size=16", "train.log_every=5", "train.eval_every=10",
@@ -184,10 +185,9 @@ def test_workers_on_a_postgres_study_finish_it_though_one_is_killed(tmp_path):
 
 
 def in_process_sweep(runs_dir, *space, trials=2, confirm_seeds=0):
-    plan = sweeps.prepare(variant="local", task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
-                          sets=TINY_SETS, space_args=list(space), space_file=None, study=None, storage=None,
-                          runs_dir=runs_dir, trials=trials, pruner="none", prune_after=5, heartbeat_seconds=1,
-                          confirm_seeds=confirm_seeds)
+    plan = sweeps.build(SweepOptions(variant="local", task="passkey", sets=tuple(TINY_SETS), space=space,
+                                     trials=trials, pruner="none", heartbeat_seconds=1, confirm_seeds=confirm_seeds),
+                        device="cpu", runs_dir=runs_dir)
     return plan, sweeps.open_study(plan)
 
 
@@ -281,9 +281,8 @@ def test_every_variant_declares_a_space_of_its_own_options_that_yields_runnable_
     for position, item in enumerate(cls.search_space.values()):
         if item.when is not None:  # a condition's selector is an option declared before it
             assert item.when[0] in list(cls.search_space)[:position]
-    plan = sweeps.prepare(variant=name, task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
-                          sets=TINY_SETS, space_args=[], space_file=None, study=None, storage=None, runs_dir=tmp_path,
-                          trials=1, pruner="none", prune_after=0, heartbeat_seconds=1)
+    plan = sweeps.build(SweepOptions(variant=name, task="passkey", sets=tuple(TINY_SETS), trials=1, pruner="none",
+                                     prune_after=0, heartbeat_seconds=1), device="cpu", runs_dir=tmp_path)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), direction="maximize")
     for _ in range(16):
         trial = study.ask()
@@ -306,10 +305,9 @@ def test_bounds_follow_the_task_and_the_user_narrows_from_a_file_and_the_command
     space_file.write_text("[variant]\nwindow = [9, 11]\n[train]\nlr = 1e-3\nweight_decay = [0.0, 0.1]\n")
 
     def resolved(sets, space_args):
-        plan = sweeps.prepare(variant="local", task="passkey", profile="quick", seed=0, device="cpu",
-                              kernel="auto", sets=sets, space_args=space_args, space_file=str(space_file),
-                              study=None, storage=None, runs_dir=tmp_path, trials=1, pruner="median",
-                              prune_after=5, heartbeat_seconds=1)
+        plan = sweeps.build(SweepOptions(variant="local", task="passkey", sets=tuple(sets), space=tuple(space_args),
+                                         space_file=str(space_file), trials=1, heartbeat_seconds=1),
+                            device="cpu", runs_dir=tmp_path)
         return {param.name: param for param in plan.space.params}
 
     declared = resolved(["task.seq_len=40", "train.steps=100"], [])

@@ -4,11 +4,13 @@ names the six, a fixed training set serves every batch and resumes, and each gen
 import pytest
 import torch
 
+from common.schema import from_flags
 from experiments import benchmark, tasks
 from experiments.run import config as configs
 from experiments.run.model import Transformer
 from experiments.run.records import RunRecord
 from experiments.run.train import train
+from experiments.schemas.benchmark import BenchmarkOptions
 
 MAD_TASKS = ["in_context_recall", "fuzzy_in_context_recall", "noisy_in_context_recall", "selective_copy",
              "compression", "memorization"]
@@ -211,10 +213,10 @@ def test_a_task_sized_after_mad_alone_has_quick_and_mad_and_a_profile_set_of_ano
 
 def test_a_benchmark_of_the_mad_set_has_a_cell_per_task_at_the_mad_profile(tmp_path):
     def prepare(profile):
-        return benchmark.prepare(variant_names="dense", task_names="mad", profile=profile, seed=0, seeds=2,
-                                 lr_multiples="0.2,1,2", device="cpu", kernel="auto", sets=[], name="mad",
-                                 storage=None, runs_dir=tmp_path, heartbeat_seconds=1, capacity_widths="none",
-                                 capacity_scales="none", capacity_seeds=1)
+        options = from_flags(BenchmarkOptions, {"variant": "dense", "task": "mad", "profile": profile, "seeds": 2,
+                                                "lr_multiples": "0.2,1,2", "name": "mad", "heartbeat_seconds": 1,
+                                                "extend_grid": "0"})
+        return benchmark.build(options, device="cpu", runs_dir=tmp_path)
 
     bench = prepare("mad")
     assert [cell.task for cell in bench.cells] == MAD_TASKS and bench.profile == "mad"

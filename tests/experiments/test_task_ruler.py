@@ -143,7 +143,7 @@ def test_calibration_takes_the_ruler_set_as_its_four_tasks(tmp_path, monkeypatch
     from experiments.calibration import runs as calibration
 
     asked = []
-    monkeypatch.setattr(calibration, "run", lambda variants, task_names, **_: asked.append(task_names) or [])
+    monkeypatch.setattr(calibration, "run", lambda options, **_: asked.append(list(options.tasks)) or [])
     monkeypatch.setattr(table, "write", lambda folder, out: out)
     out = tmp_path / "calibration.md"
     assert cli.main(["calibration", "--task", "ruler", "--runs-dir", str(tmp_path), "--out", str(out)]) == 0

@@ -16,6 +16,7 @@ from experiments.run import config as configs
 from experiments.run.model import Transformer
 from experiments.run.records import RunRecord
 from experiments.run.train import train
+from experiments.schemas.sweep import SweepOptions
 from variants.baselines import mamba
 from variants.baselines.scan import chunked_scan, sequential_scan
 from variants.kernels import KERNELS
@@ -98,10 +99,10 @@ def test_a_block_with_a_baseline_has_its_mixer_in_place_of_the_attention_project
 def test_every_baseline_declares_a_space_of_its_own_options_that_yields_runnable_configs(tmp_path, name):
     cls = variants.variant_class(name)
     assert set(cls.search_space) <= set(cls.Options.__dataclass_fields__)
-    plan = sweeps.prepare(variant=name, task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
-                          sets=["task.seq_len=12", "task.num_buckets=4", "task.test_size=16", "model.dim=16"],
-                          space_args=[], space_file=None, study=None, storage=None, runs_dir=tmp_path, trials=1,
-                          pruner="none", prune_after=0, heartbeat_seconds=1)
+    plan = sweeps.build(SweepOptions(variant=name, task="passkey", sets=("task.seq_len=12", "task.num_buckets=4",
+                                                                         "task.test_size=16", "model.dim=16"),
+                                     trials=1, pruner="none", prune_after=0, heartbeat_seconds=1),
+                        device="cpu", runs_dir=tmp_path)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), direction="maximize")
     for _ in range(8):
         config = plan.config(plan.space.suggest(study.ask()))

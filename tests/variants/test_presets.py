@@ -10,9 +10,12 @@ import pytest
 
 import variants
 from common.options import OptionError
+from common.schema import from_flags
 from experiments import benchmark
 from experiments.benchmark.ledger import Ledger
 from experiments.run import config as configs
+from experiments.schemas.benchmark import BenchmarkOptions
+from experiments.schemas.sweep import SweepOptions
 from experiments.sweep import definition as sweeps
 from variants import presets
 
@@ -75,10 +78,10 @@ def test_a_set_contradicting_a_preset_is_refused_and_an_agreeing_one_passes():
 
 def test_a_benchmark_runs_core_by_default_and_each_preset_is_a_row_of_its_own(tmp_path):
     def plan(variant_names):
-        return benchmark.prepare(variant_names=variant_names, task_names="passkey", profile="quick", seed=0, seeds=2,
-                                 lr_multiples="0.3,1,3", capacity_widths="none", capacity_scales="none",
-                                 capacity_seeds=1, device="cpu", kernel="auto", sets=[], name="rows", storage=None,
-                                 runs_dir=tmp_path, heartbeat_seconds=1)
+        options = from_flags(BenchmarkOptions, {"variant": variant_names, "task": "passkey", "seeds": 2,
+                                                "lr_multiples": "0.3,1,3", "name": "rows", "heartbeat_seconds": 1,
+                                                "extend_grid": "0"})
+        return benchmark.build(options, device="cpu", runs_dir=tmp_path)
 
     assert plan(None).variants == presets.CORE
     bench = plan("relative:kind=alibi,relative:kind=rope")
@@ -94,9 +97,8 @@ def bench_jobs(bench):
 
 
 def sweep(variant, space=()):
-    return sweeps.prepare(variant=variant, task="passkey", profile="quick", seed=0, device="cpu", kernel="auto",
-                          sets=[], space_args=list(space), space_file=None, study=None, storage=None,
-                          runs_dir=Path("unused"), trials=2, pruner="none", prune_after=0, heartbeat_seconds=60)
+    return sweeps.build(SweepOptions(variant=variant, task="passkey", space=tuple(space), trials=2, pruner="none",
+                                     prune_after=0), device="cpu", runs_dir=Path("unused"))
 
 
 def test_a_sweep_of_a_preset_keeps_its_options_fixed_and_a_set_is_refused():
