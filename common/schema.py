@@ -13,7 +13,7 @@ its metadata how it is given on the command line and how it is kept. From that o
         seeds: int = setting(6, "fresh seeds (default: %(default)s)", metavar="N")
         grid: tuple[float, ...] = setting((1.0, 3.0), "multiples, comma-separated", parse=parse_grid)
         name: str = setting("", "its name (default: seedsN)", stored=False,
-                            left_out=lambda values: f"seeds{values['seeds']}")
+                            left_out=lambda values: f'seeds{values["seeds"]}')
 
     from_flags(Options, {"seeds": 3, "grid": None, "name": None})  # Options(seeds=3, grid=(1.0, 3.0), name='seeds3')
     command(Options(seeds=3, name="x"), ["prog"])                    # 'prog --seeds 3 --grid 1.0,3.0 --name x'

@@ -6,7 +6,7 @@ the README). The modules, by job:
     contrasts         protocol 2: every variant against dense per task and metric, the tiers, what a cell could detect
     contrast_page     protocol 2: the contrasts' figures and blocks
     contrast_section  protocol 2: the page's lead and the record's block, from the ledger's confirmation jobs
-    stages            the section of each stage of the benchmark, and the seeds' scores a cell's figures read
+    stages            the section of each stage of the benchmark, and the per-seed scores a cell's figures read
     axes              the confirmation's and the capacity's axes: distance, length, speed of learning, width, count
     coverage          the share of its task's pairs a layout cell attends, and the cells that compute dense
     stale             which results no longer measure today's code, and why

@@ -4,8 +4,8 @@ flags, the keys of its experiment files, the definition its study stores and the
 benchmark (`experiments.benchmark.definition.Benchmark`) is these options with its cells resolved on a machine.
 
 Each value the user gives as text is parsed here, a bad one refused in one sentence that names it and what is
-accepted; what the values say together (the protocol's rules, the seeds' range) is checked when the benchmark is
-built (`experiments.benchmark.settings`).
+accepted; what the values say together (the protocol's rules, the range of the seed values) is checked when the
+benchmark is built (`experiments.benchmark.settings`).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def parse_grid(text):
 class Options:
     seeds: int = setting(6, "fresh seeds (default: %(default)s)", metavar="N")
     grid: tuple[float, ...] = setting((1.0, 3.0), "multiples (default: %(default)s)", parse=parse_grid, before=(1.0,))
-    name: str = setting("", "its name", stored=False, left_out=lambda values: f"seeds{values['seeds']}")
+    name: str = setting("", "its name", stored=False, left_out=lambda values: f'seeds{values["seeds"]}')
     fast: bool = setting(True, "--no-fast: slowly", rerun=CHANGED)
     kernel: str = setting("auto", "a kernel", flag=("--kernel", "--backend"), rerun=CHANGED)
     sets: tuple[str, ...] = setting((), "assignments", flag="--set", action="append", parse=tuple)
