@@ -63,9 +63,9 @@ def _benchmark(args: argparse.Namespace) -> int:
     named = from_flags(BenchmarkOptions, {key: vars(args)[key] for key in ("name", "profile", "protocol", "storage")})
     if args.status:  # what the storage holds of benchmark NAME: the rest of the command line does not count
         return command.status(named.name, named.storage_url, runs)
-    task, variant, sets = selection(args.task, args.variant, args.set or [], protocol=named.protocol,
-                                    profile=named.profile)
-    options = from_flags(BenchmarkOptions, {**vars(args), "task": task, "variant": variant, "set": sets})
+    chosen = selection(args.task, args.variant, args.set or [], args.task_seeds, protocol=named.protocol,
+                       profile=named.profile)  # the flags' values, or protocol 2's suite where no task is named
+    options = from_flags(BenchmarkOptions, {**vars(args), **chosen})
     plan = benchmark.build(options, device=run_device(args), runs_dir=runs)
     if args.estimate:
         return estimate.run(plan, workers=args.workers, quiet=args.quiet)

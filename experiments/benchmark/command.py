@@ -11,7 +11,7 @@ import optuna
 
 from common.options import OptionError
 from experiments.benchmark import progress
-from experiments.benchmark.definition import STUDY_PREFIX, Benchmark, folder_of, upgraded
+from experiments.benchmark.definition import STUDY_PREFIX, Benchmark, folder_of, grows, upgraded
 from experiments.benchmark.ledger import Ledger
 from experiments.benchmark.worker import work
 from experiments.run.launch import StopFlag
@@ -25,9 +25,10 @@ def open_study(benchmark: Benchmark) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # each job is announced by the benchmark itself
     storage = open_storage(benchmark.storage_url, benchmark.journal, benchmark.heartbeat_seconds)
     study = create_or_join(storage, benchmark.study_name, benchmark.definition(), kind="benchmark",
-                           shown=benchmark.storage_shown, upgrade=upgraded,
-                           accepted="the protocol, variants, tasks, profile, seed, seeds, lr-multiples, capacity "
-                                    "options, kernel and --set it was created with, or another name (--name)")
+                           shown=benchmark.storage_shown, upgrade=upgraded, grows=grows,
+                           accepted="the protocol, variants, tasks, profile, seed, lr-multiples, capacity options, "
+                                    "kernel and --set it was created with and at least its seeds on every row, or "
+                                    "another name (--name)")
     study.sampler = optuna.samplers.RandomSampler(seed=0)  # a job's values are queued with it; nothing is drawn
     return study
 

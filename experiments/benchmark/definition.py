@@ -23,7 +23,7 @@ from experiments.benchmark.parity import Size
 from experiments.benchmark.settings import check_numbers, check_protocol
 from experiments.benchmark.stages import DEFAULT_STAGES, STAGES, UNNAMED_STAGES, Job, Stage
 from experiments.run import config as configs
-from experiments.schemas.benchmark import JOB_RULES, BenchmarkOptions
+from experiments.schemas.benchmark import JOB_RULES, TASK_SEEDS_ACCEPTED, BenchmarkOptions
 from experiments.sweep.definition import check_study_name
 from experiments.sweep.storage import field_of, shown
 from experiments.tasks import presets as task_presets
@@ -82,10 +82,16 @@ class Benchmark(BenchmarkOptions):
         """The seeds every learning rate of tuning trains with: `screen_seeds` from `seed` on."""
         return [self.seed + offset for offset in range(self.screen_seeds)]
 
-    @property
-    def confirmation_seeds(self) -> list[int]:
-        """The fresh seeds of confirmation: the `seeds` seeds after the tuning seeds, none of which tuned."""
-        return [self.seed + self.screen_seeds + offset for offset in range(self.seeds)]
+    def seeds_of(self, task: str) -> int:
+        """How many confirmation seeds task row `task` trains: its own count where `task_seeds` names it, else
+        `seeds`."""
+        return dict(self.task_seeds).get(task, self.seeds)
+
+    def confirmation_seeds(self, task: str | None = None) -> list[int]:
+        """The fresh seeds of confirmation (of task row `task`, `seeds_of`; None: `seeds`): the seeds after the
+        tuning seeds, none of which tuned. A row with more seeds takes the same ones first."""
+        count = self.seeds if task is None else self.seeds_of(task)
+        return [self.seed + self.screen_seeds + offset for offset in range(count)]
 
     def screen_steps(self, steps: int) -> int:
         """The steps a tuning run of a profile of `steps` steps trains: `screen_fraction` of them, at least one."""
@@ -94,7 +100,7 @@ class Benchmark(BenchmarkOptions):
     @property
     def capacity_seed_list(self) -> list[int]:
         """The seeds of every capacity point: the first confirmation seeds, whose runs are the cell's own point."""
-        return self.confirmation_seeds[:self.capacity_seeds]
+        return self.confirmation_seeds()[:self.capacity_seeds]
 
     def definition(self) -> dict[str, Any]:
         """What makes the results of workers comparable; a worker joining the benchmark must agree on it: every
@@ -199,6 +205,23 @@ def upgraded(stored: dict[str, Any]) -> dict[str, Any]:
     return schema.upgraded(Benchmark, stored)
 
 
+GROWING = ("seeds", "task_seeds")  # what a benchmark may raise when it is continued: its jobs so far stay its jobs
+
+
+def grows(stored: dict[str, Any], today: dict[str, Any]) -> bool:
+    """Whether the definition `today` is the `stored` one with more confirmation seeds on some task rows and fewer
+    on none (`GROWING`), every other field the same: the first seeds of a row are the same whatever its count
+    (`Benchmark.confirmation_seeds`), so every job already settled is one of today's."""
+    if any(stored.get(key) != today.get(key) for key in {*stored, *today} - set(GROWING)):
+        return False
+
+    def counts(definition: dict[str, Any]) -> dict[str, int]:
+        return {task: definition["task_seeds"].get(task, definition["seeds"]) for task in definition["tasks"]}
+
+    before = counts(stored)
+    return all(count >= before[task] for task, count in counts(today).items())
+
+
 def overrides_for(overrides: dict[str, dict[str, Any]], variant: str, task: str, names: tuple[str, ...],
                   task_names: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     """The user's --set for one cell: `variant.X` to the listed variants that have option X, `task.X` to the
@@ -268,4 +291,24 @@ def build(options: BenchmarkOptions, *, device: str, runs_dir: Path,
                   for task in task_names for variant in variant_names)
     given = {field.name: getattr(options, field.name) for field in dataclasses.fields(BenchmarkOptions)}
     return Benchmark(**{**given, "name": check_study_name(options.name), "variants": variant_names,
-                        "tasks": task_names}, device=device, runs_dir=runs_dir, cells=cells, stages=stages)
+                        "tasks": task_names, "task_seeds": task_seeds_of(options, task_names)},
+                     device=device, runs_dir=runs_dir, cells=cells, stages=stages)
+
+
+def task_seeds_of(options: BenchmarkOptions, task_names: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """The options' `task_seeds`, each row written as pages show it and in the benchmark's order of rows; a row the
+    benchmark does not list, or one named twice, is a one-sentence error."""
+    counts: dict[str, int] = {}
+    for row, count in options.task_seeds:
+        try:
+            canonical = task_presets.canonical(row)
+        except OptionError:
+            canonical = None
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise OptionError(f"Benchmark task-seeds gives {row!r} {count!r} seeds; {TASK_SEEDS_ACCEPTED}.")
+        if canonical not in task_names or canonical in counts:
+            what = "named twice" if canonical in counts else "not a task row of the benchmark"
+            raise OptionError(f"Benchmark task-seeds names {row!r}, {what}; {TASK_SEEDS_ACCEPTED} (its rows: "
+                              f"{', '.join(task_names)}).")
+        counts[canonical] = count
+    return tuple((task, counts[task]) for task in task_names if task in counts)

@@ -31,8 +31,9 @@ def check_numbers(options: BenchmarkOptions) -> None:
     if not 1 <= capacity_seeds <= seeds:
         raise OptionError(f"Benchmark capacity-seeds got {capacity_seeds}; accepted: an integer from 1 to seeds = "
                           f"{seeds} (the first confirmation seeds train each capacity point).")
-    if seed < 0 or seed + screen_seeds + seeds > tasks.MAX_TRAIN_SEED:
-        raise OptionError(f"Benchmark seed {seed} with {screen_seeds} tuning and {seeds} confirmation seeds passes the "
+    most = max([seeds, *(count for _, count in options.task_seeds)])  # each row's count, checked when parsed
+    if seed < 0 or seed + screen_seeds + most > tasks.MAX_TRAIN_SEED:
+        raise OptionError(f"Benchmark seed {seed} with {screen_seeds} tuning and {most} confirmation seeds passes the "
                           f"largest seed; accepted: seed + tuning seeds + seeds at most {tasks.MAX_TRAIN_SEED}.")
     if len(lr_multiples) in range(2, MIN_LEARNING_RATES) or len(set(lr_multiples)) < len(lr_multiples) \
             or not all(0 < multiple < math.inf for multiple in lr_multiples):

@@ -198,24 +198,29 @@ class Confirmation(Stage):
         return state.best_lr is not None
 
     def jobs(self, benchmark: Any, cell: Any, lr: float | None = None) -> list[Job]:
-        return [Job(self.name, cell.variant, cell.task, lr, seed) for seed in benchmark.confirmation_seeds]
+        return [Job(self.name, cell.variant, cell.task, lr, seed) for seed in benchmark.confirmation_seeds(cell.task)]
 
     def header(self, benchmark: Any) -> list[str]:
         budget = ", each its whole budget, with the steps to 0.9 and 0.99" if benchmark.protocol >= 2 else ""
-        return [f"confirmation: the best learning rate with {benchmark.seeds} fresh seeds "
-                f"({_listed(benchmark.confirmation_seeds)}){budget}, test accuracy"]
+        return [f"confirmation: the best learning rate with {_seeds(benchmark)}{budget}, test accuracy"]
 
     def protocol(self, benchmark: Any) -> str:
         if benchmark.protocol >= 2:
-            return (f"Confirmation: the chosen learning rate trains again with {benchmark.seeds} fresh seeds "
-                    f"({_listed(benchmark.confirmation_seeds)}), the same for every variant, each run its whole "
-                    "budget: every metric is read at its last step, and the first evaluation of the whole "
-                    "validation set at 0.9 and at 0.99 is kept as an event (none where it is never reached), with "
-                    "the normalised area under the validation learning curve.")
-        return (f"Confirmation: the chosen learning rate trains again with {benchmark.seeds} fresh seeds "
-                f"({_listed(benchmark.confirmation_seeds)}); the leaderboard shows the mean test accuracy "
+            return (f"Confirmation: the chosen learning rate trains again with {_seeds(benchmark)}, the same for "
+                    "every variant, each run its whole budget: every metric is read at its last step, and the first "
+                    "evaluation of the whole validation set at 0.9 and at 0.99 is kept as an event (none where it is "
+                    "never reached), with the normalised area under the validation learning curve.")
+        return (f"Confirmation: the chosen learning rate trains again with {_seeds(benchmark)}; the leaderboard "
+                "shows the mean test accuracy "
                 "and the half-width of its 95% interval (Student's t, n - 1 degrees of freedom), n the seeds that "
                 "completed.")
+
+
+def _seeds(benchmark: Any) -> str:
+    """'6 fresh seeds (2, ..., 7)', and each row that trains more: '; 12 on induction (2, ..., 13)'."""
+    rows = "".join(f"; {count} on {task} ({_listed(benchmark.confirmation_seeds(task))})"
+                   for task, count in benchmark.task_seeds)
+    return f"{benchmark.seeds} fresh seeds ({_listed(benchmark.confirmation_seeds())}){rows}"
 
 
 def _multiples(multiples: tuple[float, ...]) -> str:

@@ -78,6 +78,29 @@ def parse_extensions(text: str) -> int:
         raise OptionError(f"Benchmark extend-grid got {text!r}; {EXTEND_ACCEPTED}.") from None
 
 
+TASK_SEEDS_ACCEPTED = ("accepted: ROW=N pairs, comma-separated, each ROW a task row of the benchmark named once and N "
+                       "an integer >= 1 (e.g. induction=12,mqar:num_pairs=12=12), or none")
+
+
+def parse_task_seeds(text: str) -> tuple[tuple[str, int], ...]:
+    """'induction=12,mqar:num_pairs=12=12' -> (('induction', 12), ('mqar:num_pairs=12', 12)): each row's count after
+    its last '='; 'none' (or nothing) -> (). Anything else is a one-sentence error (a row the benchmark does not list
+    is refused when it is built)."""
+    if text.strip().lower() in ("", "none"):
+        return ()
+    pairs = []
+    for item in text.split(","):
+        row, _, count = item.strip().rpartition("=")
+        if not row or not count.strip().isdigit() or int(count) < 1:
+            raise OptionError(f"Benchmark task-seeds got {text!r}; {TASK_SEEDS_ACCEPTED}.")
+        pairs.append((row, int(count)))
+    return tuple(pairs)
+
+
+def show_task_seeds(pairs: tuple[tuple[str, int], ...]) -> str:
+    return ",".join(f"{row}={count}" for row, count in pairs) or "none"
+
+
 def parse_capacity(text: str, what: str, of: str) -> tuple[float, ...]:
     """'0.5,2' -> (0.5, 2.0); 'none' (or nothing) -> (): that capacity axis off. Anything else, a multiple <= 0 or of
     1 (the confirmation runs are 1x), or one listed twice, is a one-sentence error."""
@@ -163,6 +186,13 @@ class BenchmarkOptions:
     seed: int = setting(0, "the tuning runs' seed (default: 0)")  # tuning takes `screen_seeds` from it, then the rest
     # paired confirmation seeds: with 3, the smallest two-sided rank-test p is 0.10
     seeds: int = setting(6, "fresh seeds of the confirmation, paired across variants (default: %(default)s)")
+    # Where a row's power check (`analysis.benchmark.contrast_section`) asks for more pairs than `seeds` gives: its
+    # confirmation takes the first N seeds from the same start, so a benchmark continued with more keeps every job.
+    task_seeds: tuple[tuple[str, int], ...] = setting(
+        (), "confirmation seeds of these task rows instead of --seeds, ROW=N comma-separated (e.g. induction=12); "
+            "more than a study was created with adds the seeds' jobs and keeps the rest (default: none; protocol 2's "
+            "suite at quick: docs/benchmark.md)", metavar="ROW=N,...", parse=parse_task_seeds, show=show_task_seeds,
+        store=dict, load=lambda stored: tuple(stored.items()), rerun=CHANGED, before={})
     # Centred where the leaderboard of record's tuning chose (docs/results.md's tuning table): on 0.3, 1, 3 most cells
     # chose x3 or the x9 beyond it; an optimum below x1 is still reached by the extension below the grid's edge.
     lr_multiples: tuple[float, ...] = setting((1.0, 3.0, 9.0), "the grid: multiples of each task's lr (%(default)s)",

@@ -121,12 +121,15 @@ def open_storage(url: str | None, journal: Path, heartbeat_seconds: int) -> optu
 
 def create_or_join(storage: optuna.storages.BaseStorage, name: str, definition: dict[str, Any], *, kind: str,
                    shown: str, accepted: str, pruner: optuna.pruners.BasePruner | None = None,
-                   upgrade: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> optuna.Study:
+                   upgrade: Callable[[dict[str, Any]], dict[str, Any]] = dict,
+                   grows: Callable[[dict[str, Any], dict[str, Any]], bool] = lambda stored, today: False
+                   ) -> optuna.Study:
     """Create the study `name`, or join it after checking that it was created with the same `definition`
     (what makes its trials comparable, and all a worker process reads to join it; stored as the study's user
     attribute `definition`): a study made for another `kind` of job (a sweep, a benchmark) with other settings
-    is a one-sentence error. A definition an older version stored is compared in today's form, `upgrade(it)`
-    (the fields added since as that version ran them), and stored again in today's form when it agrees."""
+    is a one-sentence error, unless `grows(stored, definition)` says the new one only adds jobs to it (a benchmark's
+    seeds raised). A definition an older version stored is compared in today's form, `upgrade(it)` (the fields
+    added since as that version ran them), and stored again in today's form when it agrees."""
     study = optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
                                 pruner=pruner)
     stored = study.user_attrs.get("definition")
@@ -134,7 +137,7 @@ def create_or_join(storage: optuna.storages.BaseStorage, name: str, definition: 
         study.set_user_attr("definition", definition)
         return study
     theirs = upgrade(stored)
-    if theirs != definition:
+    if theirs != definition and not grows(theirs, definition):
         keys = [*definition, *(key for key in theirs if key not in definition)]  # a newer version's fields too
         differing = ", ".join(key for key in keys if definition.get(key) != theirs.get(key))
         raise OptionError(f"Study {name!r} in {shown} was created for another {kind} (its {differing} differ); "

@@ -63,16 +63,27 @@ def test_a_candidate_the_record_lacks_at_the_budget_names_the_command_that_calib
 def test_a_record_that_chooses_nothing_is_one_sentence_and_protocol_1_keeps_the_registrys_suite(tmp_path):
     with pytest.raises(ValueError, match="puts no candidate row in the benchmark's suite; accepted: a record with"):
         benchmark_suite.suite(tmp_path / "calibration.csv")
-    assert benchmark_suite.selection(None, None, ["x.y=1"], protocol=1, profile="quick") == (None, None, ["x.y=1"])
-    assert benchmark_suite.selection(None, "dense", [], protocol=2, profile="standard") == (None, "dense", [])
+
+    def given(task, variant, sets, seeds):
+        return {"task": task, "variant": variant, "set": sets, "task_seeds": seeds}
+
+    assert benchmark_suite.selection(None, None, ["x.y=1"], None, protocol=1, profile="quick") == given(
+        None, None, ["x.y=1"], None)
+    assert benchmark_suite.selection(None, "dense", [], "passkey=9", protocol=2, profile="standard") == given(
+        None, "dense", [], "passkey=9")
 
 
 def test_protocol_2_at_quick_runs_the_chosen_rows_at_the_budget_under_the_users_own_sets():
-    rows, variants, sets = benchmark_suite.selection(None, None, ["train.steps=300"], protocol=2, profile="quick")
-    assert rows == ",".join(benchmark_suite.suite())
-    assert sets == ["train.steps=400", "train.eval_every=50", "train.steps=300"]  # the last one given wins
-    assert benchmark_suite.selection("mqar", None, [], protocol=2, profile="quick") == ("mqar", None, [])
-    assert benchmark_suite.selection(None, "dense", [], protocol=2, profile="quick")[1] == "dense"
+    chosen = benchmark_suite.selection(None, None, ["train.steps=300"], None, protocol=2, profile="quick")
+    assert chosen["task"] == ",".join(benchmark_suite.suite())
+    assert chosen["set"] == ["train.steps=400", "train.eval_every=50", "train.steps=300"]  # the last given wins
+    assert chosen["task_seeds"] == "induction=12,mqar:num_pairs=12=12"  # the rows whose power check asked for more
+    assert benchmark_suite.selection(None, None, [], "induction=8", protocol=2, profile="quick")["task_seeds"] == \
+        "induction=8"
+    assert benchmark_suite.selection("mqar", None, [], None, protocol=2, profile="quick") == {
+        "task": "mqar", "variant": None, "set": [], "task_seeds": None}
+    assert benchmark_suite.selection(None, "dense", [], None, protocol=2, profile="quick")["variant"] == "dense"
+    variants = chosen["variant"]
     assert variants.split(",") == [*CORE[:5], "sparse:pattern=bigbird:block_size=4", *CORE[6:]]
 
 

@@ -575,7 +575,7 @@ def test_bad_benchmark_input_gets_one_sentence_and_exit_code_2(tmp_path, capsys,
 def test_joining_a_benchmark_with_other_settings_is_refused(tmp_path):
     benchmark.open_study(plan(tmp_path, task="passkey"))
     with pytest.raises(ValueError, match=r"created for another benchmark \(its seeds differ\).*--name"):
-        benchmark.open_study(plan(tmp_path, task="passkey", seeds=3))
+        benchmark.open_study(plan(tmp_path, task="passkey", seeds=1))  # more would join: test_benchmark_protocol2
 
 
 def test_a_benchmark_created_under_one_protocol_is_not_continued_under_another(tmp_path):
@@ -583,6 +583,7 @@ def test_a_benchmark_created_under_one_protocol_is_not_continued_under_another(t
     benchmark.open_study(earlier)
     with pytest.raises(ValueError, match=r"created for another benchmark \(its protocol differ\)"):
         benchmark.open_study(dataclasses.replace(earlier, protocol=earlier.protocol + 1))
+
 
 def make_benchmark(*variables, target="benchmark"):
     """The `attnlab benchmark` command `make TARGET` runs with these variables, on one line (make -n)."""

@@ -15,6 +15,7 @@ from attnlab.cli import build_parser
 from common.schema import from_flags
 from experiments import benchmark, revisions
 from experiments.benchmark import Ledger, worker
+from experiments.benchmark.definition import grows
 from experiments.benchmark.worker import RESULT_FIELDS, curve_area, events
 from experiments.run import config as configs
 from experiments.run import evaluation
@@ -105,7 +106,7 @@ def test_a_new_benchmark_runs_protocol_2_with_six_confirmation_seeds_by_default(
     assert (defaults.protocol, defaults.seeds) == (revisions.PROTOCOL, 6) == (2, 6)
     bench = benchmark.build(dataclasses.replace(defaults, variants=("dense",), tasks=("passkey",),
                                                 sets=tuple(TINY_SETS)), device="cpu", runs_dir=tmp_path)
-    assert bench.protocol == 2 and bench.confirmation_seeds == [2, 3, 4, 5, 6, 7]
+    assert bench.protocol == 2 and bench.confirmation_seeds() == [2, 3, 4, 5, 6, 7]
     assert (bench.target_accuracy, bench.interim_validation, bench.screen_seeds, bench.screen_fraction) == (
         None, None, 2, 0.25)
     assert "--screen-seeds 2 --screen-fraction 0.25" in bench.command() and "--target-accuracy" not in bench.command()
@@ -128,7 +129,7 @@ def test_a_seed_fixes_the_data_order_and_the_initialisation_for_every_variant(tm
 def test_a_protocol_1_benchmark_reads_and_is_not_continued_as_protocol_2(tmp_path):
     earlier = plan(tmp_path, task="passkey", variants="dense", target_accuracy="0.99")  # protocol 1, as the record
     benchmark.open_study(earlier)
-    assert (earlier.protocol, earlier.tuning_seeds, earlier.confirmation_seeds) == (1, [0], [1, 2])
+    assert (earlier.protocol, earlier.tuning_seeds, earlier.confirmation_seeds()) == (1, [0], [1, 2])
     again = benchmark.Benchmark.from_definition(earlier.definition(), study_name=earlier.study_name, device="cpu",
                                                 storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
     assert again == earlier and "--protocol 1 --target-accuracy 0.99" in again.command()
@@ -147,3 +148,61 @@ def test_a_protocol_2_benchmark_without_a_name_is_never_protocol_1s_benchmark_of
 
     assert named(1) == "quick"  # protocol 1's record is benchmark-quick
     assert named(2, interim_validation="all") == "quick-protocol2"
+
+
+def test_a_row_given_more_seeds_trains_the_same_first_seeds_and_then_its_own(tmp_path):
+    bench = plan(tmp_path, task="passkey,flipflop", variants="dense", protocol=2, interim_validation="all",
+                 capacity_widths="none", capacity_scales="none", task_seeds="flipflop=4")
+    assert (bench.seeds_of("passkey"), bench.seeds_of("flipflop")) == (2, 4)
+    confirm = benchmark.STAGES["confirm"]
+    seeds = {cell.task: [job.seed for job in confirm.jobs(bench, cell, 0.001)] for cell in bench.cells}
+    assert seeds == {"passkey": [2, 3], "flipflop": [2, 3, 4, 5]}
+    assert "2 fresh seeds (2, 3); 4 on flipflop (2, 3, 4, 5)" in confirm.protocol(bench)
+    assert "--task-seeds flipflop=4" in bench.command()
+    again = benchmark.Benchmark.from_definition(bench.definition(), study_name=bench.study_name, device="cpu",
+                                                storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
+    assert again == bench and bench.definition()["task_seeds"] == {"flipflop": 4}
+    assert "--task-seeds" not in plan(tmp_path, task="passkey", variants="dense").command()  # none: not named
+
+
+@pytest.mark.parametrize("given, refused", [
+    ("flipflop", "task-seeds got 'flipflop'; accepted: ROW=N pairs"),
+    ("flipflop=0", "task-seeds got 'flipflop=0'; accepted"),
+    ("flipflop=x", "task-seeds got 'flipflop=x'; accepted"),
+    ("mqar=3", "task-seeds names 'mqar', not a task row of the benchmark; accepted: .* \\(its rows: passkey, "
+               "flipflop\\)"),
+    ("flipflop=3,flipflop=4", "task-seeds names 'flipflop', named twice"),
+])
+def test_a_bad_task_seeds_is_one_sentence_naming_it(tmp_path, given, refused):
+    with pytest.raises(ValueError, match=refused):
+        plan(tmp_path, task="passkey,flipflop", variants="dense", protocol=2, interim_validation="all",
+             capacity_widths="none", capacity_scales="none", task_seeds=given)
+
+
+def test_a_benchmark_continued_with_more_seeds_keeps_its_study_and_one_with_fewer_is_refused(tmp_path):
+    def grown(**extra):
+        return protocol_2(tmp_path, **extra)
+
+    first = grown()
+    study = benchmark.open_study(first)
+    add(study, first.planned_jobs()[0], TrialState.COMPLETE, val=0.5, test=0.5)
+    more = grown(task_seeds="passkey=3")
+    assert benchmark.open_study(more).user_attrs["definition"]["task_seeds"] == {"passkey": 3}
+    assert len(benchmark.open_study(grown(seeds=4)).get_trials()) == 1  # the settled job stays the benchmark's
+    fewer = r"created for another benchmark \(its seeds differ\); accepted: .*at least its seeds on every row"
+    with pytest.raises(ValueError, match=fewer):
+        benchmark.open_study(grown(seeds=3))  # 4 stored: 3 would drop the fourth seed's jobs
+    with pytest.raises(ValueError, match=r"\(its seeds, lr_multiples differ\)"):
+        benchmark.open_study(grown(seeds=5, lr_multiples="1,3,9"))  # more seeds, but another grid
+    stored = first.definition()
+    assert grows(stored, {**stored, "seeds": 2}) and not grows(
+        {**stored, "task_seeds": {"passkey": 3}}, stored)
+
+
+def test_a_rows_last_seed_may_be_the_largest_seed_and_not_one_past_it(tmp_path):
+    last = 2**31 - 6  # + 2 tuning + 4 confirmation seeds: the last one 2**31 - 1, the largest a task draws with
+    rows = dict(task="passkey,flipflop", variants="dense", protocol=2, interim_validation="all",
+                capacity_widths="none", capacity_scales="none", seed=last)
+    assert plan(tmp_path, task_seeds="flipflop=4", **rows).confirmation_seeds("flipflop")[-1] == 2**31 - 1
+    with pytest.raises(ValueError, match=f"seed {last} with 2 tuning and 5 confirmation seeds passes the largest"):
+        plan(tmp_path, task_seeds="flipflop=5", **rows)

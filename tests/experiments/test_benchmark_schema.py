@@ -99,7 +99,8 @@ def test_the_rerun_command_of_a_protocol_2_benchmark_is_the_one_earlier_versions
         "seeds": 4, "lr_multiples": [0.5, 1.0, 2.0], "kernel": "auto", "sets": ["train.steps=40"],
         "capacity_widths": [0.5], "capacity_scales": [], "capacity_seeds": 2, "stages": ["tune", "confirm", "capacity"],
         "extend_grid": 1, "size_to_dense": True, "target_accuracy": None, "interim_test": False,
-        "interim_validation": None, "protocol": 2, "screen_seeds": 3, "screen_fraction": 0.5}  # as earlier versions
+        "interim_validation": None, "protocol": 2, "screen_seeds": 3, "screen_fraction": 0.5,  # as earlier versions
+        "task_seeds": {}}  # and, since rows may train more seeds, none that does
 
 
 def test_the_target_accuracy_is_named_by_the_train_config_the_stop_the_summary_and_the_benchmark_s_schema_only():

@@ -26,7 +26,7 @@ class LongerConfirmation(Stage):
         return state.settled(CONFIRM)
 
     def jobs(self, benchmark, cell, lr=None):
-        return [Job(self.name, cell.variant, cell.task, lr, benchmark.confirmation_seeds[0])]
+        return [Job(self.name, cell.variant, cell.task, lr, benchmark.confirmation_seeds(cell.task)[0])]
 
     def changes(self, benchmark, job, own):
         return (("train.steps", 2 * own.train.steps),)
