@@ -20,12 +20,13 @@ from experiments.sweep.pool import WorkerSettings, spawn_workers, worker_count
 from experiments.sweep.storage import create_or_join, open_storage
 
 
-def open_study(benchmark: Benchmark) -> optuna.Study:
-    """Create the benchmark's study, or join it after checking that it was created for the same benchmark."""
+def open_study(benchmark: Benchmark, *, keep: bool = True) -> optuna.Study:
+    """Create the benchmark's study, or join it after checking that it was created for the same benchmark (or one
+    with fewer seeds, which it grows to: `grows`); `keep` False stores nothing of it (an estimate)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # each job is announced by the benchmark itself
     storage = open_storage(benchmark.storage_url, benchmark.journal, benchmark.heartbeat_seconds)
     study = create_or_join(storage, benchmark.study_name, benchmark.definition(), kind="benchmark",
-                           shown=benchmark.storage_shown, upgrade=upgraded, grows=grows,
+                           shown=benchmark.storage_shown, upgrade=upgraded, grows=grows, keep=keep,
                            accepted="the protocol, variants, tasks, profile, seed, lr-multiples, capacity options, "
                                     "kernel and --set it was created with and at least its seeds on every row, or "
                                     "another name (--name)")

@@ -211,10 +211,11 @@ def size_of(benchmark: Benchmark, job: Job) -> tuple[str, str, str]:
 
 def stored(benchmark: Benchmark) -> Ledger | None:
     """The benchmark's state in its storage, whose study is joined as a worker joins it (a study created with
-    other settings is refused); None without a storage URL or a journal (none is created)."""
+    other settings is refused, one with fewer seeds is read as grown, and nothing is stored); None without a storage
+    URL or a journal (none is created)."""
     if benchmark.storage_url is None and not benchmark.journal.exists():
         return None
-    return Ledger(benchmark, open_study(benchmark).get_trials(deepcopy=False))
+    return Ledger(benchmark, open_study(benchmark, keep=False).get_trials(deepcopy=False))
 
 
 def settled_jobs(benchmark: Benchmark, ledger: Ledger | None) -> Counter:

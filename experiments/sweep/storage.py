@@ -122,19 +122,21 @@ def open_storage(url: str | None, journal: Path, heartbeat_seconds: int) -> optu
 def create_or_join(storage: optuna.storages.BaseStorage, name: str, definition: dict[str, Any], *, kind: str,
                    shown: str, accepted: str, pruner: optuna.pruners.BasePruner | None = None,
                    upgrade: Callable[[dict[str, Any]], dict[str, Any]] = dict,
-                   grows: Callable[[dict[str, Any], dict[str, Any]], bool] = lambda stored, today: False
-                   ) -> optuna.Study:
+                   grows: Callable[[dict[str, Any], dict[str, Any]], bool] = lambda stored, today: False,
+                   keep: bool = True) -> optuna.Study:
     """Create the study `name`, or join it after checking that it was created with the same `definition`
     (what makes its trials comparable, and all a worker process reads to join it; stored as the study's user
     attribute `definition`): a study made for another `kind` of job (a sweep, a benchmark) with other settings
     is a one-sentence error, unless `grows(stored, definition)` says the new one only adds jobs to it (a benchmark's
     seeds raised). A definition an older version stored is compared in today's form, `upgrade(it)` (the fields
-    added since as that version ran them), and stored again in today's form when it agrees."""
+    added since as that version ran them), and stored again in today's form when it agrees (unless `keep` is
+    False: an estimate reads the study and changes nothing in it)."""
     study = optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
                                 pruner=pruner)
     stored = study.user_attrs.get("definition")
     if stored is None:
-        study.set_user_attr("definition", definition)
+        if keep:
+            study.set_user_attr("definition", definition)
         return study
     theirs = upgrade(stored)
     if theirs != definition and not grows(theirs, definition):
@@ -142,7 +144,7 @@ def create_or_join(storage: optuna.storages.BaseStorage, name: str, definition: 
         differing = ", ".join(key for key in keys if definition.get(key) != theirs.get(key))
         raise OptionError(f"Study {name!r} in {shown} was created for another {kind} (its {differing} differ); "
                           f"accepted: {accepted}.")
-    if stored != definition:
+    if stored != definition and keep:
         study.set_user_attr("definition", definition)
     return study
 

@@ -14,7 +14,7 @@ from test_benchmark import TINY_SETS, add, plan
 from attnlab.cli import build_parser
 from common.schema import from_flags
 from experiments import benchmark, revisions
-from experiments.benchmark import Ledger, worker
+from experiments.benchmark import Ledger, estimate, worker
 from experiments.benchmark.definition import grows
 from experiments.benchmark.worker import RESULT_FIELDS, curve_area, events
 from experiments.run import config as configs
@@ -102,7 +102,9 @@ def test_a_learning_rate_with_a_diverged_screening_seed_is_not_chosen(tmp_path):
 
 
 def test_a_new_benchmark_runs_protocol_2_with_six_confirmation_seeds_by_default(tmp_path):
-    defaults = from_flags(BenchmarkOptions, vars(build_parser().parse_args(["benchmark"])))
+    flags = vars(build_parser().parse_args(["benchmark"]))
+    assert flags["task_seeds"] is None  # left out, so that protocol 2's suite can give its rows' seeds
+    defaults = from_flags(BenchmarkOptions, flags)
     assert (defaults.protocol, defaults.seeds) == (revisions.PROTOCOL, 6) == (2, 6)
     bench = benchmark.build(dataclasses.replace(defaults, variants=("dense",), tasks=("passkey",),
                                                 sets=tuple(TINY_SETS)), device="cpu", runs_dir=tmp_path)
@@ -187,6 +189,8 @@ def test_a_benchmark_continued_with_more_seeds_keeps_its_study_and_one_with_fewe
     study = benchmark.open_study(first)
     add(study, first.planned_jobs()[0], TrialState.COMPLETE, val=0.5, test=0.5)
     more = grown(task_seeds="passkey=3")
+    assert estimate.stored(more).benchmark == more  # an estimate reads the study as grown and stores nothing
+    assert benchmark.open_study(first).user_attrs["definition"]["task_seeds"] == {}
     assert benchmark.open_study(more).user_attrs["definition"]["task_seeds"] == {"passkey": 3}
     assert len(benchmark.open_study(grown(seeds=4)).get_trials()) == 1  # the settled job stays the benchmark's
     fewer = r"created for another benchmark \(its seeds differ\); accepted: .*at least its seeds on every row"
