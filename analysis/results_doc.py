@@ -41,6 +41,7 @@ from analysis.calibration.doc import calibration_sections, is_bidirectional
 from analysis.calibration.table import read_record
 from analysis.claims import reproductions as reproduce
 from analysis.report.render import Table, Text, markdown_table, md_escape
+from common import schema
 from common.files import atomic_write_text
 from experiments import revisions
 from experiments.benchmark import record
@@ -57,6 +58,8 @@ README_BOARD = ("Test accuracy: mean ± the half-width of its 95% interval over 
                 "verdict tables with each difference's interval and p, and the parameters: docs/results.md.")
 HEADLINE_RECORD = "quick-protocol2"  # shown there in its place once it exists: `make benchmark`'s run of record
 HEADLINE_ESTIMATE = "benchmark-estimate-suite"  # the record of its estimate, made before it ran (`--estimate`)
+# and of the estimate made before its rows' added seeds ran (`ROW_SEEDS` in `analysis.benchmark.suite`)
+ADDED_ESTIMATE = "benchmark-estimate-suite-seeds"
 # -- the records under docs/records/ ----------------------------------------------------------------------
 
 
@@ -151,6 +154,8 @@ RECORDS = {
     "benchmark-estimate-suite": ("Benchmark: what `make benchmark`, the core set on protocol 2's calibrated suite at "
                                  "its 400-step budget, costs before it runs (the run of record's estimate)",
                                  _as_recorded),
+    ADDED_ESTIMATE: ("Benchmark: what the run of record's added seeds (12 on induction and on MQAR with 12 pairs) "
+                     "cost, estimated before they ran", _as_recorded),
     "benchmark-estimate-all": ("Benchmark: what `VARIANT=all`, every variant and baseline, costs, estimated before "
                                "it runs (every job at its profile's steps: no record of it predicts its stops)",
                                _as_recorded),
@@ -224,7 +229,7 @@ def journal_section(path: Path, readme: bool = False) -> list[str]:
     return [f"### Benchmark of record: {md_escape(name)}", "",
             f"Record: [records/{path.name}](records/{path.name}), the benchmark's own storage; `make results` "
             f"rebuilds its page (reports/benchmark-{md_escape(name)}/) from it without training.", "",
-            *board_lines(ledger, readme), f"- command: `{ledger.benchmark.command()}`",
+            *board_lines(ledger, readme), f"- command: `{schema.command(ledger.benchmark)}`",
             "- commits: " + ", ".join(sorted({md_escape(str(r.get("git_commit"))) for r in results})),
             "- devices: " + ", ".join(sorted({md_escape(str(r.get("device_name") or r.get("device")))
                                                for r in results})),
@@ -281,19 +286,24 @@ def headline(records: Path) -> str:
 
 def cost_lines(records: Path, measured_seconds: float, machines: int = 4) -> list[str]:
     """The README's line on what the benchmark of record cost (`measured_seconds` of wall time: its
-    `Ledger.busy_seconds`) against the estimate made before it ran (the record HEADLINE_ESTIMATE), and what
-    `VARIANT=all` would (its estimate per worker, spread over `machines` machines like the estimate's sharing one
-    storage); none without those records."""
+    `Ledger.busy_seconds`) against the estimate made before it ran (the record HEADLINE_ESTIMATE, plus
+    ADDED_ESTIMATE where its rows' added seeds ran later), and what `VARIANT=all` would (its estimate per worker,
+    spread over `machines` machines like the estimate's sharing one storage); none without those records."""
     paths = [records / f"{name}.csv" for name in (HEADLINE_ESTIMATE, "benchmark-estimate-all")]
     if not all(path.exists() for path in paths):
         return []
     before, every = (read(path).set_index("what") for path in paths)
+    parts = [before] + [read(path).set_index("what") for path in [records / f"{ADDED_ESTIMATE}.csv"] if path.exists()]
     wall = next(what for what in before.index if what.startswith("wall time with "))
     workers = int(wall.split()[3])
-    estimated, measured = float(before.loc[wall, "hours"]), measured_seconds / 3600
+    hours = [float(part.loc[wall, "hours"]) for part in parts]
+    estimated, measured = sum(hours), measured_seconds / 3600
     runs = float(every.loc["every job", "hours"])
+    links = ", then before its added seeds ran " if len(parts) > 1 else ""
+    links += "".join(f"[records/{ADDED_ESTIMATE}.csv](docs/records/{ADDED_ESTIMATE}.csv)" for _ in parts[1:])
+    shown = " + ".join(f"{part:.2f}" for part in hours) + (f" = {estimated:.2f}" if len(parts) > 1 else "")
     return [f"- cost: estimated before the run (`make benchmark-estimate WORKERS={workers}`, "
-            f"[records/{paths[0].name}](docs/records/{paths[0].name})) {estimated:.2f} hours of wall time, measured "
+            f"[records/{paths[0].name}](docs/records/{paths[0].name}){links}) {shown} hours of wall time, measured "
             f"{measured:.2f} ({measured / estimated:.2f} of the estimate); `VARIANT=all`, "
             f"{int(every.loc['every job', 'jobs']):,} jobs, {runs:.1f} hours of runs: {runs / workers:.1f} hours "
             f"with {workers} workers here, {runs / workers / machines:.1f} on {machines} such machines sharing one "

@@ -167,10 +167,11 @@ def _named(field: dataclasses.Field, options: Any) -> bool:
     return rule == ALWAYS or (rule == CHANGED and value != field.default)
 
 
-def command(options: Any, words: list[str]) -> str:
-    """The command line `words` followed by the flags that give `options` again, in the fields' order, each as its
-    `rerun` rule says: what a page prints so that a reader can run the same thing."""
-    words = list(words)
+def command(options: Any, words: list[str] | None = None) -> str:
+    """The command line `words` (default: the options' own, their class's `COMMAND`) followed by the flags that give
+    `options` again, in the fields' order, each as its `rerun` rule says: what a page prints so that a reader can
+    run the same thing."""
+    words = list(type(options).COMMAND if words is None else words)
     for field in _flagged(options):
         if not _named(field, options):
             continue

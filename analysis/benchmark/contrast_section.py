@@ -40,7 +40,7 @@ SHOWN = ["task", "metric", "variant", "seeds paired", "difference", "low", "high
 # What protocol 2 asks of each cell of record (docs/benchmark.md): that it could detect a difference from dense of 0.05
 # in test accuracy, or of 20% of dense's restricted mean in steps to 0.9, at 80% power at the Holm level.
 AIMS = {TEST_ACCURACY: (0.05, False), event_metric("0.9"): (0.20, True)}
-POWER_COLUMNS = ["task", "metric", "aim", "detectable", "met", "seeds paired", "seeds the aim needs"]
+POWER_COLUMNS = ["task", "metric", "aim", "detectable", "met", "seeds paired", "seeds the aim needs", "rows"]
 
 
 @dataclass
@@ -144,7 +144,7 @@ def power_check(table: pd.DataFrame) -> pd.DataFrame:
         if first["not discriminating"]:
             rows.append({"task": task, "metric": metric, "aim": aim, "detectable": math.nan,
                          "met": "not discriminating", "seeds paired": int(cell["seeds paired"].min()),
-                         "seeds the aim needs": math.nan})
+                         "seeds the aim needs": math.nan, "rows": len(cell) + 1})
             continue
         detectable = first["detectable relative to dense"] if relative else first["cell detectable difference"]
         target = aim * first["dense mean"] if relative else aim
@@ -153,7 +153,7 @@ def power_check(table: pd.DataFrame) -> pd.DataFrame:
         rows.append({"task": task, "metric": metric, "aim": aim, "detectable": detectable,
                      "met": "yes" if detectable <= aim + 1e-9 else "no",
                      "seeds paired": int(cell["seeds paired"].min()),
-                     "seeds the aim needs": math.nan if needed is None else needed})
+                     "seeds the aim needs": math.nan if needed is None else needed, "rows": len(cell) + 1})
     return pd.DataFrame(rows, columns=POWER_COLUMNS)
 
 
@@ -170,8 +170,10 @@ def power_lines(power: pd.DataFrame) -> list[str]:
                 continue
             shown = f"{row['detectable']:.0%} of dense's mean" if AIMS[row["metric"]][1] else \
                 number(TEST_ACCURACY, row["detectable"], signed=False)
-            needs = (f"more than {MOST_PAIRS}" if math.isnan(row["seeds the aim needs"]) else
-                     f"about {int(row['seeds the aim needs'])} paired seeds")
+            needed = row["seeds the aim needs"]
+            more = "" if math.isnan(needed) else \
+                f" ({(int(needed) - row['seeds paired']) * row['rows']:,} more runs of its {row['rows']} rows)"
+            needs = f"more than {MOST_PAIRS}" if math.isnan(needed) else f"about {int(needed)} paired seeds{more}"
             parts.append(f"{row['metric']} could detect {shown} with {row['seeds paired']} seeds, and would need "
                          f"{needs}")
         lines.append(f"{task} misses the aim: " + "; ".join(parts) + ".")

@@ -40,6 +40,7 @@ from analysis.report.build import write_page
 from analysis.report.render import Block, Section, Table, Text
 from analysis.report.sections.provenance import environment
 from analysis.report.sections.shared import fmt
+from common import schema
 from experiments import revisions, tasks
 from experiments.benchmark.definition import Benchmark
 from experiments.benchmark.ledger import COMPLETED, SETTLED, CellState, Ledger, mean_validation
@@ -334,7 +335,7 @@ def protocol(ledger: Ledger) -> list[Block]:
     devices = sorted({str(job.result.get("device_name") or job.result.get("device")) for state in ledger.cells
                       for job in state.jobs if job.result})
     return [
-        Text(f"Command: {benchmark.command()}"),
+        Text(f"Command: {schema.command(benchmark)}"),
         Text(f"Protocol version {benchmark.protocol}: {revisions.protocol(benchmark.protocol)}."),
         Text(f"Cells: {len(benchmark.variants)} variants x {len(benchmark.tasks)} tasks at the {benchmark.profile} "
              "profile; a variant that cannot run a task by construction is listed as skipped with its reason."),

@@ -41,10 +41,10 @@ again continues where it stopped. The modules, by job:
 """
 
 from experiments.benchmark.command import open_study, run
-from experiments.benchmark.definition import Benchmark, Cell, build
+from experiments.benchmark.definition import Benchmark, Cell, build, rebuild
 from experiments.benchmark.ledger import CellState, JobState, Ledger
 from experiments.benchmark.stages import STAGES, Job, Stage
 from experiments.benchmark.worker import work
 
 __all__ = ["STAGES", "Benchmark", "Cell", "CellState", "Job", "JobState", "Ledger", "Stage", "build", "open_study",
-           "run", "work"]
+           "rebuild", "run", "work"]

@@ -28,6 +28,7 @@ import os
 import pandas as pd
 import torch
 
+from common import schema
 from common.files import atomic_write_text
 from common.options import OptionError
 from common.provenance import git_commit
@@ -88,7 +89,7 @@ def compare(benchmark: Benchmark, ledger: Ledger, sizes: pd.DataFrame, workers: 
         f"cpu ({os.cpu_count()} cores, {threads_per_worker(workers, 'cpu')} thread(s) per worker), torch " \
         f"{torch.__version__}"
     return frame.assign(profile=benchmark.profile, commit=git_commit() or "not recorded", device=device,
-                        command=f"{benchmark.command()} --estimate-check --workers {workers}",
+                        command=f"{schema.command(benchmark)} --estimate-check --workers {workers}",
                         source=f"written by the command from {BEFORE} and the benchmark's storage")
 
 

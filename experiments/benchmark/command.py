@@ -9,12 +9,14 @@ from pathlib import Path
 
 import optuna
 
+from common import schema
 from common.options import OptionError
 from experiments.benchmark import progress
-from experiments.benchmark.definition import STUDY_PREFIX, Benchmark, folder_of, grows, upgraded
+from experiments.benchmark.definition import STUDY_PREFIX, Benchmark, folder_of, grows, rebuild, upgraded
 from experiments.benchmark.ledger import Ledger
 from experiments.benchmark.worker import work
 from experiments.run.launch import StopFlag
+from experiments.schemas.benchmark import BenchmarkOptions
 from experiments.slurm import Slurm, WorkerTask, announce, submit
 from experiments.sweep.pool import WorkerSettings, spawn_workers, worker_count
 from experiments.sweep.storage import create_or_join, open_storage
@@ -25,7 +27,7 @@ def open_study(benchmark: Benchmark, *, keep: bool = True) -> optuna.Study:
     with fewer seeds, which it grows to: `grows`); `keep` False stores nothing of it (an estimate)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # each job is announced by the benchmark itself
     storage = open_storage(benchmark.storage_url, benchmark.journal, benchmark.heartbeat_seconds)
-    study = create_or_join(storage, benchmark.study_name, benchmark.definition(), kind="benchmark",
+    study = create_or_join(storage, benchmark.study_name, schema.stored(benchmark), kind="benchmark",
                            shown=benchmark.storage_shown, upgrade=upgraded, grows=grows, keep=keep,
                            accepted="the protocol, variants, tasks, profile, seed, lr-multiples, capacity options, "
                                     "kernel and --set it was created with and at least its seeds on every row, or "
@@ -80,7 +82,7 @@ def run(benchmark: Benchmark, *, workers: int | None, quiet: bool,
 
 def status_command(benchmark: Benchmark) -> str:
     """The command that shows what the storage holds of `benchmark` (`progress.status`)."""
-    words = ["attnlab", "benchmark", "--status", "--name", benchmark.name, "--runs-dir", str(benchmark.runs_dir)]
+    words = [*BenchmarkOptions.COMMAND, "--status", "--name", benchmark.name, "--runs-dir", str(benchmark.runs_dir)]
     return shlex.join(words + (["--storage", benchmark.storage_shown] if benchmark.storage_url else []))
 
 
@@ -103,9 +105,9 @@ def status(name: str, storage_url: str | None, runs_dir: Path) -> int:
 def joined(settings: WorkerSettings) -> Benchmark:
     """The benchmark in study `settings.study`, rebuilt from the definition the study holds (its cells resolved
     again here)."""
-    return Benchmark.from_definition(settings.stored_definition(), study_name=settings.study, device=settings.device,
-                                     storage_url=settings.storage_url, runs_dir=Path(settings.runs_dir),
-                                     heartbeat_seconds=settings.heartbeat_seconds)
+    return rebuild(settings.stored_definition(), study_name=settings.study, device=settings.device,
+                   storage_url=settings.storage_url, runs_dir=Path(settings.runs_dir),
+                   heartbeat_seconds=settings.heartbeat_seconds)
 
 
 def join(settings: WorkerSettings) -> int:

@@ -3,7 +3,7 @@ resolved, or skipped with the reason it cannot run by construction), its learnin
 capacity points of each cell (`experiments.benchmark.capacity`), and its stages, which make its jobs
 (`experiments.benchmark.stages`). The process that starts a benchmark builds it from its options (`build`, from
 `experiments.schemas.benchmark.BenchmarkOptions`); the definition (the stored options, `common.schema.stored`) is
-stored with its study, and a worker process builds it from there (`Benchmark.from_definition`).
+stored with its study, and a worker process builds it from there (`rebuild`).
 """
 
 from __future__ import annotations
@@ -102,34 +102,6 @@ class Benchmark(BenchmarkOptions):
         """The seeds of every capacity point: the first confirmation seeds, whose runs are the cell's own point."""
         return self.confirmation_seeds()[:self.capacity_seeds]
 
-    def definition(self) -> dict[str, Any]:
-        """What makes the results of workers comparable; a worker joining the benchmark must agree on it: every
-        stored field of its options, and its stages by name (`common.schema.stored`)."""
-        return schema.stored(self)
-
-    @classmethod
-    def from_definition(cls, stored: dict[str, Any], *, study_name: str, device: str, storage_url: str | None,
-                        runs_dir: Path, heartbeat_seconds: int) -> Benchmark:
-        """The benchmark whose study `study_name` holds the definition `stored` (written by `definition()`, or by
-        an older version: `upgraded`), validated, its cells resolved again on this machine's `device`: what a
-        worker process runs, started with only where the storage is and what is local to it."""
-        today = upgraded(stored)
-        where = f"benchmark study {study_name!r}"
-
-        def read(key: str) -> Any:
-            return field_of(today, key, where=where)
-
-        unknown = [name for name in read("stages") if name not in STAGES]
-        if unknown:
-            raise OptionError(f"The {where} runs stage {unknown[0]!r}, which this version does not have; accepted: "
-                              f"{', '.join(STAGES)}.")
-        if read("protocol") not in dict(revisions.PROTOCOLS):
-            raise OptionError(f"The {where} runs protocol {read('protocol')!r}, which this version does not have; "
-                              f"accepted: {', '.join(str(version) for version, _ in revisions.PROTOCOLS)}.")
-        options = schema.from_stored(BenchmarkOptions, read, name=study_name.removeprefix(STUDY_PREFIX),
-                                     storage_url=storage_url, heartbeat_seconds=heartbeat_seconds)
-        return build(options, device=device, runs_dir=runs_dir, stages=tuple(STAGES[name] for name in read("stages")))
-
     def learning_rates(self, cell: Cell, multiples: tuple[float, ...] | None = None) -> list[float]:
         """The cell's grid (or `multiples`): each multiple of the task's profile learning rate, to 4 significant
         digits."""
@@ -183,16 +155,33 @@ class Benchmark(BenchmarkOptions):
         changes = self.stage(job.stage).changes(self, job, own)
         return resolved(changes) if changes else own
 
-    def command(self) -> str:
-        """The command that continues this benchmark (or joins it from another machine) as a user types it,
-        written from its options (`common.schema.command`), a storage password hidden: the page states it. No
-        process is started with it: a worker reads the definition from the storage."""
-        return schema.command(self, ["attnlab", "benchmark"])
-
 
 def folder_of(runs_dir: Path, name: str) -> Path:
     """Where this machine keeps the runs of benchmark `name` (and, without a storage URL, its jobs)."""
     return runs_dir / "benchmark" / name
+
+
+def rebuild(stored: dict[str, Any], *, study_name: str, device: str, storage_url: str | None, runs_dir: Path,
+         heartbeat_seconds: int) -> Benchmark:
+    """The benchmark whose study `study_name` holds the definition `stored` (`common.schema.stored` of it, or what
+    an older version stored: `upgraded`), validated, its cells resolved again on this machine's `device`: what a
+    worker process runs, started with only where the storage is and what is local to it."""
+    today = upgraded(stored)
+    where = f"benchmark study {study_name!r}"
+
+    def read(key: str) -> Any:
+        return field_of(today, key, where=where)
+
+    unknown = [name for name in read("stages") if name not in STAGES]
+    if unknown:
+        raise OptionError(f"The {where} runs stage {unknown[0]!r}, which this version does not have; accepted: "
+                          f"{', '.join(STAGES)}.")
+    if read("protocol") not in dict(revisions.PROTOCOLS):
+        raise OptionError(f"The {where} runs protocol {read('protocol')!r}, which this version does not have; "
+                          f"accepted: {', '.join(str(version) for version, _ in revisions.PROTOCOLS)}.")
+    options = schema.from_stored(BenchmarkOptions, read, name=study_name.removeprefix(STUDY_PREFIX),
+                                 storage_url=storage_url, heartbeat_seconds=heartbeat_seconds)
+    return build(options, device=device, runs_dir=runs_dir, stages=tuple(STAGES[name] for name in read("stages")))
 
 
 def upgraded(stored: dict[str, Any]) -> dict[str, Any]:

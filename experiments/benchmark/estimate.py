@@ -48,6 +48,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from common import schema
 from common.files import atomic_write_text
 from common.provenance import git_commit
 from experiments.benchmark import record
@@ -375,7 +376,7 @@ def record_rows(sizes: pd.DataFrame, benchmark: Benchmark, workers: int) -> pd.D
     threads = threads_per_worker(workers, "cpu")
     device = benchmark.device if benchmark.device != "cpu" else \
         f"cpu ({os.cpu_count()} cores, {threads} thread(s) per worker), torch {torch.__version__}"
-    command = f"{benchmark.command()} --estimate --workers {workers}"
+    command = f"{schema.command(benchmark)} --estimate --workers {workers}"
     return pd.DataFrame([{"what": what, "jobs": jobs, "hours": f"{seconds / 3600:.2f}", "profile": benchmark.profile,
                           "commit": git_commit() or "not recorded", "device": device, "command": command,
                           "source": "written by the command (estimate-record.csv)"} for what, jobs, seconds in rows])

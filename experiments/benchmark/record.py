@@ -21,7 +21,7 @@ from optuna.storages.journal import JournalFileBackend
 
 from common.journals import set_aside_torn_line
 from common.options import OptionError
-from experiments.benchmark.definition import STUDY_PREFIX, Benchmark
+from experiments.benchmark.definition import STUDY_PREFIX, rebuild
 from experiments.benchmark.ledger import COMPLETED, Ledger, at_target
 from experiments.benchmark.stages import TUNE
 from experiments.sweep.storage import stored_definition
@@ -55,8 +55,8 @@ def load(path: Path, *, device: str = "cpu") -> Ledger:
             raise OptionError(f"Benchmark record {str(path)!r} holds {len(names)} benchmarks; accepted: the journal "
                               "of exactly one.")
         definition = stored_definition(storage, names[0], kind="benchmark", shown=str(path))
-        benchmark = Benchmark.from_definition(definition, study_name=names[0], device=device, storage_url=None,
-                                              runs_dir=path.parent, heartbeat_seconds=60)
+        benchmark = rebuild(definition, study_name=names[0], device=device, storage_url=None,
+                            runs_dir=path.parent, heartbeat_seconds=60)
         trials = optuna.load_study(study_name=names[0], storage=storage).get_trials(deepcopy=False)
     return Ledger(benchmark, trials)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from common.options import OptionError, format_value, parse_value
 from common.schema import CHANGED, NEVER, setting
@@ -172,6 +172,8 @@ class BenchmarkOptions:
     """The options of `attnlab benchmark` that say what the benchmark is and where its jobs live, in the order of
     the command that continues it (`common.schema.command`); each stored one (all but the name, the storage and the
     heartbeat) is part of the definition its study keeps, `before` what a definition stored before it ran."""
+
+    COMMAND: ClassVar[tuple[str, ...]] = ("attnlab", "benchmark")  # what `common.schema.command` writes first
 
     # Left out, the core set and the default suite, unless the command line chooses others first (protocol 2's
     # calibrated suite at quick, `analysis.benchmark.suite.selection`).

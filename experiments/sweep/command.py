@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 from experiments.run.launch import StopFlag
 from experiments.slurm import Slurm, WorkerTask, announce, submit
 from experiments.sweep.confirm import confirm_best
-from experiments.sweep.definition import Sweep, open_study
+from experiments.sweep.definition import Sweep, open_study, rebuild
 from experiments.sweep.pool import WorkerSettings, run_workers, settings_of, work, worker_count
 from experiments.sweep.result import report
 
@@ -47,8 +47,8 @@ def run(sweep: Sweep, *, workers: int | None, quiet: bool, slurm: Slurm | None =
 def join(settings: WorkerSettings) -> int:
     """One worker of the sweep in study `settings.study`, rebuilt from the definition the study holds: trials
     until the study holds `settings.trials` complete ones (no summary: the process that started it reports)."""
-    sweep = Sweep.from_definition(settings.stored_definition(), study_name=settings.study, device=settings.device,
-                                  storage_url=settings.storage_url, runs_dir=Path(settings.runs_dir),
-                                  heartbeat_seconds=settings.heartbeat_seconds, trials=settings.trials)
+    sweep = rebuild(settings.stored_definition(), study_name=settings.study, device=settings.device,
+                    storage_url=settings.storage_url, runs_dir=Path(settings.runs_dir),
+                    heartbeat_seconds=settings.heartbeat_seconds, trials=settings.trials)
     return work(sweep, open_study(sweep), worker=settings.index, quiet=settings.quiet,
                 should_stop=StopFlag().install())

@@ -1,7 +1,7 @@
 """A sweep's definition: validated and resolved before anything runs, and the study it creates or joins. The
 process that starts a sweep builds it from its options (`build`, from `experiments.schemas.sweep.SweepOptions`); the
 definition (its stored fields, `common.schema.stored`) is stored with its study, and a worker process builds it from
-there (`Sweep.from_definition`)."""
+there (`rebuild`)."""
 
 from __future__ import annotations
 
@@ -71,38 +71,14 @@ class Sweep:
         each time, so confirming again finds the runs it already trained."""
         return [self.seed + offset for offset in range(1, self.confirm_seeds + 1)]
 
-    def definition(self) -> dict[str, Any]:
-        """What makes trials comparable, and all a worker process reads to join the study: processes joining a
-        study must agree on it (`common.schema.stored`)."""
-        return schema.stored(self)
-
     def upgraded(self, stored: dict[str, Any]) -> dict[str, Any]:
         """`stored`, a definition as an older version stored it, in today's form as far as it agrees with this
         sweep: a space stored as text (each parameter described) is this sweep's where the text describes it, and
         the kernel and pruner, which older versions did not store, are this sweep's."""
         today = {"kernel": self.kernel, "pruner": self.pruner, "prune_after": self.prune_after, **stored}
         if today.get("space") == [param.describe() for param in self.space.params]:
-            today["space"] = self.definition()["space"]
+            today["space"] = schema.stored(self)["space"]
         return today
-
-    @classmethod
-    def from_definition(cls, stored: dict[str, Any], *, study_name: str, device: str, storage_url: str | None,
-                        runs_dir: Path, heartbeat_seconds: int, trials: int) -> Sweep:
-        """The sweep whose study `study_name` holds the definition `stored` (as `definition()` wrote it), checked
-        by resolving its run config on this machine's `device`: what a worker process runs, started with only
-        where the storage is, what is local to it and `trials`, the target of the command that started it."""
-        where = f"sweep study {study_name!r}"
-
-        def read(key: str) -> Any:
-            return field_of(stored, key, where=where)
-
-        if not all(isinstance(param, dict) for param in read("space")):
-            raise OptionError(f"The {where} stores its space as text (an older version created it); accepted: "
-                              "joining it once with the command that created it, which records it as data.")
-        sweep = schema.from_stored(cls, read, device=device, study_name=study_name, storage_url=storage_url,
-                                   runs_dir=runs_dir, trials=trials, heartbeat_seconds=heartbeat_seconds)
-        sweep.config({})  # a definition this version cannot run is refused here, in one sentence
-        return sweep
 
     def config(self, chosen: dict[str, dict[str, Any]]) -> configs.RunConfig:
         """The run config of a trial: the sweep's overrides plus the trial's values."""
@@ -170,11 +146,30 @@ def build(options: SweepOptions, *, device: str, runs_dir: Path) -> Sweep:
                  heartbeat_seconds=options.heartbeat_seconds, confirm_seeds=options.confirm_seeds)
 
 
+def rebuild(stored: dict[str, Any], *, study_name: str, device: str, storage_url: str | None, runs_dir: Path,
+         heartbeat_seconds: int, trials: int) -> Sweep:
+    """The sweep whose study `study_name` holds the definition `stored` (`common.schema.stored` of it), checked by
+    resolving its run config on this machine's `device`: what a worker process runs, started with only where the
+    storage is, what is local to it and `trials`, the target of the command that started it."""
+    where = f"sweep study {study_name!r}"
+
+    def read(key: str) -> Any:
+        return field_of(stored, key, where=where)
+
+    if not all(isinstance(param, dict) for param in read("space")):
+        raise OptionError(f"The {where} stores its space as text (an older version created it); accepted: "
+                          "joining it once with the command that created it, which records it as data.")
+    sweep = schema.from_stored(Sweep, read, device=device, study_name=study_name, storage_url=storage_url,
+                               runs_dir=runs_dir, trials=trials, heartbeat_seconds=heartbeat_seconds)
+    sweep.config({})  # a definition this version cannot run is refused here, in one sentence
+    return sweep
+
+
 def open_study(sweep: Sweep) -> optuna.Study:
     """Create the sweep's study, or join it after checking that it was created for the same sweep."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # each trial is announced by the sweep itself
     storage = open_storage(sweep.storage_url, sweep.journal, sweep.heartbeat_seconds)
-    return create_or_join(storage, sweep.study_name, sweep.definition(), kind="sweep", shown=sweep.storage_shown,
+    return create_or_join(storage, sweep.study_name, schema.stored(sweep), kind="sweep", shown=sweep.storage_shown,
                           pruner=sweep.make_pruner(), upgrade=sweep.upgraded,
                           accepted="the variant, task, profile, seed, --set, --space, kernel and pruner it was "
                                    "created with, or another study name")

@@ -18,6 +18,7 @@ from scipy import stats
 from analysis import results_doc
 from analysis.benchmark import page
 from analysis.benchmark.stale import stale_lines
+from common import schema
 from common.schema import from_flags
 from experiments import benchmark, revisions, tasks
 from experiments.benchmark.ledger import OUTCOME, RESULT, Ledger
@@ -404,9 +405,9 @@ def test_a_record_stored_before_protocols_and_revisions_reads_as_protocol_1_and_
     monkeypatch.setattr(revisions, "PROTOCOL", 1)  # the protocol is current: only the revisions are unknown
     monkeypatch.setitem(revisions.REVISED[revisions.VARIANT], "local", ((2, "its window now ends at the query"),))
     bench = prepare(tmp_path, "dense,local", "passkey", seeds=1)
-    stored = {key: value for key, value in bench.definition().items() if key != "protocol"}
-    older = benchmark.Benchmark.from_definition(stored, study_name=bench.study_name, device="cpu", storage_url=None,
-                                                runs_dir=tmp_path, heartbeat_seconds=1)
+    stored = {key: value for key, value in schema.stored(bench).items() if key != "protocol"}
+    older = benchmark.rebuild(stored, study_name=bench.study_name, device="cpu", storage_url=None,
+                              runs_dir=tmp_path, heartbeat_seconds=1)
     study = optuna.create_study()
     for cell in older.cells:
         validation, test, parameters = FIGURES[cell.variant, cell.task]

@@ -283,5 +283,7 @@ def test_the_power_check_meets_the_aim_at_exactly_its_detectable_difference_and_
     assert power_check(beyond).set_index("metric").loc[contrasts.TEST_ACCURACY, "met"] == "no"
     lines = power_lines(power_check(table))
     assert lines[0].startswith("Power: 1 of 1 tasks could detect 0.05 in test accuracy or 20% in steps to 0.9")
-    assert power_lines(power_check(beyond.assign(**{"detectable relative to dense": 0.3})))[1].startswith(
-        "t misses the aim: test accuracy could detect 0.050 with 6 seeds, and would need about")
+    missed = power_lines(power_check(beyond.assign(**{"detectable relative to dense": 0.3})))[1]
+    assert missed.startswith("t misses the aim: test accuracy could detect 0.050 with 6 seeds, and would need about")
+    needed = int(accuracy["seeds the aim needs"])  # dense and a, each (needed - 6) more seeds
+    assert f"about {needed} paired seeds ({(needed - 6) * 2:,} more runs of its 2 rows)" in missed

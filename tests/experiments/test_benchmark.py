@@ -22,6 +22,7 @@ from poison import poison_forward
 from postgres import postgres_server
 
 from attnlab.cli import main
+from common import schema
 from common.options import OptionError
 from common.schema import from_flags
 from experiments import benchmark, revisions
@@ -214,8 +215,8 @@ def test_an_outdone_tuning_run_stops_at_its_next_evaluation_and_the_estimate_rep
 def test_the_target_reaches_every_job_and_is_part_of_the_benchmark(tmp_path):
     bench = plan(tmp_path, task="passkey", variants="dense", target_accuracy="0.99")
     (job, *_) = Ledger(bench, []).missing()
-    assert bench.config(job).train.target_accuracy == 0.99 and bench.definition()["target_accuracy"] == 0.99
-    assert "--target-accuracy 0.99" in bench.command()
+    assert bench.config(job).train.target_accuracy == 0.99 and schema.stored(bench)["target_accuracy"] == 0.99
+    assert "--target-accuracy 0.99" in schema.command(bench)
     assert plan(tmp_path, task="passkey", variants="dense").config(job).train.target_accuracy is None
     assert upgraded({"variants": ["dense"]})["target_accuracy"] is None  # stored before: every step
 
@@ -225,9 +226,9 @@ def test_every_job_reads_its_test_set_once_at_its_end_and_a_validation_subset_be
     (job, *_) = Ledger(bench, []).missing()
     train_config = bench.config(job).train
     assert (train_config.interim_test, train_config.interim_validation) == (False, 16)
-    assert bench.definition()["interim_validation"] == 16 and "--interim-validation 16" in bench.command()
+    assert schema.stored(bench)["interim_validation"] == 16 and "--interim-validation 16" in schema.command(bench)
     whole = plan(tmp_path, task="passkey", variants="dense", interim_validation="all")
-    assert whole.config(job).train.interim_validation is None and "--interim-validation all" in whole.command()
+    assert whole.config(job).train.interim_validation is None and "--interim-validation all" in schema.command(whole)
     # Stored before interim evaluations: every evaluation read every set, as its jobs did.
     assert {key: upgraded({"variants": ["dense"]})[key] for key in ("interim_test", "interim_validation")} == {
         "interim_test": True, "interim_validation": None}
@@ -235,19 +236,19 @@ def test_every_job_reads_its_test_set_once_at_its_end_and_a_validation_subset_be
 
 def test_a_benchmark_stores_the_protocol_it_runs_and_a_definition_stored_before_reads_as_protocol_1(tmp_path):
     bench = plan(tmp_path, task="passkey", variants="dense", protocol=revisions.PROTOCOL, interim_validation="all")
-    assert bench.protocol == bench.definition()["protocol"] == revisions.PROTOCOL == 2  # new benchmarks: protocol 2
+    assert bench.protocol == schema.stored(bench)["protocol"] == revisions.PROTOCOL == 2  # new benchmarks: protocol 2
     assert upgraded({"variants": ["dense"]})["protocol"] == 1
     # A definition stored before benchmarks kept their protocol (and its screen) reads as protocol 1: one tuning seed
     # over the whole budget.
     earlier = plan(tmp_path, task="passkey", variants="dense")
-    stored = {key: value for key, value in earlier.definition().items()
+    stored = {key: value for key, value in schema.stored(earlier).items()
               if key not in ("protocol", "screen_seeds", "screen_fraction")}
-    older = benchmark.Benchmark.from_definition(stored, study_name=bench.study_name, device="cpu", storage_url=None,
-                                                runs_dir=tmp_path, heartbeat_seconds=1)
+    older = benchmark.rebuild(stored, study_name=bench.study_name, device="cpu", storage_url=None,
+                              runs_dir=tmp_path, heartbeat_seconds=1)
     assert (older.protocol, older.tuning_seeds, older.screen_fraction) == (1, [0], 1.0)
     with pytest.raises(OptionError, match=r"runs protocol 99, which this version does not have; accepted: 1, 2\."):
-        benchmark.Benchmark.from_definition({**bench.definition(), "protocol": 99}, study_name=bench.study_name,
-                                            device="cpu", storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
+        benchmark.rebuild({**schema.stored(bench), "protocol": 99}, study_name=bench.study_name,
+                          device="cpu", storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
 
 def settle_tuning_and_confirmation(bench, study):
     """A new benchmark's tuning completed (the middle learning rate best), then its confirmation."""
@@ -344,7 +345,7 @@ def test_capacity_is_off_with_none_and_its_settings_are_part_of_the_benchmark(tm
     ledger = settle_tuning_and_confirmation(bench, optuna.create_study())
     assert ledger.complete and ledger.missing() == []
     assert "capacity: off" in benchmark.command.header(bench, workers=1)
-    assert "--capacity-widths none --capacity-scales none" in bench.command()
+    assert "--capacity-widths none --capacity-scales none" in schema.command(bench)
     benchmark.open_study(bench)
     with pytest.raises(ValueError, match=r"its capacity_widths, capacity_scales differ"):
         benchmark.open_study(plan(tmp_path, task="mqar", variants="dense", tiny=TINY_MQAR))

@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 from test_benchmark import add, plan
 
 from analysis.benchmark import page
+from common import schema
 from experiments import benchmark
 from experiments.benchmark import Ledger
 
@@ -77,12 +78,13 @@ def test_extend_grid_0_and_a_definition_stored_before_extensions_never_extend(tm
     bench = tuning(tmp_path, extend_grid="0")
     ledger = tuned(bench, optuna.create_study(), dict(zip(GRID, (0.5, 0.6, 0.7), strict=True)))
     assert ledger.cells[0].best_lr == 0.003 and {job.stage for job in ledger.missing()} == {"confirm"}
-    assert "--extend-grid 0" in bench.command() and "the grid is not extended" in bench.stage("tune").protocol(bench)
+    assert "--extend-grid 0" in schema.command(bench)
+    assert "the grid is not extended" in bench.stage("tune").protocol(bench)
     extended = tuning(tmp_path)
-    stored = {key: value for key, value in extended.definition().items() if key != "extend_grid"}
-    older = benchmark.Benchmark.from_definition(stored, study_name=extended.study_name, device="cpu",
-                                                storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
-    assert older.extend_grid == 0 and extended.extend_grid == 2 and "--extend-grid 2" in extended.command()
+    stored = {key: value for key, value in schema.stored(extended).items() if key != "extend_grid"}
+    older = benchmark.rebuild(stored, study_name=extended.study_name, device="cpu",
+                              storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
+    assert older.extend_grid == 0 and extended.extend_grid == 2 and "--extend-grid 2" in schema.command(extended)
     assert "x9 above, x0.1 below" in extended.stage("tune").protocol(extended)
 
 

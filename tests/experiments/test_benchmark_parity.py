@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 from test_benchmark import add, plan
 
 from analysis.benchmark import page
+from common import schema
 from experiments import benchmark
 from experiments.benchmark import Job, Ledger, parity
 from experiments.run.build import build
@@ -71,8 +72,8 @@ def test_dense_is_counted_though_not_among_the_variants_and_a_worker_resolves_th
     for task in ("passkey", "mqar"):
         assert alone.cell("lstm", task).size == beside.cell("lstm", task).size
         assert alone.cell("lstm", task).size.reference == beside.cell("dense", task).size.parameters
-    worker = benchmark.Benchmark.from_definition(alone.definition(), study_name=alone.study_name, device="cpu",
-                                                 storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
+    worker = benchmark.rebuild(schema.stored(alone), study_name=alone.study_name, device="cpu",
+                               storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
     assert [cell.size for cell in worker.cells] == [cell.size for cell in alone.cells]
     assert [cell.capacity for cell in worker.cells] == [cell.capacity for cell in alone.cells]
 
@@ -128,10 +129,10 @@ def test_where_dense_cannot_be_built_every_cell_of_the_task_says_so_and_none_is_
 
 def test_a_benchmark_stored_before_cells_were_sized_keeps_its_sizes_and_flags_those_outside_10_percent(tmp_path):
     bench = plan(tmp_path, variants="dense,lstm", task="passkey", tiny=DEFAULT_SIZES)
-    stored = {key: value for key, value in bench.definition().items() if key != "size_to_dense"}
-    older = benchmark.Benchmark.from_definition(stored, study_name=bench.study_name, device="cpu", storage_url=None,
-                                                runs_dir=tmp_path, heartbeat_seconds=1)
+    stored = {key: value for key, value in schema.stored(bench).items() if key != "size_to_dense"}
+    older = benchmark.rebuild(stored, study_name=bench.study_name, device="cpu", storage_url=None,
+                              runs_dir=tmp_path, heartbeat_seconds=1)
     size = older.cell("lstm", "passkey").size
     assert not older.size_to_dense and size.changes == () and size.ratio > 1.1
     assert "created before cells were sized to dense's, so it trains at its own size" in size.unmatched
-    assert "--no-size-to-dense" in older.command() and "--no-size-to-dense" not in bench.command()
+    assert "--no-size-to-dense" in schema.command(older) and "--no-size-to-dense" not in schema.command(bench)

@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 from test_benchmark import TINY_SETS, add, plan
 
 from attnlab.cli import build_parser
+from common import schema
 from common.schema import from_flags
 from experiments import benchmark, revisions
 from experiments.benchmark import Ledger, estimate, worker
@@ -111,7 +112,8 @@ def test_a_new_benchmark_runs_protocol_2_with_six_confirmation_seeds_by_default(
     assert bench.protocol == 2 and bench.confirmation_seeds() == [2, 3, 4, 5, 6, 7]
     assert (bench.target_accuracy, bench.interim_validation, bench.screen_seeds, bench.screen_fraction) == (
         None, None, 2, 0.25)
-    assert "--screen-seeds 2 --screen-fraction 0.25" in bench.command() and "--target-accuracy" not in bench.command()
+    command = schema.command(bench)
+    assert "--screen-seeds 2 --screen-fraction 0.25" in command and "--target-accuracy" not in command
 
 
 def test_a_seed_fixes_the_data_order_and_the_initialisation_for_every_variant(tmp_path):
@@ -132,9 +134,9 @@ def test_a_protocol_1_benchmark_reads_and_is_not_continued_as_protocol_2(tmp_pat
     earlier = plan(tmp_path, task="passkey", variants="dense", target_accuracy="0.99")  # protocol 1, as the record
     benchmark.open_study(earlier)
     assert (earlier.protocol, earlier.tuning_seeds, earlier.confirmation_seeds()) == (1, [0], [1, 2])
-    again = benchmark.Benchmark.from_definition(earlier.definition(), study_name=earlier.study_name, device="cpu",
-                                                storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
-    assert again == earlier and "--protocol 1 --target-accuracy 0.99" in again.command()
+    again = benchmark.rebuild(schema.stored(earlier), study_name=earlier.study_name, device="cpu",
+                              storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
+    assert again == earlier and "--protocol 1 --target-accuracy 0.99" in schema.command(again)
     refused = r"created for another benchmark \(its .*protocol.* differ\); accepted: the protocol"
     with pytest.raises(ValueError, match=refused):
         benchmark.open_study(plan(tmp_path, task="passkey", variants="dense", protocol=2, interim_validation="all"))
@@ -160,11 +162,11 @@ def test_a_row_given_more_seeds_trains_the_same_first_seeds_and_then_its_own(tmp
     seeds = {cell.task: [job.seed for job in confirm.jobs(bench, cell, 0.001)] for cell in bench.cells}
     assert seeds == {"passkey": [2, 3], "flipflop": [2, 3, 4, 5]}
     assert "2 fresh seeds (2, 3); 4 on flipflop (2, 3, 4, 5)" in confirm.protocol(bench)
-    assert "--task-seeds flipflop=4" in bench.command()
-    again = benchmark.Benchmark.from_definition(bench.definition(), study_name=bench.study_name, device="cpu",
-                                                storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
-    assert again == bench and bench.definition()["task_seeds"] == {"flipflop": 4}
-    assert "--task-seeds" not in plan(tmp_path, task="passkey", variants="dense").command()  # none: not named
+    assert "--task-seeds flipflop=4" in schema.command(bench)
+    again = benchmark.rebuild(schema.stored(bench), study_name=bench.study_name, device="cpu",
+                              storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
+    assert again == bench and schema.stored(bench)["task_seeds"] == {"flipflop": 4}
+    assert "--task-seeds" not in schema.command(plan(tmp_path, task="passkey", variants="dense"))  # none: not named
 
 
 @pytest.mark.parametrize("given, refused", [
@@ -198,7 +200,7 @@ def test_a_benchmark_continued_with_more_seeds_keeps_its_study_and_one_with_fewe
         benchmark.open_study(grown(seeds=3))  # 4 stored: 3 would drop the fourth seed's jobs
     with pytest.raises(ValueError, match=r"\(its seeds, lr_multiples differ\)"):
         benchmark.open_study(grown(seeds=5, lr_multiples="1,3,9"))  # more seeds, but another grid
-    stored = first.definition()
+    stored = schema.stored(first)
     assert grows(stored, {**stored, "seeds": 2}) and not grows(
         {**stored, "task_seeds": {"passkey": 3}}, stored)
 

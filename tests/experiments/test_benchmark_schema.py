@@ -48,13 +48,13 @@ def test_every_field_with_a_help_text_is_a_flag_of_attnlab_benchmark_and_a_key_o
 def test_the_definition_is_the_stored_options_and_their_stages_and_reads_back_as_the_same_benchmark(tmp_path):
     bench = built(tmp_path, "--variant", "dense", "--task", "passkey", "--protocol", "1", "--name", "round",
                   *[word for assignment in TINY for word in ("--set", assignment)])
-    definition = bench.definition()
+    definition = schema.stored(bench)
     assert set(definition) == {field.name for field in dataclasses.fields(BenchmarkOptions)
                                if field.metadata["stored"]} | {"stages"}
     assert {"name", "storage_url", "heartbeat_seconds"}.isdisjoint(definition)  # where it lives, not what it is
-    again = benchmark.Benchmark.from_definition(definition, study_name=bench.study_name, device="cpu",
-                                                storage_url=None, runs_dir=tmp_path, heartbeat_seconds=60)
-    assert again == bench and again.command() == bench.command()
+    again = benchmark.rebuild(definition, study_name=bench.study_name, device="cpu",
+                              storage_url=None, runs_dir=tmp_path, heartbeat_seconds=60)
+    assert again == bench and schema.command(again) == schema.command(bench)
 
 
 def test_a_definition_stored_before_the_protocol_s_fields_reads_as_the_version_that_stored_it_ran(tmp_path):
@@ -66,8 +66,8 @@ def test_a_definition_stored_before_the_protocol_s_fields_reads_as_the_version_t
                                         "interim_validation", "protocol", "screen_seeds", "screen_fraction")} == {
         "stages": ["tune", "confirm", "capacity"], "extend_grid": 0, "size_to_dense": False, "target_accuracy": None,
         "interim_test": True, "interim_validation": None, "protocol": 1, "screen_seeds": 1, "screen_fraction": 1.0}
-    older = benchmark.Benchmark.from_definition(stored, study_name="benchmark-older", device="cpu", storage_url=None,
-                                                runs_dir=tmp_path, heartbeat_seconds=60)
+    older = benchmark.rebuild(stored, study_name="benchmark-older", device="cpu", storage_url=None,
+                              runs_dir=tmp_path, heartbeat_seconds=60)
     assert (older.name, older.protocol, older.target, older.tuning_seeds, older.interim_test) == (
         "older", 1, None, [0], True)
 
@@ -79,7 +79,7 @@ def test_the_rerun_command_of_a_protocol_1_benchmark_is_the_one_earlier_versions
                   "--target-accuracy", "0.95", "--interim-validation", "all", "--kernel", "sdpa", "--set",
                   "model.dim=32", "--set", "train.steps=20", "--storage", "postgresql://user:secret@db.example/attn",
                   "--heartbeat-seconds", "5")
-    assert bench.command() == (
+    assert schema.command(bench) == (
         "attnlab benchmark --variant dense,relative:kind=alibi --task passkey --profile quick --seed 3 --seeds 2 "
         "--lr-multiples 1.0 --capacity-widths none --capacity-scales none --capacity-seeds 1 --extend-grid 0 --name "
         "pinned-one --no-size-to-dense --protocol 1 --target-accuracy 0.95 --interim-validation all --kernel sdpa "
@@ -90,11 +90,11 @@ def test_the_rerun_command_of_a_protocol_2_benchmark_is_the_one_earlier_versions
     bench = built(tmp_path, "--variant", "dense,local", "--task", "passkey,mqar:num_pairs=8", "--seeds", "4",
                   "--lr-multiples", "0.5,1,2", "--capacity-widths", "0.5", "--capacity-seeds", "2", "--extend-grid",
                   "1", "--screen-seeds", "3", "--screen-fraction", "0.5", "--set", "train.steps=40")
-    assert bench.command() == (
+    assert schema.command(bench) == (
         "attnlab benchmark --variant dense,local --task passkey,mqar:num_pairs=8 --profile quick --seed 0 --seeds 4 "
         "--lr-multiples 0.5,1.0,2.0 --capacity-widths 0.5 --capacity-scales none --capacity-seeds 2 --extend-grid 1 "
         "--name quick-protocol2 --screen-seeds 3 --screen-fraction 0.5 --set train.steps=40")
-    assert bench.definition() == {
+    assert schema.stored(bench) == {
         "variants": ["dense", "local"], "tasks": ["passkey", "mqar:num_pairs=8"], "profile": "quick", "seed": 0,
         "seeds": 4, "lr_multiples": [0.5, 1.0, 2.0], "kernel": "auto", "sets": ["train.steps=40"],
         "capacity_widths": [0.5], "capacity_scales": [], "capacity_seeds": 2, "stages": ["tune", "confirm", "capacity"],
@@ -110,3 +110,18 @@ def test_the_target_accuracy_is_named_by_the_train_config_the_stop_the_summary_a
     schema_file = ROOT / "experiments" / "schemas" / "benchmark.py"
     assert "target_accuracy" in {node.target.id for node in ast.walk(ast.parse(schema_file.read_text()))
                                  if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
+
+
+def test_each_commands_options_are_written_once_no_class_keeps_its_own_stored_form_or_command_line():
+    # The definition, the options read back and the rerun command come from the fields (`common.schema`), for every
+    # command alike; a method of one class writing them again is how one field came to be written in 11 files.
+    from experiments.schemas.calibration import CalibrationOptions
+    from experiments.schemas.reproduce import ReproduceOptions
+    from experiments.schemas.sweep import SweepOptions
+    from experiments.sweep import Sweep
+
+    classes = (BenchmarkOptions, benchmark.Benchmark, SweepOptions, Sweep, CalibrationOptions, ReproduceOptions)
+    kept = [f"{cls.__name__}.{name}" for cls in classes for name in ("definition", "from_definition", "command",
+                                                                     "prepare") if hasattr(cls, name)]
+    assert kept == []
+    assert [path for package in ("experiments", "analysis") for path in (ROOT / package).rglob("*_options.py")] == []

@@ -6,9 +6,10 @@ import optuna
 import pytest
 from test_benchmark import TINY_RUNS, plan
 
+from common import schema
 from common.options import OptionError
 from experiments.benchmark import worker
-from experiments.benchmark.definition import Benchmark
+from experiments.benchmark.definition import rebuild as rebuild_benchmark
 from experiments.calibration import runs as calibration
 from experiments.run import config as configs
 from experiments.run.records import run_path
@@ -79,10 +80,10 @@ def test_a_benchmark_cell_of_a_row_trains_the_rows_options_and_its_definition_re
     jobs = {job.task: job for job in bench.planned_jobs() if job.stage == "confirm"}
     assert {task: bench.config(job).task_options.num_pairs for task, job in jobs.items()} == {
         "mqar:num_pairs=2": 2, "mqar:num_pairs=3": 3}
-    again = Benchmark.from_definition(bench.definition(), study_name=bench.study_name, device="cpu", storage_url=None,
-                                      runs_dir=tmp_path, heartbeat_seconds=1)
+    again = rebuild_benchmark(schema.stored(bench), study_name=bench.study_name, device="cpu", storage_url=None,
+                              runs_dir=tmp_path, heartbeat_seconds=1)
     assert again.tasks == bench.tasks and again.cells == bench.cells
-    assert "--task mqar:num_pairs=2,mqar:num_pairs=3 " in bench.command()
+    assert "--task mqar:num_pairs=2,mqar:num_pairs=3 " in schema.command(bench)
     study = optuna.create_study()
     study.enqueue_trial({}, user_attrs={"job": jobs["mqar:num_pairs=3"].to_attr()})
     study.optimize(worker.Objective(bench, quiet=True, should_stop=lambda step: False), n_trials=1)

@@ -14,11 +14,14 @@ from optuna.trial import TrialState
 from test_benchmark import TINY, plan
 from test_sweep import in_process_sweep
 
+from common import schema
 from common.options import OptionError
 from experiments import benchmark
 from experiments.benchmark import Benchmark, Ledger
+from experiments.benchmark.definition import rebuild as rebuild_benchmark
 from experiments.benchmark.definition import upgraded
 from experiments.sweep import Sweep
+from experiments.sweep.definition import rebuild as rebuild_sweep
 from experiments.sweep.pool import WorkerSettings, worker_count
 from experiments.sweep.storage import open_storage
 
@@ -43,7 +46,7 @@ def test_a_benchmark_worker_given_only_the_storage_and_study_runs_the_jobs_of_th
     bench = plan(tmp_path, task="passkey", variants="dense", seeds=1, capacity_widths="none", capacity_scales="none")
     study = benchmark.open_study(bench)  # the study holds the definition, as `attnlab benchmark` leaves it
     settings = WorkerSettings("benchmark", bench.study_name, None, str(bench.journal), str(tmp_path), "cpu", 1, True)
-    done = start_worker(settings, bench.definition())
+    done = start_worker(settings, schema.stored(bench))
     assert done.returncode == 0, done.stderr
     ledger = Ledger(bench, study.get_trials())
     assert ledger.complete and len(ledger.states) == 3 + 1  # the grid's 3 learning rates, then 1 seed
@@ -56,7 +59,7 @@ def test_a_sweep_worker_given_only_the_storage_and_study_runs_the_trials_of_the_
     sweep, study = in_process_sweep(tmp_path, "variant.window=8:10", trials=2)
     settings = WorkerSettings("sweep", sweep.study_name, None, str(sweep.journal), str(tmp_path), "cpu", 1, True,
                               trials=2)
-    done = start_worker(settings, sweep.definition())
+    done = start_worker(settings, schema.stored(sweep))
     assert done.returncode == 0, done.stderr
     complete = study.get_trials(states=(TrialState.COMPLETE,))
     assert len(complete) == 2 and all(8 <= trial.params["variant.window"] <= 10 for trial in complete)  # its space
@@ -107,32 +110,32 @@ def store(storage, name: str, definition: dict) -> None:
 
 def test_a_benchmark_stored_before_definitions_named_their_stages_is_joined_and_read(tmp_path):
     bench = plan(tmp_path, task="passkey", variants="dense", capacity_widths="none", capacity_scales="none")
-    stored = older(bench.definition(), dropped=("stages",))
+    stored = older(schema.stored(bench), dropped=("stages",))
     store(open_storage(None, bench.journal, 1), bench.study_name, stored)
-    assert upgraded(stored) == bench.definition()
-    rebuilt = Benchmark.from_definition(stored, study_name=bench.study_name, device="cpu", storage_url=None,
-                                        runs_dir=tmp_path, heartbeat_seconds=1)
+    assert upgraded(stored) == schema.stored(bench)
+    rebuilt = rebuild_benchmark(stored, study_name=bench.study_name, device="cpu", storage_url=None,
+                                runs_dir=tmp_path, heartbeat_seconds=1)
     assert rebuilt.stages == bench.stages and rebuilt.cells == bench.cells and rebuilt.name == bench.name
-    assert benchmark.open_study(bench).user_attrs["definition"] == bench.definition()  # joined, recorded anew
+    assert benchmark.open_study(bench).user_attrs["definition"] == schema.stored(bench)  # joined, recorded anew
     with pytest.raises(OptionError, match=r"benchmark study 'benchmark-tiny' stores no 'capacity_seed[s]'"):
-        Benchmark.from_definition(older(stored, dropped=("capacity_seeds",)), study_name=bench.study_name,
-                                  device="cpu", storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
+        rebuild_benchmark(older(stored, dropped=("capacity_seeds",)), study_name=bench.study_name,
+                          device="cpu", storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1)
 
 
 def test_a_sweep_stored_with_its_space_as_text_is_joined_by_the_same_sweep_and_refused_to_another(tmp_path):
     sweep, _ = in_process_sweep(tmp_path / "today", "variant.window=8:10")
-    stored = older(sweep.definition(), dropped=("kernel", "pruner", "prune_after"),
+    stored = older(schema.stored(sweep), dropped=("kernel", "pruner", "prune_after"),
                    space=[param.describe() for param in sweep.space.params])  # as versions before workers read it
     with pytest.raises(OptionError, match="stores its space as text"):
-        Sweep.from_definition(stored, study_name=sweep.study_name, device="cpu", storage_url=None,
-                              runs_dir=tmp_path, heartbeat_seconds=1, trials=1)
+        rebuild_sweep(stored, study_name=sweep.study_name, device="cpu", storage_url=None,
+                      runs_dir=tmp_path, heartbeat_seconds=1, trials=1)
     store(open_storage(None, tmp_path / "sweeps" / f"{sweep.study_name}.journal", 1), sweep.study_name, stored)
     with pytest.raises(ValueError, match=r"created for another sweep \(its space differ\)"):
         in_process_sweep(tmp_path, "variant.window=8:11")
     again, study = in_process_sweep(tmp_path, "variant.window=8:10")
-    assert study.user_attrs["definition"] == again.definition()  # recorded in today's form
-    rebuilt = Sweep.from_definition(study.user_attrs["definition"], study_name=again.study_name, device="cpu",
-                                    storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1, trials=again.trials)
+    assert study.user_attrs["definition"] == schema.stored(again)  # recorded in today's form
+    rebuilt = rebuild_sweep(study.user_attrs["definition"], study_name=again.study_name, device="cpu",
+                            storage_url=None, runs_dir=tmp_path, heartbeat_seconds=1, trials=again.trials)
     assert rebuilt == again
 
 
