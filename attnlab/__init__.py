@@ -6,7 +6,7 @@ pages, the report); it imports everything below it, and nothing imports it. The 
 
     cli                 the parser, one function per command, and `main`, which turns a bad value into one sentence
     arguments           the flags the commands share (which runs, where, --set, --quiet, the launcher)
-    speed_options       the options of `attnlab speed` (benchmark, sweep, calibration and reproduce declare theirs
+    speed_flags         the flags of `attnlab speed` (benchmark, sweep, calibration and reproduce declare theirs
                         as fields of one schema each, `experiments.schemas`, whose flags `common.schema` derives)
     experiment_file     an experiment file (`--config FILE.toml`): a command's options as TOML
     catalogue           `attnlab list` and `attnlab sample`: the variants, tasks and profiles, examples of a task

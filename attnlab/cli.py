@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from attnlab import catalogue, experiment_file, speed_options
+from attnlab import catalogue, experiment_file, speed_flags
 from attnlab.arguments import (
     QUIET,
     RUNS_DIR_OPTION,
@@ -372,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="attnlab", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (_add_run, _add_resume, _add_sample, _add_sweep, _add_benchmark, _add_list,
-                lambda commands: speed_options.add_speed(commands, _speed),
+                lambda commands: speed_flags.add_speed(commands, _speed),
                 _add_report, _add_saturation, _add_calibration, _add_results, _add_speed_train, _add_gpu_check,
                 _add_data_check, _add_reproduce):
         add(commands)

@@ -124,4 +124,5 @@ def test_each_commands_options_are_written_once_no_class_keeps_its_own_stored_fo
     kept = [f"{cls.__name__}.{name}" for cls in classes for name in ("definition", "from_definition", "command",
                                                                      "prepare") if hasattr(cls, name)]
     assert kept == []
-    assert [path for package in ("experiments", "analysis") for path in (ROOT / package).rglob("*_options.py")] == []
+    packages = ("experiments", "analysis", "attnlab")
+    assert [path for package in packages for path in (ROOT / package).rglob("*_options.py")] == []

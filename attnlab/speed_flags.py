@@ -1,4 +1,4 @@
-"""The options of `attnlab speed`: which variants, kernels and sizes it times. Apart from `attnlab.cli`, so that
+"""The flags of `attnlab speed`: which variants, kernels and sizes it times. Apart from `attnlab.cli`, so that
 the command line stays short to read."""
 
 from __future__ import annotations
