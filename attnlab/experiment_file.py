@@ -33,6 +33,7 @@ from typing import Any
 from common.options import OptionError, build_options, closest, format_value
 from experiments import tasks
 from experiments.run import config as configs
+from experiments.tasks import presets as task_presets
 from variants import presets, variant_class
 
 NOT_IN_FILES = {"config", "set", "func", "command", "quiet", "runs_dir"}  # where a run goes, not what it is
@@ -62,9 +63,12 @@ def from_run_config(data: dict[str, Any]) -> dict[str, Any]:
 
 def _option(path: Path, key: str, value: Any, action: argparse.Action) -> Any:
     """A top-level value as the option's destination holds it: where the option reads text, a list joined by
-    commas (`variants = ["dense", "local"]`, `lr_multiples = [0.3, 1, 3]`) and a number as written; the rest
-    checked against the option's type and choices."""
+    commas (`variants = ["dense", "local"]`, `lr_multiples = [0.3, 1, 3]`), a table as its KEY=VALUE pairs
+    (`[task_seeds]` with `induction = 12`: induction=12) and a number as written; the rest checked against the
+    option's type and choices."""
     kind = action.type or (bool if action.nargs == 0 else str)  # a flag (store_true, --x/--no-x) takes no value
+    if kind is str and isinstance(value, dict):
+        value = ",".join(f"{name}={format_value(item)}" for name, item in value.items())
     if kind is str and isinstance(value, list | int | float) and not isinstance(value, bool):
         value = format_value(value) if not isinstance(value, list) else ",".join(map(format_value, value))
     ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
@@ -84,7 +88,8 @@ def _check_sections(path: Path, sections: dict[str, dict[str, Any]], args: argpa
         build_options(cls, f"Experiment file {path} [{name}]", sections.get(name, {}))
     rows = presets.expand(args.variant or "core")  # only the benchmark has no default: its default set
     names = list(dict.fromkeys(presets.base(row) for row in rows))
-    task_names = [task for task in (args.task or "").split(",") if task] or list(tasks.DEFAULT_SUITE)
+    task_names = list(dict.fromkeys(task_presets.base(task) for task in tasks.expand_tasks(args.task or "")
+                                    if task)) or list(tasks.DEFAULT_SUITE)  # a row's task: mqar:num_pairs=12, mqar
     for section, owners in (("variant", {name: variant_class(name).Options for name in names}),
                             ("task", {name: tasks.task_class(name).Options for name in task_names})):
         known = {field for cls in owners.values() for field in cls.__dataclass_fields__}

@@ -10,7 +10,10 @@ import pytest
 
 from attnlab import experiment_file
 from attnlab.cli import build_parser, main
+from common.schema import from_flags
+from experiments import benchmark, revisions
 from experiments.run import config as configs
+from experiments.schemas.benchmark import BenchmarkOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "experiments"
@@ -25,14 +28,16 @@ def applied(argv):
 
 
 @pytest.mark.parametrize("command", ["run", "sweep", "benchmark", "calibration"])
-def test_every_example_file_is_read_and_its_sections_resolve(command):
+def test_every_example_file_is_read_and_its_sections_resolve(command, tmp_path):
     path = EXAMPLES / f"{command}.toml"
     args = applied([command, "--config", str(path)])
     overrides = configs.parse_sets(args.set)
     rows = args.variant.split(",")
     task = (args.task or "mqar").split(",")[0]
-    if command == "benchmark":
+    if command == "benchmark":  # built as `attnlab benchmark` builds it, every cell resolved, nothing trained
         assert "lr" not in overrides["train"]
+        plan = benchmark.build(from_flags(BenchmarkOptions, vars(args)), device="cpu", runs_dir=tmp_path)
+        assert plan.protocol == revisions.PROTOCOL and all(cell.skipped is None for cell in plan.cells)
         return
     config = configs.resolve(variant=rows[-1], task=task, profile=args.profile, seed=args.seed, device="cpu",
                              overrides=configs.for_task(configs.for_variant(overrides, rows[-1], rows), task,
@@ -89,6 +94,15 @@ def test_a_bad_file_is_one_sentence_naming_the_file_and_the_key(tmp_path, capsys
     for fragment in fragments:
         assert fragment in error, (fragment, error)
     assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+def test_a_table_gives_an_option_of_key_value_pairs_its_pairs(tmp_path):
+    path = tmp_path / "exp.toml"
+    path.write_text('tasks = ["induction", "mqar:num_pairs=12"]\n[task_seeds]\ninduction = 12\n'
+                    '"mqar:num_pairs=12" = 9\n')
+    args = applied(["benchmark", "--config", str(path)])
+    assert args.task_seeds == "induction=12,mqar:num_pairs=12=9"  # as --task-seeds reads it, the last '=' the count
+    assert applied(["benchmark", "--config", str(path), "--task-seeds", "induction=8"]).task_seeds == "induction=8"
 
 
 def test_an_empty_list_survives_the_way_through_set(tmp_path):
