@@ -154,8 +154,9 @@ RECORDS = {
     "benchmark-estimate-suite": ("Benchmark: what `make benchmark`, the core set on protocol 2's calibrated suite at "
                                  "its 400-step budget, costs before it runs (the run of record's estimate)",
                                  _as_recorded),
-    ADDED_ESTIMATE: ("Benchmark: what the run of record's added seeds (12 on induction and on MQAR with 12 pairs) "
-                     "cost, estimated before they ran", _as_recorded),
+    ADDED_ESTIMATE: ("Benchmark: what the run of record's added seeds ("
+                     + ", ".join(f"{count} on {row}" for row, count in benchmark_suite.ROW_SEEDS.items())
+                     + ") cost, estimated before they ran", _as_recorded),
     "benchmark-estimate-all": ("Benchmark: what `VARIANT=all`, every variant and baseline, costs, estimated before "
                                "it runs (every job at its profile's steps: no record of it predicts its stops)",
                                _as_recorded),
@@ -293,14 +294,15 @@ def cost_lines(records: Path, measured_seconds: float, machines: int = 4) -> lis
     if not all(path.exists() for path in paths):
         return []
     before, every = (read(path).set_index("what") for path in paths)
-    parts = [before] + [read(path).set_index("what") for path in [records / f"{ADDED_ESTIMATE}.csv"] if path.exists()]
+    added = records / f"{ADDED_ESTIMATE}.csv"
+    parts = [before, read(added).set_index("what")] if added.exists() else [before]
     wall = next(what for what in before.index if what.startswith("wall time with "))
     workers = int(wall.split()[3])
     hours = [float(part.loc[wall, "hours"]) for part in parts]
     estimated, measured = sum(hours), measured_seconds / 3600
     runs = float(every.loc["every job", "hours"])
-    links = ", then before its added seeds ran " if len(parts) > 1 else ""
-    links += "".join(f"[records/{ADDED_ESTIMATE}.csv](docs/records/{ADDED_ESTIMATE}.csv)" for _ in parts[1:])
+    links = f", then before its added seeds ran [records/{added.name}](docs/records/{added.name})" \
+        if added.exists() else ""
     shown = " + ".join(f"{part:.2f}" for part in hours) + (f" = {estimated:.2f}" if len(parts) > 1 else "")
     return [f"- cost: estimated before the run (`make benchmark-estimate WORKERS={workers}`, "
             f"[records/{paths[0].name}](docs/records/{paths[0].name}){links}) {shown} hours of wall time, measured "

@@ -192,9 +192,10 @@ class BenchmarkOptions:
     # confirmation takes the first N seeds from the same start, so a benchmark continued with more keeps every job.
     task_seeds: tuple[tuple[str, int], ...] = setting(
         (), "confirmation seeds of these task rows instead of --seeds, ROW=N comma-separated (e.g. induction=12); "
-            "more than a study was created with adds the seeds' jobs and keeps the rest (default: none; protocol 2's "
-            "suite at quick: docs/benchmark.md)", metavar="ROW=N,...", parse=parse_task_seeds, show=show_task_seeds,
-        store=dict, load=lambda stored: tuple(stored.items()), rerun=CHANGED, before={}, left_out=lambda values: ())
+            "more than a study was created with adds the jobs of the seeds added and keeps the rest (default: none; "
+            "protocol 2's suite at quick: docs/benchmark.md)", metavar="ROW=N,...", parse=parse_task_seeds,
+        show=show_task_seeds, store=dict, load=lambda stored: tuple(stored.items()), rerun=CHANGED, before={},
+        left_out=lambda values: ())
     # Centred where the leaderboard of record's tuning chose (docs/results.md's tuning table): on 0.3, 1, 3 most cells
     # chose x3 or the x9 beyond it; an optimum below x1 is still reached by the extension below the grid's edge.
     lr_multiples: tuple[float, ...] = setting((1.0, 3.0, 9.0), "the grid: multiples of each task's lr (%(default)s)",

@@ -259,7 +259,7 @@ def test_the_cost_line_reads_the_estimate_made_before_the_run_and_the_all_estima
     assert ") 2.00 hours of wall time, measured 2.20 (1.10 of the estimate)" in line
     assert "`VARIANT=all`, 800 jobs, 24.0 hours of runs: 12.0 hours with 2 workers here, 3.0 on 4 such" in line
     pd.DataFrame([{"what": "wall time with 2 workers", "jobs": "", "hours": "0.75", **provenance}]).to_csv(
-        folder / f"{results_doc.ADDED_ESTIMATE}.csv", index=False)  # the added seeds' estimate, made before they ran
+        folder / f"{results_doc.ADDED_ESTIMATE}.csv", index=False)  # the added seeds, estimated before they ran
     line, = results_doc.cost_lines(folder, 7920.0 + 3240.0)
     assert ("[records/benchmark-estimate-suite.csv](docs/records/benchmark-estimate-suite.csv), then before its "
             "added seeds ran [records/benchmark-estimate-suite-seeds.csv](docs/records/benchmark-estimate-suite-seeds"
