@@ -77,7 +77,8 @@ def test_protocol_2_at_quick_runs_the_chosen_rows_at_the_budget_under_the_users_
     chosen = benchmark_suite.selection(None, None, ["train.steps=300"], None, protocol=2, profile="quick")
     assert chosen["task"] == ",".join(benchmark_suite.suite())
     assert chosen["set"] == ["train.steps=400", "train.eval_every=50", "train.steps=300"]  # the last given wins
-    assert chosen["task_seeds"] == "induction=12,mqar:num_pairs=12=12"  # the rows whose power check asked for more
+    # the rows whose power check asked for more
+    assert chosen["task_seeds"] == "induction=12,mqar:num_pairs=12=12,selective_copy:num_tokens=8=52"
     assert benchmark_suite.selection(None, None, [], "induction=8", protocol=2, profile="quick")["task_seeds"] == \
         "induction=8"
     assert benchmark_suite.selection("mqar", None, [], None, protocol=2, profile="quick") == {
