@@ -79,8 +79,9 @@ class Benchmark(BenchmarkOptions):
 
     @property
     def tuning_seeds(self) -> list[int]:
-        """The seeds every learning rate of tuning trains with: `screen_seeds` from `seed` on."""
-        return [self.seed + offset for offset in range(self.screen_seeds)]
+        """The seeds every learning rate of tuning trains with: `screen_seeds` from `seed` on; none at a fixed rate
+        (`fixed_rate`), which is not tuned."""
+        return [] if self.fixed_rate else [self.seed + offset for offset in range(self.screen_seeds)]
 
     def seeds_of(self, task: str) -> int:
         """How many confirmation seeds task row `task` trains: its own count where `task_seeds` names it, else
@@ -89,9 +90,10 @@ class Benchmark(BenchmarkOptions):
 
     def confirmation_seeds(self, task: str | None = None) -> list[int]:
         """The fresh seeds of confirmation (of task row `task`, `seeds_of`; None: `seeds`): the seeds after the
-        tuning seeds, none of which tuned. A row with more seeds takes the same ones first."""
+        tuning seeds, none of which tuned (at a fixed rate, from `seed` on). A row with more seeds takes the same ones
+        first."""
         count = self.seeds if task is None else self.seeds_of(task)
-        return [self.seed + self.screen_seeds + offset for offset in range(count)]
+        return [self.seed + len(self.tuning_seeds) + offset for offset in range(count)]
 
     def screen_steps(self, steps: int) -> int:
         """The steps a tuning run of a profile of `steps` steps trains: `screen_fraction` of them, at least one."""

@@ -163,6 +163,7 @@ class CellState:
 
     cell: Cell
     target: float | None = None  # the benchmark's: where every job stops, which tuning scores (`best_lr`)
+    fixed: float | None = None  # the cell's one learning rate where the benchmark tunes none (`fixed_rate`)
     stages: dict[str, list[JobState | None]] = field(default_factory=dict)  # by stage name, in stage order
     called: list[Job] = field(default_factory=list)  # the jobs the protocol calls for now, in stage order
 
@@ -212,7 +213,10 @@ class CellState:
         run diverged or failed is not chosen). A run that stopped at the benchmark's target scores the target (what
         it reached past it was not measured further), and among those the fewest steps to it win; without a target,
         among equal accuracies the larger area under the learning curve (`_tuning_score`, averaged over the seeds
-        like the accuracy); then the first of the grid among equals, the grid before its extensions."""
+        like the accuracy); then the first of the grid among equals, the grid before its extensions. At a fixed
+        rate, that rate, with no tuning."""
+        if self.fixed is not None:
+            return self.fixed
         if not self.tuned:
             return None
         scores = [(*(sum(values) / len(values)
@@ -243,6 +247,8 @@ class Ledger:
         state = CellState(cell, self.benchmark.target)
         if cell.skipped is not None:
             return state
+        if self.benchmark.fixed_rate:
+            (state.fixed,) = self.benchmark.learning_rates(cell)
         for stage in self.benchmark.stages:
             if not stage.ready(state):
                 continue
@@ -274,8 +280,10 @@ class Ledger:
         beside it ends. The centre first: the default grid is centred where the leaderboard of record chose, so
         the first run is the likeliest to reach the target soonest and stop the others; the highest first ran its
         diverging or slow runs in full. The choice does not depend on the order (`CellState.best_lr` breaks ties
-        by grid position)."""
-        return sorted(jobs, key=self.wave)  # stable: within a wave, the cells' order
+        by grid position). Confirmation runs in waves of seeds too, every cell's first seed before any cell's next,
+        so that a benchmark stopped part way (or growing, `definition.grows`) holds its variants on the same seeds:
+        what it has settled pairs."""
+        return sorted(jobs, key=lambda job: (self.wave(job), job.seed if job.stage == CONFIRM else 0))  # stable
 
     @property
     def complete(self) -> bool:

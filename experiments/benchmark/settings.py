@@ -32,8 +32,9 @@ def check_numbers(options: BenchmarkOptions) -> None:
         raise OptionError(f"Benchmark capacity-seeds got {capacity_seeds}; accepted: an integer from 1 to seeds = "
                           f"{seeds} (the first confirmation seeds train each capacity point).")
     most = max([seeds, *(count for _, count in options.task_seeds)])  # each row's count, checked when parsed
-    if seed < 0 or seed + screen_seeds + most > tasks.MAX_TRAIN_SEED:
-        raise OptionError(f"Benchmark seed {seed} with {screen_seeds} tuning and {most} confirmation seeds passes the "
+    tuning = 0 if options.fixed_rate else screen_seeds
+    if seed < 0 or seed + tuning + most > tasks.MAX_TRAIN_SEED:
+        raise OptionError(f"Benchmark seed {seed} with {tuning} tuning and {most} confirmation seeds passes the "
                           f"largest seed; accepted: seed + tuning seeds + seeds at most {tasks.MAX_TRAIN_SEED}.")
     if len(lr_multiples) in range(2, MIN_LEARNING_RATES) or len(set(lr_multiples)) < len(lr_multiples) \
             or not all(0 < multiple < math.inf for multiple in lr_multiples):
@@ -48,10 +49,11 @@ def check_numbers(options: BenchmarkOptions) -> None:
 
 def check_protocol(options: BenchmarkOptions) -> None:
     """What protocol `protocol` (`experiments.revisions.PROTOCOLS`) allows: protocol 1 tunes one seed over the whole
-    budget and may stop at a target; protocol 2 screens at least 3 learning rates on at least 2 seeds over a
-    fraction of the budget, trains every run its whole budget and reads the whole validation set at each
+    budget and may stop at a target; protocol 2 screens a grid (at least 3 learning rates, `check_numbers`) on at
+    least 2 seeds over a fraction of the budget, or trains one fixed learning rate with no screen (`fixed_rate`),
+    trains every run its whole budget and reads the whole validation set at each
     evaluation, where its events are decided."""
-    protocol, lr_multiples, interim_validation = options.protocol, options.lr_multiples, options.interim_validation
+    protocol, interim_validation = options.protocol, options.interim_validation
     screen_seeds, screen_fraction = options.screen_seeds, options.screen_fraction
     versions = ", ".join(str(version) for version, _ in revisions.PROTOCOLS)
     if isinstance(protocol, bool) or protocol not in dict(revisions.PROTOCOLS):
@@ -70,10 +72,6 @@ def check_protocol(options: BenchmarkOptions) -> None:
         raise OptionError(f"Benchmark interim-validation {interim_validation} reads part of the validation set, and "
                           f"protocol {protocol} decides its events on the whole set at every evaluation; accepted: "
                           "all, or --protocol 1.")
-    if len(lr_multiples) < MIN_LEARNING_RATES:
-        raise OptionError(f"Benchmark lr-multiples {','.join(map(str, lr_multiples))} leave protocol {protocol} "
-                          f"nothing to screen; accepted: at least {MIN_LEARNING_RATES} distinct numbers > 0, "
-                          "comma-separated, e.g. 1,3,9.")
     if isinstance(screen_seeds, bool) or not isinstance(screen_seeds, int) or screen_seeds < MIN_SCREEN_SEEDS:
         raise OptionError(f"Benchmark screen-seeds got {screen_seeds!r}; accepted: an integer >= {MIN_SCREEN_SEEDS} "
                           "(no one seed chooses a learning rate under protocol 2).")

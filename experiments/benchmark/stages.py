@@ -112,11 +112,12 @@ def _listed(values: Any, shown: Any = str) -> str:
 
 class Tuning(Stage):
     """Each cell once per learning rate of the grid and tuning seed (`Benchmark.tuning_seeds`: one under protocol 1,
-    a screen of two or more over a fraction of the budget under protocol 2); where the best lies at an edge of the
-    grid, the next multiple beyond that edge, while the best stays at the edge, up to `extend_grid` of them; the
-    learning rate whose runs reach the highest mean validation accuracy is chosen (`CellState.best_lr`). Under a
-    target, a run that can no longer be chosen because a sibling reached the target sooner stops there
-    (`ledger.outdone`). Under protocol 2 no run stops early: a screening run's last accuracy can still rise."""
+    a screen of two or more over a fraction of the budget under protocol 2, none at a fixed rate); where the best
+    lies at an edge of the grid, the next multiple beyond that edge, while the best stays at the edge, up to
+    `extend_grid` of them; the learning rate whose runs reach the highest mean validation accuracy is chosen
+    (`CellState.best_lr`). Under a target, a run that can no longer be chosen because a sibling reached the target
+    sooner stops there (`ledger.outdone`). Under protocol 2 no run stops early: a screening run's last accuracy can
+    still rise."""
 
     name, title, page = TUNE, "Tuning", "tuning"
 
@@ -148,6 +149,9 @@ class Tuning(Stage):
                               benchmark.learning_rates(state.cell, (benchmark.beyond(top, beyond + 1),)))
 
     def header(self, benchmark: Any) -> list[str]:
+        if benchmark.fixed_rate:
+            return [f"tuning: none; one fixed learning rate, {benchmark.lr_multiples[0]!r} x each task's: nothing to "
+                    "choose, every seed a confirmation seed"]
         if len(benchmark.lr_multiples) == 1:
             return [f"tuning: one learning rate, {benchmark.lr_multiples[0]!r} x each task's, seed {benchmark.seed}: "
                     "nothing to choose"]
@@ -159,6 +163,11 @@ class Tuning(Stage):
                 f"{benchmark.seed}, chosen on the validation set; {_extension(benchmark)}"]
 
     def protocol(self, benchmark: Any) -> str:
+        if benchmark.fixed_rate:
+            return (f"Tuning: none. Every cell trains at one fixed learning rate, {benchmark.lr_multiples[0]!r} "
+                    "times the task profile's, the same for every variant: nothing is chosen, so no seed decides "
+                    "anything and every seed is a confirmation seed; a run at a learning rate tuned for another model "
+                    "may fall short of what the variant can do.")
         if len(benchmark.lr_multiples) == 1:
             return (f"Tuning: one learning rate, {benchmark.lr_multiples[0]!r} times the task profile's, for every "
                     f"variant, with seed {benchmark.seed}: nothing is chosen, so the confirmation runs train at it "

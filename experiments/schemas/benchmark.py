@@ -263,6 +263,14 @@ class BenchmarkOptions:
         every job trains its whole budget."""
         return self.target_accuracy
 
+    @property
+    def fixed_rate(self) -> bool:
+        """Whether every cell trains at its one learning rate with no tuning at all: protocol 2 with a grid of one
+        multiple, where there is nothing to choose, so nothing is screened and every seed is a confirmation seed.
+        Protocol 1 with one multiple still trains it once in tuning, at `seed`, a run its claims read as one more
+        seed (`analysis.claims.base.read_runs`)."""
+        return self.protocol >= 2 and len(self.lr_multiples) == 1
+
     def job_rules(self) -> dict[str, Any]:
         """What every job's train config takes from the benchmark (`JOB_RULES`), checked as the train config checks
         it: a target out of (0, 1] is refused there, in one sentence naming it."""

@@ -161,6 +161,10 @@ def test_tuning_is_queued_in_waves_every_cell_s_centre_learning_rate_first(tmp_p
         [grid[2], grid[1], grid[3], grid[0], grid[4]]
     confirm = dataclasses.replace(queued[0], stage="confirm", seed=1)
     assert ledger.queued([confirm, *queued])[-1] == confirm  # every other job after tuning's grid
+    # Confirmation in waves of seeds: each cell's seed 1 before any cell's seed 2, whatever order the cells call them.
+    seeds = [dataclasses.replace(queued[index], stage="confirm", seed=seed) for index in (0, 1) for seed in (2, 1)]
+    assert [(job.task, job.seed) for job in ledger.queued(seeds)] == [
+        ("passkey", 1), ("flipflop", 1), ("passkey", 2), ("flipflop", 2)]
 
 
 def test_the_estimate_counts_a_record_s_tuning_runs_as_the_rule_stops_them_and_its_extensions(tmp_path):
@@ -536,8 +540,6 @@ def test_two_workers_on_postgres_finish_the_benchmark_with_every_job_done_once_t
     (["--lr-multiples", "1,3"], ["lr-multiples", "1.0,3.0", "at least 3"]),
     (["--lr-multiples", "1,3,x"], ["'1,3,x'", "numbers > 0, comma-separated"]),
     (["--protocol", "1", "--lr-multiples", "1"], ["extend-grid got 2 with the one learning rate 1", "accepted: 0"]),
-    (["--lr-multiples", "1", "--extend-grid", "0"], ["lr-multiples 1.0 leave protocol 2 nothing to screen",
-                                                     "at least 3"]),
     (["--seeds", "0"], ["seeds got 0", ">= 1"]),
     (["--set", "train.lr=0.01"], ["train.lr", "--lr-multiples"]),
     (["--set", "task.num_kyes=4"], ["task.num_kyes", "did you mean 'num_keys'"]),

@@ -212,3 +212,30 @@ def test_a_rows_last_seed_may_be_the_largest_seed_and_not_one_past_it(tmp_path):
     assert plan(tmp_path, task_seeds="flipflop=4", **rows).confirmation_seeds("flipflop")[-1] == 2**31 - 1
     with pytest.raises(ValueError, match=f"seed {last} with 2 tuning and 5 confirmation seeds passes the largest"):
         plan(tmp_path, task_seeds="flipflop=5", **rows)
+
+
+def test_a_fixed_learning_rate_under_protocol_2_screens_nothing_and_confirms_from_the_first_seed(tmp_path):
+    bench = protocol_2(tmp_path, lr_multiples="3", extend_grid="0")
+    assert bench.fixed_rate and bench.tuning_seeds == [] and bench.confirmation_seeds() == [0, 1]
+    jobs = Ledger(bench, []).missing()
+    assert [(job.stage, job.lr, job.seed) for job in jobs] == [("confirm", 0.003, 0), ("confirm", 0.003, 1)]
+    assert bench.config(jobs[0]).train.steps == 20  # the whole budget: no screen compresses it
+    study = optuna.create_study()
+    for job in jobs:
+        add(study, job, TrialState.COMPLETE, val=0.9, test=0.8)
+    state = Ledger(bench, study.get_trials()).cells[0]
+    assert (state.best_lr, state.tuning, state.settled("confirm")) == (0.003, [], True)
+    assert Ledger(bench, study.get_trials()).complete
+    assert "Tuning: none. Every cell trains at one fixed learning rate, 3.0 times" in \
+        benchmark.STAGES["tune"].protocol(bench)
+    # The last seed allowed counts no tuning seeds: from seed s, 2 seeds end at s + 1, at most 2**31 - 1.
+    last = 2**31 - 2
+    assert protocol_2(tmp_path, lr_multiples="3", extend_grid="0", seed=last).confirmation_seeds() == [
+        2**31 - 2, 2**31 - 1]
+    with pytest.raises(ValueError, match=f"seed {last + 1} with 0 tuning and 2 confirmation seeds passes the largest"):
+        protocol_2(tmp_path, lr_multiples="3", extend_grid="0", seed=last + 1)
+    with pytest.raises(ValueError, match="at least 3"):  # two rates screen too little, whatever the protocol
+        protocol_2(tmp_path, lr_multiples="1,3", extend_grid="0")
+    # Protocol 1 at one rate still tunes it once, at the first seed.
+    once = plan(tmp_path, task="passkey", variants="dense", lr_multiples="3", extend_grid="0")
+    assert not once.fixed_rate and once.tuning_seeds == [0] and once.confirmation_seeds() == [1, 2]
