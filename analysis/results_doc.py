@@ -45,7 +45,7 @@ from common import schema
 from common.files import atomic_write_text
 from experiments import revisions
 from experiments.benchmark import record
-from experiments.benchmark.ledger import Ledger
+from experiments.benchmark.ledger import SETTLED, Ledger
 from experiments.benchmark.parity import TOLERANCE
 from experiments.speed.fits import fit
 
@@ -58,8 +58,8 @@ README_BOARD = ("Test accuracy: mean ± the half-width of its 95% interval over 
                 "verdict tables with each difference's interval and p, and the parameters: docs/results.md.")
 HEADLINE_RECORD = "quick-protocol2"  # shown there in its place once it exists: `make benchmark`'s run of record
 HEADLINE_ESTIMATE = "benchmark-estimate-suite"  # the record of its estimate, made before it ran (`--estimate`)
-# and of the estimate made before its rows' added seeds ran (`ROW_SEEDS` in `analysis.benchmark.suite`)
-ADDED_ESTIMATE = "benchmark-estimate-suite-seeds"
+# The estimates made before its rows' added seeds ran, one per continuation (`GROWTH` in `analysis.benchmark.suite`).
+ADDED_ESTIMATES = tuple(name for name, _ in benchmark_suite.GROWTH)
 # -- the records under docs/records/ ----------------------------------------------------------------------
 
 
@@ -154,9 +154,9 @@ RECORDS = {
     "benchmark-estimate-suite": ("Benchmark: what `make benchmark`, the core set on protocol 2's calibrated suite at "
                                  "its 400-step budget, costs before it runs (the run of record's estimate)",
                                  _as_recorded),
-    ADDED_ESTIMATE: ("Benchmark: what the run of record's added seeds ("
-                     + ", ".join(f"{count} on {row}" for row, count in benchmark_suite.ROW_SEEDS.items())
-                     + ") cost, estimated before they ran", _as_recorded),
+    **{name: ("Benchmark: what the run of record's added seeds ("
+                    + ", ".join(f"{count} on {row}" for row, count in rows.items())
+                    + ") cost, estimated before they ran", _as_recorded) for name, rows in benchmark_suite.GROWTH},
     "benchmark-estimate-all": ("Benchmark: what `VARIANT=all`, every variant and baseline, costs, estimated before "
                                "it runs (every job at its profile's steps: no record of it predicts its stops)",
                                _as_recorded),
@@ -193,6 +193,17 @@ def record_section(path: Path) -> list[str]:
     return [*lines, ""]
 
 
+def progress_lines(ledger: Ledger) -> list[str]:
+    """Where a record is still running (stopped part way, or grown by more seeds): how many of its jobs have settled,
+    and that its contrasts pair each variant with dense on the seeds both have settled; nothing once it is complete."""
+    if ledger.complete:
+        return []
+    jobs = [job for state in ledger.cells for job in state.called]
+    settled = sum(job.state in SETTLED for state in ledger.cells for job in state.jobs)
+    return [f"In progress: {settled:,} of {len(jobs):,} jobs settled; the same attnlab benchmark command continues "
+            "it. Until then each variant is paired with dense on the seeds both have settled."]
+
+
 def board_lines(ledger: Ledger, readme: bool = False) -> list[str]:
     """A benchmark's leaderboard and paired verdicts as its page shows them (`analysis.benchmark.page`), in Markdown;
     for the README, the leaderboard without its parameter columns, the rule for cells that compute dense, each
@@ -201,7 +212,7 @@ def board_lines(ledger: Ledger, readme: bool = False) -> list[str]:
     sentences (`analysis.benchmark.contrast_section.contrast_record`), and on the results page their table."""
     if ledger.benchmark.protocol >= 2:
         lines, table = contrast_record(ledger, cell_rows(ledger), readme)
-        return [*(f"- {md_escape(line)}" for line in [*lines, *stale_lines(ledger)]), "",
+        return [*(f"- {md_escape(line)}" for line in [*progress_lines(ledger), *lines, *stale_lines(ledger)]), "",
                 *([] if readme else [*markdown_table(table), ""])]
     cells, shown, board = boards(ledger)
     blocks = leaderboard_blocks(ledger, cells, shown, board)
@@ -287,22 +298,23 @@ def headline(records: Path) -> str:
 
 def cost_lines(records: Path, measured_seconds: float, machines: int = 4) -> list[str]:
     """The README's line on what the benchmark of record cost (`measured_seconds` of wall time: its
-    `Ledger.busy_seconds`) against the estimate made before it ran (the record HEADLINE_ESTIMATE, plus
-    ADDED_ESTIMATE where its rows' added seeds ran later), and what `VARIANT=all` would (its estimate per worker,
-    spread over `machines` machines like the estimate's sharing one storage); none without those records."""
+    `Ledger.busy_seconds`) against the estimate made before it ran (the record HEADLINE_ESTIMATE, plus each of
+    ADDED_ESTIMATES that exists, made before its rows' added seeds ran), and what `VARIANT=all` would (its estimate
+    per worker, spread over `machines` machines like the estimate's sharing one storage); none without those
+    records."""
     paths = [records / f"{name}.csv" for name in (HEADLINE_ESTIMATE, "benchmark-estimate-all")]
     if not all(path.exists() for path in paths):
         return []
     before, every = (read(path).set_index("what") for path in paths)
-    added = records / f"{ADDED_ESTIMATE}.csv"
-    parts = [before, read(added).set_index("what")] if added.exists() else [before]
+    added = [path for name in ADDED_ESTIMATES if (path := records / f"{name}.csv").exists()]
+    parts = [before, *(read(path).set_index("what") for path in added)]
     wall = next(what for what in before.index if what.startswith("wall time with "))
     workers = int(wall.split()[3])
     hours = [float(part.loc[wall, "hours"]) for part in parts]
     estimated, measured = sum(hours), measured_seconds / 3600
     runs = float(every.loc["every job", "hours"])
-    links = f", then before its added seeds ran [records/{added.name}](docs/records/{added.name})" \
-        if added.exists() else ""
+    links = "".join(f", then before {'its' if index == 0 else 'more'} added seeds ran "
+                    f"[records/{path.name}](docs/records/{path.name})" for index, path in enumerate(added))
     shown = " + ".join(f"{part:.2f}" for part in hours) + (f" = {estimated:.2f}" if len(parts) > 1 else "")
     return [f"- cost: estimated before the run (`make benchmark-estimate WORKERS={workers}`, "
             f"[records/{paths[0].name}](docs/records/{paths[0].name}){links}) {shown} hours of wall time, measured "

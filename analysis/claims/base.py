@@ -4,13 +4,13 @@ verdict from their intervals (`make reproduce`, docs/reproductions.md).
 
 A claim is one file in `analysis/claims/`: a `Claim` subclass with `@register_claim("name")`. Its `runs` are
 benchmarks on the benchmark's machinery (`Runs`: cells of variants x tasks, `experiments.claims.parts`), so workers,
-resuming and `STORAGE` are the benchmark's. By default a claim trains every cell at one learning rate, the task
-profile's (`make reproduce` without `--lr-multiples`): tuning then selects nothing, so its run (seed 0) is a seed
-like the confirmation's and a cell's figures are read over both (`Results`), 3 seeds for the cost of 3 runs. With a
-grid (`--lr-multiples 0.3,1,3`), tuning chooses on the validation set and only the fresh confirmation seeds are read,
-as on the leaderboard. A
-claim that needs no training (a property of the formula at initialisation) has no runs and measures in
-`verdict` itself. `verdict(results)` returns one of three outcomes:
+resuming and `STORAGE` are the benchmark's, under its protocol 2: every run trains the budget its part states, and
+the variants of a part are paired by seed. By default a claim trains every cell at one fixed learning rate, the task
+profile's (`make reproduce` without `--lr-multiples`): nothing is screened and every seed is read (`Results`). With a
+grid (`--lr-multiples 0.3,1,3`, or a part's own, `SweptRuns`), a screen chooses on the validation set and only the
+fresh confirmation seeds are read, as on the leaderboard. Protocol 1's records (one tuning run read as a seed beside
+the confirmation's) still read (`read_runs`). A claim that needs no training (a property of the formula at
+initialisation) has no runs and measures in `verdict` itself. `verdict(results)` returns one of three outcomes:
 
 - "reproduced": the measured intervals say what the paper says, by the claim's rule;
 - "not reproduced": they say otherwise, by the same rule; a result, not a bug: the page says what differs;
@@ -54,6 +54,7 @@ class Verdict:
     ours: str  # what attnlab measured, as the page shows it: means and intervals over seeds
     why: str  # the rule as it applied to these figures, one or two sentences
     power: str = ""  # the seeds its decisive comparison needs to detect the paper's effect (`Power`)
+    stale: bool = False  # read from records kept under another definition than the claim's today
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,7 @@ class Claim:
     runs: ClassVar[tuple[Runs, ...]] = ()
     effect: ClassVar[float] = math.nan  # a claim with runs: the effect its paper reports, in accuracy at our setting
     effect_why: ClassVar[str] = ""  # why that effect, in a sentence
+    budget_why: ClassVar[str] = ""  # a claim with runs: why its parts train the steps and seeds they do, in a sentence
 
     def verdict(self, results: Results) -> Verdict:
         raise NotImplementedError

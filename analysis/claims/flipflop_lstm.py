@@ -27,7 +27,7 @@ class FlipFlopLSTM(Claim):
                      "split at probability 0.98 of ignoring; 6-layer Transformers, 10,000 steps")
     our_setting = ("the quick profile's flip-flop (64 tokens, ignore probability 0.8 in training, the sparse split at "
                    "0.98); attnlab's LSTM at its width (2 layers, not 1) against causal dense attention, 2 layers of "
-                   "width 64, 1,000 steps; accuracy on the sparse split")
+                   "width 64; accuracy on the sparse split")
     rule = (f"reproduced when the LSTM's sparse-split accuracy keeps {NO_ERRORS:g} (the lower end of its interval) "
             "and lies above dense's by a paired difference whose interval lies above 0; not reproduced when the LSTM's "
             f"interval lies wholly below {NO_ERRORS:g} or the difference's lies at or below 0 throughout; "
@@ -35,6 +35,10 @@ class FlipFlopLSTM(Claim):
     effect = 0.01
     effect_why = ("Figure 1 shows the Transformers' errors on the sparse split at an order of magnitude around 10^-2, "
                   "against none for the LSTM: 0.01 in accuracy, the lower end of that reading")
+    budget_why = ("the quick profile's budget: a glitch rate is a property of a trained model, so dense trains to its "
+                  "plateau (the earlier record's runs reached it within that budget); the power this rule needs at "
+                  "its effect is far beyond any CPU budget, so 3 seeds read what they can and the verdict says how "
+                  "many would decide")
     runs = (Runs(PART, ("lstm", "dense"), (TASK,)),)
 
     def verdict(self, results: Results) -> Verdict:

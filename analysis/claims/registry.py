@@ -20,6 +20,9 @@ def _check_claim(name: str, cls: type) -> None:
     if cls.runs and (math.isnan(cls.effect) or not cls.effect_why):
         raise ValueError(f"Claim {name!r} does not state the effect its paper reports; every claim with runs states "
                          "effect (in accuracy at its setting) and effect_why.")
+    if cls.runs and not cls.budget_why:
+        raise ValueError(f"Claim {name!r} does not say why its runs train the budget they do; every claim with runs "
+                         "states budget_why beside the paper's budget (its their_setting).")
     if cls.verdict is Claim.verdict:
         raise ValueError(f"Claim {name!r} has no verdict rule; accepted: a verdict(results) method.")
     parts = [runs.part for runs in cls.runs]

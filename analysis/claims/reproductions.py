@@ -7,6 +7,7 @@ every part of a claim has settled, its storage is kept as the claim's record
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -17,12 +18,12 @@ from analysis.claims import INCONCLUSIVE, Claim, Results, Runs, Verdict
 from analysis.claims.base import EDGES
 from analysis.report.build import write_page
 from analysis.report.render import Section, Table, Text, markdown_table
+from common import schema
 from common.files import atomic_write_text
-from common.options import format_value
 from experiments.benchmark import record
 from experiments.benchmark.definition import overrides_for
 from experiments.benchmark.ledger import Ledger
-from experiments.claims.parts import PROFILE, RECORDS, claims_options, own_grid, untrained
+from experiments.claims.parts import LR_MULTIPLES, PROFILE, RECORDS, benchmark_of, claims_options, own_grid, untrained
 from experiments.run import config as configs
 
 DOC = Path("docs/reproductions.md")
@@ -42,8 +43,28 @@ def kept(claim: Claim, records: Path = RECORDS) -> dict[str, Ledger]:
     return {part: record.load(path) for part, path in paths.items() if path.exists()}
 
 
+CELLS = ("variants", "tasks")  # the stored fields that name a part's cells: a record that differs there lacks some
+
+
+def stale(claim: Claim, ledgers: dict[str, Ledger]) -> dict[str, list[str]]:
+    """The parts of `claim` whose record was kept under another definition than the one `make reproduce` trains
+    today (`experiments.claims.parts.benchmark_of` at its defaults), each with the stored fields that differ."""
+    found = {}
+    for runs in claim.runs:
+        if runs.part not in ledgers:
+            continue
+        now = schema.stored(benchmark_of(claim.name, runs, device="cpu", storage=None, runs_dir=Path("runs"),
+                                         lr_multiples=LR_MULTIPLES))
+        then = schema.stored(ledgers[runs.part].benchmark)
+        differ = [key for key in now if now[key] != then.get(key)]
+        if differ:
+            found[runs.part] = differ
+    return found
+
+
 def verdict_of(claim: Claim, records: Path = RECORDS) -> Verdict:
-    """The claim's verdict from its records; a claim with runs and no record of one of them is not run yet."""
+    """The claim's verdict from its records; a claim with runs and no record of one of them is not run yet; one
+    whose records were kept under another definition than today's keeps its verdict, marked stale (`stale`)."""
     reasons = list(dict.fromkeys(filter(None, map(untrained, claim.runs))))
     if reasons:
         return Verdict(INCONCLUSIVE, "not trained", "; ".join(reasons))
@@ -52,22 +73,35 @@ def verdict_of(claim: Claim, records: Path = RECORDS) -> Verdict:
     if missing:
         return Verdict(INCONCLUSIVE, "not run yet", f"no record of its runs {', '.join(missing)}: `make reproduce "
                                                     f"CLAIM={claim.name}` trains them")
-    return claim.verdict(Results(ledgers))
+    old = stale(claim, ledgers)
+    if not old:
+        return claim.verdict(Results(ledgers))
+    parts = "; ".join(f"{part} ({', '.join(fields)})" for part, fields in old.items())
+    why = (f"stale record: its part{'s' if len(old) > 1 else ''} {parts} differ from the definition `make reproduce "
+           f"CLAIM={claim.name}` trains today, stated in the setting; it trains them again")
+    if any(set(fields) & set(CELLS) for fields in old.values()):  # today's cells are not all in the record
+        return Verdict(INCONCLUSIVE, "not run yet under today's definition", why, stale=True)
+    verdict = claim.verdict(Results(ledgers))
+    return dataclasses.replace(verdict, stale=True, why=f"{why}. As recorded: {verdict.why}")
 
 
 def budget(claim: Claim) -> str:
-    """What each run of the claim trains on, per task, as its parts resolve it (the task profile's, under the part's
-    --set): steps, batch, examples seen and learning rate; '' for a claim with no runs."""
+    """What each run of the claim trains, per part and task, as its parts resolve it (the task profile's, under the
+    part's budget and --set): steps, batch, examples seen, learning rate (or the rates its own grid screens) and
+    paired seeds; '' for a claim with no runs."""
     lines = []
     for runs in claim.runs:
         for task in runs.tasks:
-            overrides = overrides_for(configs.parse_sets(list(runs.sets)), runs.variants[0], task, runs.variants,
-                                      runs.tasks)
+            overrides = overrides_for(configs.parse_sets(list(runs.assignments)), runs.variants[0], task,
+                                      runs.variants, runs.tasks)
             train = configs.resolve(variant=runs.variants[0], task=task, profile=PROFILE, seed=0, device="cpu",
                                     overrides=overrides, trains_here=False).train
-            examples = train.steps * train.batch_size
-            lines.append(f"{task}: up to {train.steps:,} steps of {train.batch_size} ({examples:,} examples seen), "
-                         f"learning rate {train.lr:g}")
+            grid = own_grid(runs)
+            rates = (f"learning rates {', '.join(f'{multiple * train.lr:.4g}' for multiple in grid)} screened"
+                     if grid else f"learning rate {train.lr:g}")
+            where = task if runs.part == task else f"{runs.part} on {task}"
+            lines.append(f"{where}: {train.steps:,} steps of {train.batch_size} "
+                         f"({train.steps * train.batch_size:,} examples seen), {rates}, {runs.seeds} paired seeds")
     return "; ".join(dict.fromkeys(lines))
 
 
@@ -76,11 +110,12 @@ def table(claims: list[Claim], records: Path = RECORDS) -> pd.DataFrame:
     for claim in claims:
         verdict = verdict_of(claim, records)
         rows.append({"claim": claim.name, "source": claim.source, "their setting": claim.their_setting,
-                     "ours": claim.our_setting + (f"; budget per run (stopping at validation accuracy "
-                                                  f"{format_value(claims_options().target)}): {budget(claim)}"
+                     "ours": claim.our_setting + (f"; budget per run (protocol {claims_options().protocol}: every "
+                                                  f"run its whole budget): {budget(claim)}. {claim.budget_why}"
                                                   if claim.runs else ""),
                      "their number": f"{claim.claimed} ({claim.read})",
-                     "our measurement": verdict.ours, "verdict": verdict.outcome, "why": verdict.why,
+                     "our measurement": verdict.ours,
+                     "verdict": verdict.outcome + (" (stale record)" if verdict.stale else ""), "why": verdict.why,
                      "power": verdict.power or ("none: no training" if not claim.runs else verdict.ours)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -89,7 +124,7 @@ def described(runs: Runs) -> str:
     """A part as the page's table of rules shows it: its variants, tasks, sets and the grid it sweeps of its own."""
     grid = own_grid(runs)
     return (f"{runs.part}: {', '.join(runs.variants)} on {', '.join(runs.tasks)}"
-            + (f" with {', '.join(runs.sets)}" if runs.sets else "")
+            + (f" with {', '.join(runs.assignments)}" if runs.assignments else "")
             + (f" tuned over {', '.join(f'{multiple:g}' for multiple in grid)} x each task's learning rate" if grid
                else ""))
 
@@ -102,16 +137,19 @@ def rules(claims: list[Claim]) -> pd.DataFrame:
 
 
 INTRO = ("Each published claim beside attnlab's own measurement at CPU scale, with the rule that decides its verdict, "
-         "written before the runs. A claim's runs are benchmarks (docs/benchmark.md) kept as records under "
-         "docs/records/claims/, each with its command; by default every cell trains at one learning rate, the task "
-         "profile's (the papers tuned theirs), so tuning selects nothing and means are over its seed and the "
-         "confirmation seeds, 3 in all, with the half-width of their 95% interval (with a grid, over the confirmation "
-         "seeds only). \"not reproduced\" is a result: the settings differ as each row says. A check whose cells all "
-         "sit at chance or at the ceiling reads inconclusive (floor) or (ceiling); \"equal\", \"closes the gap\" and "
-         "\"at least as\" are decided by two one-sided tests against a margin the rule states, never by a difference "
-         "that is not significant. The power column says how many paired seeds a claim's decisive comparison needs "
-         "to detect the effect its paper reports (the rules say which effect, and why), from the spread of the "
-         "differences over the seeds its records measured.")
+         "written before the runs. A claim's runs are benchmarks under the benchmark's protocol 2 (docs/benchmark.md) "
+         "kept as records under docs/records/claims/, each with its command: every run trains the budget its claim "
+         "states beside the paper's, none stops at a target, and a seed fixes the data order and the initialisation "
+         "for every variant, so that differences are paired by seed. By default every cell trains at one fixed "
+         "learning rate, the task profile's (the papers tuned theirs): nothing is screened and every seed is read, "
+         "with the half-width of its 95% interval; a claim that sweeps its paper's grid screens it on two seeds first "
+         "and reads the fresh seeds. \"not reproduced\" is a result: the settings differ as each row says. A check "
+         "whose cells all sit at chance or at the ceiling reads inconclusive (floor) or (ceiling); \"equal\", "
+         "\"closes the gap\" and \"at least as\" are decided by two one-sided tests against a margin the rule "
+         "states, never by a difference that is not significant. The power column says how many paired seeds a "
+         "claim's decisive comparison needs to detect the effect its paper reports (the rules say which effect, and "
+         "why), from the spread of the differences over the seeds its records measured. A verdict read from records "
+         "kept under another definition than the claim's today is marked stale, with what differs.")
 
 
 def document(frame: pd.DataFrame, rule_table: pd.DataFrame) -> str:

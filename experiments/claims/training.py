@@ -26,8 +26,8 @@ def estimate_all(parts: list[Benchmark], workers: int, quiet: bool) -> str:
         total += seconds
         lines.append(f"{part.name}: {estimate.duration(seconds)} of runs")
     return "\n".join([*lines, f"total: {estimate.duration(total)} of runs; with {workers} workers, about "
-                      f"{estimate.duration(total / workers)} of wall time (steps at the profile's, an upper bound "
-                      "where runs stop at the target)"])
+                      f"{estimate.duration(total / workers)} of wall time (every run its whole budget; more for the "
+                      "starts and checkpoints the timing leaves out)"])
 
 
 def train(parts: list[Benchmark], *, workers: int, storage: str | None, runs_dir: Path, quiet: bool, records: Path,

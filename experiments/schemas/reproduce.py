@@ -16,7 +16,8 @@ class ReproduceOptions:
 
     claims: str | None = setting(None, "claims, comma-separated (default: every one; `make list` names them)",
                                  flag="--claim")
-    lr_multiples: str | None = setting(None, "multiples of each task's learning rate: one, every cell at it with 3 "
-                                             "seeds; 1,3,9, tuned on the validation set first, as the benchmark "
-                                             "(default: 1; a claim sweeping its paper's grid, as mad, keeps it)")
+    lr_multiples: str | None = setting(None, "multiples of each task's learning rate: one, every cell fixed at it, "
+                                             "nothing screened; 1,3,9, screened on the validation set first, as the "
+                                             "benchmark (default: 1; a claim sweeping its paper's grid, as mad, "
+                                             "keeps it)")
     storage_url: str | None = storage_setting("an Optuna RDB storage URL shared by machines")

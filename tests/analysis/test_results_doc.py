@@ -259,8 +259,14 @@ def test_the_cost_line_reads_the_estimate_made_before_the_run_and_the_all_estima
     assert ") 2.00 hours of wall time, measured 2.20 (1.10 of the estimate)" in line
     assert "`VARIANT=all`, 800 jobs, 24.0 hours of runs: 12.0 hours with 2 workers here, 3.0 on 4 such" in line
     pd.DataFrame([{"what": "wall time with 2 workers", "jobs": "", "hours": "0.75", **provenance}]).to_csv(
-        folder / f"{results_doc.ADDED_ESTIMATE}.csv", index=False)  # the added seeds, estimated before they ran
+        folder / f"{results_doc.ADDED_ESTIMATES[0]}.csv", index=False)  # the added seeds, estimated before they ran
     line, = results_doc.cost_lines(folder, 7920.0 + 3240.0)
     assert ("[records/benchmark-estimate-suite.csv](docs/records/benchmark-estimate-suite.csv), then before its "
             "added seeds ran [records/benchmark-estimate-suite-seeds.csv](docs/records/benchmark-estimate-suite-seeds"
             ".csv)) 2.00 + 0.75 = 2.75 hours of wall time, measured 3.10 (1.13 of the estimate)") in line
+    pd.DataFrame([{"what": "wall time with 2 workers", "jobs": "", "hours": "3.25", **provenance}]).to_csv(
+        folder / f"{results_doc.ADDED_ESTIMATES[1]}.csv", index=False)  # a second continuation, in the order it ran
+    line, = results_doc.cost_lines(folder, 7920.0 + 3240.0 + 11700.0)
+    assert ("(docs/records/benchmark-estimate-suite-seeds.csv), then before more added seeds ran "
+            "[records/benchmark-estimate-capacity-seeds.csv](docs/records/benchmark-estimate-capacity-seeds.csv)) "
+            "2.00 + 0.75 + 3.25 = 6.00 hours of wall time, measured 6.35 (1.06 of the estimate)") in line

@@ -89,6 +89,13 @@ def test_a_protocol_2_record_block_states_each_contrast_with_its_interval_p_and_
         assert "passkey, test accuracy" in block and "local on passkey is left out" in block
         assert "rank" not in block.lower() and "Coverage of the layout cells compared: local:window=4" in block
         assert ("| Holm-adjusted p |" in block) is not readme  # the table on the results page only
+        assert "In progress" not in block  # every job settled
+    # Stopped part way (its last job not run): the block says so, and how many jobs have settled.
+    trials = [trial for state in ledger.cells for job in state.jobs for trial in job.trials]
+    total = sum(len(state.called) for state in ledger.cells)
+    partial = Ledger(ledger.benchmark, trials[:-1])
+    assert f"- In progress: {total - 1} of {total} jobs settled; the same attnlab benchmark command continues it." \
+        in "\n".join(board_lines(partial))
 
 
 def test_a_protocol_2_benchmark_of_dense_alone_says_there_is_nothing_to_contrast(tmp_path):

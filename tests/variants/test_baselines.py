@@ -24,6 +24,7 @@ from variants.kernels import KERNELS
 # Options that change a baseline's reach or its scan, tested beside each baseline's defaults.
 BASELINE_CASES = [(name, {}) for name in variants.list_baselines()] + [
     ("conv", {"kernel_size": 3, "dilation_growth": 2}),
+    ("conv", {"kernel_size": 3, "gate": True}),
     ("mamba", {"chunk_size": 5, "scan": "chunked"}),
     ("mamba", {"scan": "sequential"}),
 ]
@@ -158,6 +159,25 @@ def test_conv_receptive_field_is_exactly_what_its_options_say(kernel_size, growt
     assert moved(before, after)[last]  # a token exactly `reach` back is seen
     before, after = logits_before_and_after_changing(model, length, position=last - reach - 1)
     assert not moved(before, after)[last]  # one further back is not
+
+
+@pytest.mark.parametrize("gate", [False, True])
+def test_conv_is_its_formula_with_baseconvs_gate_where_asked_outputs_and_gradients(gate):
+    mixer = variants.create_baseline("conv", dim=DIM, causal=True, kernel_size=3, gate=gate).double()
+    x = torch.randn(2, 7, DIM, dtype=torch.float64, requires_grad=True)
+    w = mixer.depthwise.weight[:, 0]  # (channels, taps): tap i meets x_{t - (k - 1 - i)}
+    filtered = torch.stack([sum(w[:, i] * x[:, t - (2 - i)] for i in range(3) if t - (2 - i) >= 0)
+                            for t in range(7)], dim=1) + mixer.depthwise.bias
+    if gate:  # BaseConv: the filter's output times a linear projection of the input
+        filtered = filtered * (x @ mixer.gate.weight.T + mixer.gate.bias)
+    expected = filtered @ mixer.pointwise.weight.T + mixer.pointwise.bias
+    output = mixer(x)
+    assert torch.allclose(output, expected, atol=1e-12)
+    (grad,) = torch.autograd.grad(output.square().sum(), x)
+    (reference,) = torch.autograd.grad(expected.square().sum(), x)
+    assert torch.allclose(grad, reference, atol=1e-12)
+    assert (mixer.gate is not None) == gate and variants.create_baseline(
+        "conv", dim=DIM, causal=True, kernel_size=3, gate=gate).describe() == ("conv_k3_gated" if gate else "conv_k3")
 
 
 @pytest.mark.parametrize("kernel_size", [4, 5])
