@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from analysis.claims.base import Claim, Results, Runs, Verdict, above, estimate, paired, shown
 from analysis.claims.registry import register_claim
+from experiments.claims.parts import LONG_TEST
 
 PART, TASK = "induction", "induction"
 TRAINED = 32  # the quick profile's induction length
@@ -43,9 +44,11 @@ class MambaInductionLength(Claim):
     budget_why = ("300 of the quick profile's 1,000 steps: Mamba, RoPE and ALiBi solved the training length within "
                   "it in the earlier record, and dense nearly (it is the comparison at 2x, not the training length, "
                   "that the rule reads); Mamba's runs and its evaluations at 16x are among the costliest of the "
-                  "claims, and 300 steps are what their 90 minutes allow")
+                  f"claims, and 300 steps are what their 90 minutes allow; each length's test set is "
+                  f"{LONG_TEST.split('=')[1]} examples, half the profile's")
     runs = (Runs(PART, ("mamba", "dense", "relative:kind=rope", "relative:kind=alibi"), (TASK,),
-                 sets=(f"task.eval_lengths={','.join(map(str, LENGTHS))}", "model.positions=none"), steps=300),)
+                 sets=(f"task.eval_lengths={','.join(map(str, LENGTHS))}", "model.positions=none", LONG_TEST),
+                 steps=300),)
 
     def verdict(self, results: Results) -> Verdict:
         by_length = {(variant, length): results.figure(PART, variant, TASK, at_length(length))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from analysis.claims.base import Claim, Results, Runs, Verdict, above, estimate, paired, shown
 from analysis.claims.mamba_induction_length import at_length
 from analysis.claims.registry import register_claim
+from experiments.claims.parts import LONG_TEST
 from experiments.saturation.tables import fading_table
 
 PART, TASK = "passkey", "passkey"
@@ -39,9 +40,10 @@ class SSMaxFading(Claim):
                   "read to ±0.05 only: 0.2 is taken as a cautious reading of it")
     budget_why = ("300 of the quick profile's 800 steps: both models solved the training length within it in the "
                   "earlier record, and the rule reads the length beyond it, where more steps at the training length "
-                  "teach nothing new; what the claims' 90 minutes allow")
-    runs = (Runs(PART, ("dense", "ssmax"), (TASK,), sets=(f"task.eval_lengths={LONGER}", "model.positions=none"),
-                 steps=300),)
+                  "teach nothing new; what the claims' 90 minutes allow. Its evaluations at 4x are most of its cost, "
+                  f"so each length's test set is {LONG_TEST.split('=')[1]} examples, half the profile's")
+    runs = (Runs(PART, ("dense", "ssmax"), (TASK,), sets=(f"task.eval_lengths={LONGER}", "model.positions=none",
+                                                          LONG_TEST), steps=300),)
 
     def verdict(self, results: Results) -> Verdict:
         table = fading_table(KEYS, strong_logit=STRONG_LOGIT, length_scales=[LENGTH_SCALE])

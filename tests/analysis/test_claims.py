@@ -139,6 +139,17 @@ def test_nope_runs_with_no_positions_and_absolute_positions_are_sinusoidal_each_
     assert row["our measurement"] == "not run yet" and "make reproduce CLAIM=kazemnejad_nope" in row["why"]
 
 
+@pytest.mark.parametrize("name", ["velickovic_softmax", "ssmax_fading", "mamba_induction_length"])
+def test_a_claim_whose_long_evaluations_are_its_cost_reads_half_the_test_set_at_each_length(name):
+    (runs,) = claims.claim_named(name).runs
+    bench = parts.benchmark_of(name, runs, device="cpu", storage=None, runs_dir=Path("runs"),
+                               lr_multiples=parts.LR_MULTIPLES)
+    (job, *_) = [job for job in bench.planned_jobs() if job.variant == runs.variants[0]]
+    config = bench.config(job)
+    assert config.task_options.test_size == 1216 and config.train.steps == (runs.steps or config.train.steps)
+    assert "1216 examples, half the profile's" in claims.claim_named(name).budget_why
+
+
 def test_listops_runs_bigbird_and_longformer_where_they_attend_at_most_half_the_causal_pairs():
     (runs,) = lra_listops_order.LRAListOpsOrder.runs
     for variant in (lra_listops_order.BIGBIRD, lra_listops_order.LONGFORMER, "local"):
