@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from analysis.claims.base import Claim, Results, Runs, Verdict, above, estimate, paired, shown
 from analysis.claims.registry import register_claim
-from experiments.claims.parts import LONG_TEST
+from experiments.claims.parts import LONG_TEST, LONG_TEST_SIZE
 
 PART, TASK = "induction", "induction"
 TRAINED = 32  # the quick profile's induction length
@@ -45,7 +45,7 @@ class MambaInductionLength(Claim):
                   "it in the earlier record, and dense nearly (it is the comparison at 2x, not the training length, "
                   "that the rule reads); Mamba's runs and its evaluations at 16x are among the costliest of the "
                   f"claims, and 300 steps are what their 90 minutes allow; each length's test set is "
-                  f"{LONG_TEST.split('=')[1]} examples, half the profile's")
+                  f"{LONG_TEST_SIZE:,} examples, half the profile's")
     runs = (Runs(PART, ("mamba", "dense", "relative:kind=rope", "relative:kind=alibi"), (TASK,),
                  sets=(f"task.eval_lengths={','.join(map(str, LENGTHS))}", "model.positions=none", LONG_TEST),
                  steps=300),)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from analysis.claims.base import Claim, Results, Runs, Verdict, above, estimate, paired, shown
 from analysis.claims.mamba_induction_length import at_length
 from analysis.claims.registry import register_claim
-from experiments.claims.parts import LONG_TEST
+from experiments.claims.parts import LONG_TEST, LONG_TEST_SIZE
 from experiments.saturation.tables import fading_table
 
 PART, TASK = "passkey", "passkey"
@@ -41,7 +41,7 @@ class SSMaxFading(Claim):
     budget_why = ("300 of the quick profile's 800 steps: both models solved the training length within it in the "
                   "earlier record, and the rule reads the length beyond it, where more steps at the training length "
                   "teach nothing new; what the claims' 90 minutes allow. Its evaluations at 4x are most of its cost, "
-                  f"so each length's test set is {LONG_TEST.split('=')[1]} examples, half the profile's")
+                  f"so each length's test set is {LONG_TEST_SIZE:,} examples, half the profile's")
     runs = (Runs(PART, ("dense", "ssmax"), (TASK,), sets=(f"task.eval_lengths={LONGER}", "model.positions=none",
                                                           LONG_TEST), steps=300),)
 

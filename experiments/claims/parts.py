@@ -33,7 +33,8 @@ CLAIMS_PROTOCOL = 2  # the benchmark's protocol 2: every run its whole budget, p
 SEEDS = 3  # a part's paired seeds unless its claim raises them (to its power number, where the budget allows)
 # The test examples at each length of a part whose evaluations at long lengths are most of its cost: half the quick
 # profiles', a 95% binomial error of at most ±0.03 on an accuracy, against effects of 0.16 and more in those claims.
-LONG_TEST = "task.test_size=1216"
+LONG_TEST_SIZE = 1216
+LONG_TEST = f"task.test_size={LONG_TEST_SIZE}"
 
 
 @dataclass(frozen=True)

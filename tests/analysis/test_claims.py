@@ -147,7 +147,7 @@ def test_a_claim_whose_long_evaluations_are_its_cost_reads_half_the_test_set_at_
     (job, *_) = [job for job in bench.planned_jobs() if job.variant == runs.variants[0]]
     config = bench.config(job)
     assert config.task_options.test_size == 1216 and config.train.steps == (runs.steps or config.train.steps)
-    assert "1216 examples, half the profile's" in claims.claim_named(name).budget_why
+    assert "1,216 examples, half the profile's" in claims.claim_named(name).budget_why
 
 
 def test_listops_runs_bigbird_and_longformer_where_they_attend_at_most_half_the_causal_pairs():
