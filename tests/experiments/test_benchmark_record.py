@@ -143,6 +143,20 @@ def test_only_a_settled_benchmark_is_kept_and_a_file_that_is_no_record_is_refuse
         record.load(broken)
 
 
+def test_a_record_in_progress_is_kept_apart_and_read_by_no_page(kept, tmp_path):
+    _, journal = kept
+    records = tmp_path / "records"
+    (records / "in-progress").mkdir(parents=True)
+    (records / "in-progress" / journal.name).write_bytes(journal.read_bytes())  # a journal still growing
+    (records / "in-progress" / "benchmark-estimate-more-seeds.csv").write_text("what,jobs,hours\n")
+    assert record.records(records) == []
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    (tmp_path / "calibration.csv").write_bytes((docs / "calibration.csv").read_bytes())
+    assert "in-progress" not in results_doc.page(tmp_path)  # docs/results.md lists no record of it
+    (records / journal.name).write_bytes(journal.read_bytes())
+    assert record.records(records) == [records / journal.name]
+
+
 def test_a_record_whose_last_line_was_cut_is_read_up_to_its_last_whole_line(kept, tmp_path, capsys):
     _, path = kept
     torn = b'{"op_code":6,"worker_id":"9f1c","trial_id":3,"sta'  # a write cut short by a full disk
