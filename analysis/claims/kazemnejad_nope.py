@@ -49,7 +49,8 @@ class KazemnejadNoPE(Claim):
     effect_why = ("the paper finds NoPE level with or ahead of every scheme, never behind by a visible gap, so the "
                   "claim is a non-inferiority; a shortfall of 0.05 (one answer in 20) is the smallest read as NoPE "
                   "behind: it is the margin, and the power is the one-sided test's at it")
-    budget_why = ("400 of the quick profile's 1,000 steps for every scheme: in the earlier records dense without "
+    budget_why = (f"{BUDGET:,} steps for every scheme, fewer than the quick profile's: "
+                  "in the earlier records dense without "
                   "positions had nearly solved induction at its training length by then and solved MQAR before, and "
                   "the rule reads the longer lengths; ten cells are what the claims' 90 minutes allow at it")
     runs = tuple(run for task in TRAINED for run in (

@@ -63,7 +63,8 @@ class MADScore(Claim):
     effect = 0.18
     effect_why = ("MAD's figure reads 1.00 on in-context recall with attention in the model against 0.82 for Hyena "
                   "alone, the layer that cannot see every key that local attention stands in for here")
-    budget_why = ("500 of the quick profile's 1,000 steps and one weight decay of MAD's two: in the earlier record "
+    budget_why = (f"{BUDGET:,} steps, fewer than the quick profile's, "
+                  "and one weight decay of MAD's two: in the earlier record "
                   "dense was close to solving the recall tasks by then, and a screen of three learning rates on seven "
                   "cells is among the costliest of the claims; what their 90 minutes allow")
     runs = tuple(SweptRuns(part, (variant,), TASKS[variant], sets=(f"train.weight_decay={decay:g}",), steps=BUDGET,

@@ -8,7 +8,7 @@ import math
 from analysis.claims.base import Claim, Results, Runs, Verdict, estimate, paired, shown, sign
 from analysis.claims.mamba_induction_length import at_length
 from analysis.claims.registry import register_claim
-from experiments.claims.parts import LONG_TEST, LONG_TEST_SIZE
+from experiments.claims.parts import LONG_TEST, LONG_TEST_WHY
 
 PART, TASK = "max_retrieval", "max_retrieval"
 TRAINED = 16  # items at the quick profile's training length, seq_len 17 (the items, then the query)
@@ -65,8 +65,7 @@ class VelickovicSoftmax(Claim):
                   "smallest read as that dispersion reaching the answer")
     budget_why = ("the task's quick budget: the rule reads the fall from a model that has learned the trained size, "
                   f"so each variant trains to its plateau there; its evaluations of up to {ITEMS[-1] + 1:,} tokens "
-                  f"are most of its cost, so each size's test set is {LONG_TEST_SIZE:,} examples, half the "
-                  "profile's")
+                  f"are most of its cost: {LONG_TEST_WHY}")
     runs = (Runs(PART, (*FIXED, SCALED), (TASK,), sets=(
         f"task.eval_lengths={','.join(str(items + 1) for items in ITEMS)}", "train.attention_stats=true", LONG_TEST)),)
 

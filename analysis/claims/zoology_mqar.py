@@ -50,8 +50,9 @@ class ZoologyMQAR(Claim):
     effect_why = ("BaseConv's fall at width 64 from 8 to 16 pairs in Figure 2, 0.38 to 0.14, in accuracy as ours; "
                   "conv's capacity points have one seed each, so the spread of a difference is taken as √2 times "
                   "that of conv's own seeds")
-    budget_why = ("600 of the quick profile's 1,000 steps, dense and conv each screened over 1, 3 and 9 times the "
-                  "task's learning rate (Zoology swept each model's): in the earlier record dense had solved its own "
+    budget_why = (f"{BUDGET:,} steps, fewer than the quick profile's, dense and conv each screened over "
+                  f"{', '.join(f'{multiple:g}' for multiple in LEARNING_RATES)} times the task's learning rate "
+                  "(Zoology swept each model's): in the earlier record dense had solved its own "
                   "size well within that budget at the task's rate, and the screen lets it find the rate at which it "
                   "solves its own size; what the claims' 90 minutes allow")
     runs = (SweptRuns(PART, ("dense", CONV), (TASK,), capacity_widths=(0.5,), capacity_scales=(2.0,), steps=BUDGET,

@@ -35,6 +35,7 @@ SEEDS = 3  # a part's paired seeds unless its claim raises them (to its power nu
 # profiles', a 95% binomial error of at most ±0.03 on an accuracy, against effects of 0.16 and more in those claims.
 LONG_TEST_SIZE = 1216
 LONG_TEST = f"task.test_size={LONG_TEST_SIZE}"
+LONG_TEST_WHY = f"each length's test set is {LONG_TEST_SIZE:,} examples, half the profile's"  # as budgets say it
 
 
 @dataclass(frozen=True)
