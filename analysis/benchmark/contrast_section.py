@@ -41,6 +41,11 @@ SHOWN = ["task", "metric", "variant", "seeds paired", "difference", "low", "high
 # in test accuracy, or of 20% of dense's restricted mean in steps to 0.9, at 80% power at the Holm level.
 AIMS = {TEST_ACCURACY: (0.05, False), event_metric("0.9"): (0.20, True)}
 POWER_COLUMNS = ["task", "metric", "aim", "detectable", "met", "seeds paired", "seeds the aim needs", "rows"]
+# The most paired seeds a task of record may grow to for that aim, four times the protocol's 6: a row of the suite costs
+# about half an hour of wall time per 6 seeds with 2 workers here, so 24 seeds of one row take about the run of record's
+# whole 2.5 hours. A task whose aim would need more on every metric is exploratory (`exploratory`), decided from the
+# spread of its paired differences alone, never from their sign or size.
+MOST_SEEDS = 24
 
 
 @dataclass
@@ -121,12 +126,14 @@ def contrast_record(ledger: Ledger, cells: pd.DataFrame, readme: bool = False) -
     if table.empty:  # dense alone: nothing to set against it
         return [*found.notes, f"No contrast: no variant besides {REFERENCE} has a settled confirmation run."], \
             pd.DataFrame(columns=SHOWN)
-    lines = [*found.notes, FAMILY]
+    lines, checked = [*found.notes, FAMILY], power_check(table)
+    aside = exploratory(checked)
     for (task, metric), cell in table.groupby(["task", "metric"], sort=False):
         rows = ranked[(ranked["task"] == task) & (ranked["metric"] == metric)]
         tiered = "; ".join(f"tier {tier}: {', '.join(group['variant'])}" for tier, group in rows.groupby("tier"))
-        lines.append(sentences(cell)[0] + (f" Tiers: {tiered}." if tiered else ""))
-    power = power_lines(power_check(table))  # the README keeps the count, docs/results.md each task's figures
+        lines.append(sentences(cell)[0] + (f" Tiers: {tiered}." if tiered else "")
+                     + (" Exploratory: too noisy for the protocol's aim (the power check)." if task in aside else ""))
+    power = power_lines(checked)  # the README keeps the count, docs/results.md each task's figures
     return [*lines, *(power[:1] if readme else power)], table[[*SHOWN, "detectable difference"]]
 
 
@@ -157,24 +164,46 @@ def power_check(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=POWER_COLUMNS)
 
 
+def exploratory(power: pd.DataFrame) -> list[str]:
+    """The tasks of `power` (`power_check`) that are exploratory, not of record: no metric meets the aim, and none
+    could within MOST_SEEDS paired seeds (a need beyond MOST_PAIRS counts as beyond it too), and some metric
+    discriminates (a task none of whose metrics does misses the aim for that reason, not for its spread)."""
+    reachable = (power["met"].eq("yes") | power["seeds the aim needs"].le(MOST_SEEDS)).groupby(power["task"]).any()
+    noisy = power["met"].eq("no").groupby(power["task"]).any()  # a task no metric of which discriminates is not
+    return [task for task in power["task"].unique() if noisy[task] and not reachable[task]]
+
+
 def power_lines(power: pd.DataFrame) -> list[str]:
-    """The power check as sentences: how many tasks meet the aim, and for each task that does not, its figures."""
+    """The power check as sentences: how many tasks of record meet the aim and which tasks are exploratory (the
+    count line, all the README keeps), then for each task that does not meet it, its figures."""
     met = power.groupby("task", sort=False)["met"].agg(lambda values: (values == "yes").any())
-    lines = [f"Power: {int(met.sum())} of {len(met)} tasks could detect 0.05 in test accuracy or 20% in steps to 0.9 "
-             f"at {POWER:.0%} power at the Holm level, the protocol's aim."]
+    aside = exploratory(power)
+    of_record = met.drop(aside)
+    lines = [f"Power: {int(of_record.sum())} of {len(of_record)} tasks of record could detect 0.05 in test accuracy or "
+             f"20% in steps to 0.9 at {POWER:.0%} power at the Holm level, the protocol's aim"
+             + (f"; exploratory, too noisy to reach it within {MOST_SEEDS} seeds: {', '.join(aside)}." if aside
+                else ".")]
     for task in met.index[~met]:
-        parts = []
-        for _, row in power[power["task"] == task].iterrows():
-            if row["met"] == "not discriminating":
-                parts.append(f"{row['metric']} does not discriminate")
-                continue
-            shown = f"{row['detectable']:.0%} of dense's mean" if AIMS[row["metric"]][1] else \
-                number(TEST_ACCURACY, row["detectable"], signed=False)
-            needed = row["seeds the aim needs"]
-            more = "" if math.isnan(needed) else \
-                f" ({(int(needed) - row['seeds paired']) * row['rows']:,} more runs of its {row['rows']} rows)"
-            needs = f"more than {MOST_PAIRS}" if math.isnan(needed) else f"about {int(needed)} paired seeds{more}"
-            parts.append(f"{row['metric']} could detect {shown} with {row['seeds paired']} seeds, and would need "
-                         f"{needs}")
-        lines.append(f"{task} misses the aim: " + "; ".join(parts) + ".")
+        lines.append(f"{task} {'is exploratory' if task in aside else 'misses the aim'}: "
+                     + "; ".join(_power_parts(power[power["task"] == task])) + "."
+                     + (f" Its aim would take more than the {MOST_SEEDS} paired seeds a task of record may grow to, so "
+                        "it is no task of record: its contrasts stand as measured, and differences below its "
+                        "detectable ones remain possible." if task in aside else ""))
     return lines
+
+
+def _power_parts(rows: pd.DataFrame) -> list[str]:
+    """Each metric of one task's power check as a clause: what it could detect and the seeds it would need."""
+    parts = []
+    for _, row in rows.iterrows():
+        if row["met"] == "not discriminating":
+            parts.append(f"{row['metric']} does not discriminate")
+            continue
+        shown = f"{row['detectable']:.0%} of dense's mean" if AIMS[row["metric"]][1] else \
+            number(TEST_ACCURACY, row["detectable"], signed=False)
+        needed = row["seeds the aim needs"]
+        more = "" if math.isnan(needed) else \
+            f" ({(int(needed) - row['seeds paired']) * row['rows']:,} more runs of its {row['rows']} rows)"
+        needs = f"more than {MOST_PAIRS}" if math.isnan(needed) else f"about {int(needed)} paired seeds{more}"
+        parts.append(f"{row['metric']} could detect {shown} with {row['seeds paired']} seeds, and would need {needs}")
+    return parts

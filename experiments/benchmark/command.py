@@ -61,8 +61,7 @@ def run(benchmark: Benchmark, *, workers: int | None, quiet: bool,
     workers = worker_count(workers, benchmark.device, per_core=slurm is None)
     study = open_study(benchmark)
     print(header(benchmark, workers), flush=True)
-    settings = WorkerSettings("benchmark", benchmark.study_name, benchmark.storage_url, str(benchmark.journal),
-                              str(benchmark.runs_dir), benchmark.device, benchmark.heartbeat_seconds, quiet)
+    settings = worker_settings(benchmark, quiet)
     if slurm is not None and not Ledger(benchmark, study.get_trials(deepcopy=False)).complete:
         folder = benchmark.folder / "slurm"
         job_id = submit(slurm, WorkerTask(settings), workers, folder, name=benchmark.study_name)
@@ -78,6 +77,12 @@ def run(benchmark: Benchmark, *, workers: int | None, quiet: bool,
     if exit_code == 0 and not state.complete:
         exit_code = 1
     return exit_code, state
+
+
+def worker_settings(benchmark: Benchmark, quiet: bool) -> WorkerSettings:
+    """What each worker process of `benchmark` is started with."""
+    return WorkerSettings("benchmark", benchmark.study_name, benchmark.storage_url, str(benchmark.journal),
+                          str(benchmark.runs_dir), benchmark.device, benchmark.heartbeat_seconds, quiet)
 
 
 def status_command(benchmark: Benchmark) -> str:
@@ -110,9 +115,9 @@ def joined(settings: WorkerSettings) -> Benchmark:
                    heartbeat_seconds=settings.heartbeat_seconds)
 
 
-def join(settings: WorkerSettings) -> int:
-    """One worker of the benchmark in study `settings.study` (`joined`): jobs until every job has settled (no page:
-    the process that started it writes it)."""
+def join(settings: WorkerSettings, *, should_stop: StopFlag | None = None, leave: bool = False) -> int:
+    """One worker of the benchmark in study `settings.study` (`joined`): jobs until every job has settled, or with
+    `leave` until none is left to take (`work`; no page: the process that started it writes it)."""
     benchmark = joined(settings)
     return work(benchmark, open_study(benchmark), worker=settings.index, quiet=settings.quiet,
-                should_stop=StopFlag().install())
+                should_stop=should_stop or StopFlag().install(), leave=leave)

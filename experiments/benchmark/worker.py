@@ -189,8 +189,10 @@ def announce(benchmark: Benchmark, prefix: str) -> Callable[[optuna.Study, Froze
 
 
 def work(benchmark: Benchmark, study: optuna.Study, *, worker: int | None = None, quiet: bool = False,
-         should_stop: Callable[[int], bool] = lambda step: False) -> int:
-    """Plan and take jobs until every job has settled: 0; stopped by a signal: 130."""
+         should_stop: Callable[[int], bool] = lambda step: False, leave: bool = False) -> int:
+    """Plan and take jobs until every job has settled: 0; stopped by a signal: 130. With `leave`, 0 as soon as no
+    job is left to take while the last ones are in flight with other workers (which plan what follows them), so
+    that this worker can go on to another benchmark (`experiments.claims.lanes`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
         objective = Objective(benchmark, quiet=quiet, should_stop=should_stop)
@@ -207,6 +209,9 @@ def work(benchmark: Benchmark, study: optuna.Study, *, worker: int | None = None
             for job in ledger.queued(ledger.missing()):
                 study.enqueue_trial({}, user_attrs={"job": job.to_attr()})
             if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+                if leave:
+                    bar.close()
+                    return 0
                 time.sleep(poll)  # the last jobs are in flight: wait, and take over any whose worker dies
                 continue
             try:

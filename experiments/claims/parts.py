@@ -31,11 +31,15 @@ LR_MULTIPLES = "1"  # one fixed learning rate per cell, the task profile's: the 
 PROFILE = "quick"
 CLAIMS_PROTOCOL = 2  # the benchmark's protocol 2: every run its whole budget, paired seeds
 SEEDS = 3  # a part's paired seeds unless its claim raises them (to its power number, where the budget allows)
-# The test examples at each length of a part whose evaluations at long lengths are most of its cost: half the quick
-# profiles', a 95% binomial error of at most ±0.03 on an accuracy, against effects of 0.16 and more in those claims.
-LONG_TEST_SIZE = 1216
+# The test examples at each length of a part whose evaluations at long lengths are most of its cost: a quarter of the
+# quick profiles', a 95% binomial error of at most ±0.04 on an accuracy (added to each paired test's interval),
+# against effects of 0.16 and more in those claims.
+LONG_TEST_SIZE = 608
 LONG_TEST = f"task.test_size={LONG_TEST_SIZE}"
-LONG_TEST_WHY = f"each length's test set is {LONG_TEST_SIZE:,} examples, half the profile's"  # as budgets say it
+LONG_TEST_WHY = f"each length's test set is {LONG_TEST_SIZE:,} examples, a quarter of the profile's"  # budgets say
+# A part with a budget of its own evaluates its held-out sets this many times, evenly, the last at its end: the rules
+# read the end alone (every metric at the same step), so the interim evaluations of the profile would only cost.
+EVALUATIONS = 2
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,11 @@ class Runs:
 
     @property
     def assignments(self) -> tuple[str, ...]:
-        """Its `sets` with its budget (`train.steps`) first, as every cell of its benchmark trains."""
-        return ((f"train.steps={self.steps}",) if self.steps is not None else ()) + self.sets
+        """Its `sets` with its budget first (`train.steps`, evaluated EVALUATIONS times), as every cell of its
+        benchmark trains."""
+        budget = () if self.steps is None else (f"train.steps={self.steps}",
+                                                f"train.eval_every={max(1, self.steps // EVALUATIONS)}")
+        return budget + self.sets
 
 
 @dataclass(frozen=True)

@@ -149,7 +149,8 @@ class WorkerSettings:
 
 
 def spawn_workers(settings: WorkerSettings, workers: int, *, label: str) -> list[int]:
-    """Run `workers` worker processes (`settings`, each with its index) and wait for them; their exit codes. On
+    """Run `workers` worker processes (`settings`, each with its index; or anything with the same `command` and
+    `device`, as `experiments.claims.lanes.Lanes`) and wait for them; their exit codes. On
     CUDA each sees one GPU (round robin), on CPU each gets its share of the cores. SIGINT or SIGTERM here is passed
     on to each; they die with this process. A worker that did not end with 0 is named, with `label` first."""
     import torch

@@ -140,14 +140,16 @@ def test_nope_runs_with_no_positions_and_absolute_positions_are_sinusoidal_each_
 
 
 @pytest.mark.parametrize("name", ["velickovic_softmax", "ssmax_fading", "mamba_induction_length"])
-def test_a_claim_whose_long_evaluations_are_its_cost_reads_half_the_test_set_at_each_length(name):
+def test_a_claim_whose_long_evaluations_are_its_cost_reads_a_quarter_of_the_test_set_at_each_length(name):
     (runs,) = claims.claim_named(name).runs
     bench = parts.benchmark_of(name, runs, device="cpu", storage=None, runs_dir=Path("runs"),
                                lr_multiples=parts.LR_MULTIPLES)
     (job, *_) = [job for job in bench.planned_jobs() if job.variant == runs.variants[0]]
     config = bench.config(job)
-    assert config.task_options.test_size == 1216 and config.train.steps == (runs.steps or config.train.steps)
-    assert "1,216 examples, half the profile's" in claims.claim_named(name).budget_why
+    assert config.task_options.test_size == 608 and config.train.steps == (runs.steps or config.train.steps)
+    assert "608 examples, a quarter of the profile's" in claims.claim_named(name).budget_why
+    if runs.steps is not None:  # its own budget: evaluated halfway and at its end, the end all its rule reads
+        assert config.train.eval_every == runs.steps // 2
 
 
 def test_listops_runs_bigbird_and_longformer_where_they_attend_at_most_half_the_causal_pairs():

@@ -7,6 +7,7 @@ import html
 import math
 import statistics
 
+import pandas as pd
 import pytest
 from scipy import stats
 from statsmodels.duration.survfunc import SurvfuncRight
@@ -15,7 +16,7 @@ from statsmodels.stats.power import TTestPower
 
 from analysis.benchmark import contrasts
 from analysis.benchmark.contrast_page import contrast_blocks
-from analysis.benchmark.contrast_section import power_check, power_lines
+from analysis.benchmark.contrast_section import MOST_SEEDS, exploratory, power_check, power_lines
 from analysis.report.build import write_page
 from analysis.report.render import Section
 from common.statistics import pairs_to_detect
@@ -282,8 +283,38 @@ def test_the_power_check_meets_the_aim_at_exactly_its_detectable_difference_and_
     beyond = table.assign(**{"cell detectable difference": 0.0501})
     assert power_check(beyond).set_index("metric").loc[contrasts.TEST_ACCURACY, "met"] == "no"
     lines = power_lines(power_check(table))
-    assert lines[0].startswith("Power: 1 of 1 tasks could detect 0.05 in test accuracy or 20% in steps to 0.9")
+    assert lines[0].startswith("Power: 1 of 1 tasks of record could detect 0.05 in test accuracy or 20% in steps to "
+                               "0.9")
     missed = power_lines(power_check(beyond.assign(**{"detectable relative to dense": 0.3})))[1]
     assert missed.startswith("t misses the aim: test accuracy could detect 0.050 with 6 seeds, and would need about")
     needed = int(accuracy["seeds the aim needs"])  # dense and a, each (needed - 6) more seeds
     assert f"about {needed} paired seeds ({(needed - 6) * 2:,} more runs of its 2 rows)" in missed
+
+
+def test_a_task_is_exploratory_only_where_its_aim_needs_more_than_the_most_seeds_on_every_metric_that_discriminates():
+    """At exactly MOST_SEEDS paired seeds a task of record misses the aim (it may grow to them); one more on its only
+    discriminating metric makes it exploratory, counted apart and said so; a task with no discriminating metric is
+    never exploratory."""
+    def check(accuracy_needs: float, steps_met: str = "not discriminating") -> pd.DataFrame:
+        rows = [("t", contrasts.TEST_ACCURACY, "no", accuracy_needs), ("t", "steps to 0.9", steps_met, math.nan),
+                ("u", contrasts.TEST_ACCURACY, "yes", 4.0)]
+        return pd.DataFrame([{"task": task, "metric": metric, "aim": 0.05, "detectable": 0.1, "met": met,
+                              "seeds paired": 6, "seeds the aim needs": needs, "rows": 2}
+                             for task, metric, met, needs in rows])
+
+    at_most = check(float(MOST_SEEDS))
+    assert exploratory(at_most) == []
+    assert power_lines(at_most)[0].startswith("Power: 1 of 2 tasks of record could detect")
+    assert power_lines(at_most)[1].startswith("t misses the aim: test accuracy could detect 0.100 with 6 seeds")
+    beyond = check(float(MOST_SEEDS + 1))
+    assert exploratory(beyond) == ["t"]
+    lines = power_lines(beyond)
+    assert lines[0].startswith("Power: 1 of 1 tasks of record could detect")
+    assert lines[0].endswith(f"; exploratory, too noisy to reach it within {MOST_SEEDS} seeds: t.")
+    assert lines[1].startswith("t is exploratory: test accuracy could detect 0.100 with 6 seeds, and would need about "
+                               f"{MOST_SEEDS + 1} paired seeds")
+    assert "so it is no task of record" in lines[1]
+    assert exploratory(check(math.nan)) == ["t"]  # beyond MOST_PAIRS: beyond MOST_SEEDS too
+    assert exploratory(check(float(MOST_SEEDS + 1), steps_met="yes")) == []  # another metric meets the aim
+    nothing = check(math.nan).assign(met=lambda frame: frame["met"].replace("no", "not discriminating"))
+    assert exploratory(nothing) == [] and power_lines(nothing)[1].startswith("t misses the aim")

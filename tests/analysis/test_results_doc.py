@@ -242,7 +242,10 @@ def test_write_rewrites_the_page_and_only_the_readmes_block(records, tmp_path):
         results_doc.write(tmp_path / "results.md", records, readme)
 
 
-def test_the_cost_line_reads_the_estimate_made_before_the_run_and_the_all_estimate_from_their_records(tmp_path):
+def test_the_cost_line_reads_the_estimate_made_before_the_run_and_the_all_estimate_from_their_records(tmp_path,
+                                                                                                      monkeypatch):
+    monkeypatch.setattr(results_doc, "ADDED_ESTIMATES", ("benchmark-estimate-suite-seeds",
+                                                         "benchmark-estimate-capacity-seeds"))  # two continuations
     provenance = {"profile": "quick", "commit": "abc", "device": "cpu", "command": "attnlab benchmark",
                   "source": "written by the command"}
     folder = tmp_path / "records"

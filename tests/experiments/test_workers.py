@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import optuna
@@ -18,8 +19,11 @@ from common import schema
 from common.options import OptionError
 from experiments import benchmark
 from experiments.benchmark import Benchmark, Ledger
+from experiments.benchmark.command import worker_settings
 from experiments.benchmark.definition import rebuild as rebuild_benchmark
 from experiments.benchmark.definition import upgraded
+from experiments.claims import training
+from experiments.claims.lanes import Lanes
 from experiments.sweep import Sweep
 from experiments.sweep.definition import rebuild as rebuild_sweep
 from experiments.sweep.pool import WorkerSettings, worker_count
@@ -143,3 +147,36 @@ def test_a_benchmark_runs_one_worker_per_core_on_the_cpu_by_default_and_a_sweep_
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     assert worker_count(None, "cpu", per_core=True) == 2 and worker_count(None, "cpu") == 1
     assert worker_count(3, "cpu", per_core=True) == 3
+
+
+def test_a_worker_that_may_leave_returns_once_the_last_job_is_in_flight_with_another_and_not_before(tmp_path):
+    """`leave`: the worker takes every job it can, then returns 0 while another worker's job is still running,
+    instead of waiting for it; the part is finished by that other worker."""
+    bench = plan(tmp_path, task="passkey", variants="dense", seeds=1, capacity_widths="none", capacity_scales="none")
+    study = benchmark.open_study(bench)
+    for job in Ledger(bench, []).queued(Ledger(bench, []).missing()):  # the grid's 3 tuning runs
+        study.enqueue_trial({}, user_attrs={"job": job.to_attr()})
+    elsewhere = study.ask()  # another worker holds the first of them
+    assert benchmark.work(bench, study, quiet=True, leave=True) == 0
+    states = Counter(trial.state for trial in study.get_trials())
+    assert states == Counter({TrialState.COMPLETE: 2, TrialState.RUNNING: 1})  # the other two ran here
+    assert not Ledger(bench, study.get_trials()).complete
+    assert study.get_trials()[elsewhere.number].state == TrialState.RUNNING
+
+
+def test_the_parts_of_a_reproduction_share_one_pool_and_each_settled_part_is_kept(tmp_path):
+    """`training.train` with 2 workers and 2 parts: one pool goes through both (`experiments.claims.lanes`); both
+    settle and are kept as records; each worker is given every part, in order."""
+    parts = [plan(tmp_path, task="passkey", variants="dense", seeds=2, capacity_widths="none", capacity_scales="none",
+                  name=name) for name in ("claim-a-one", "claim-a-two")]
+    code, submitted = training.train(parts, workers=2, storage=None, runs_dir=tmp_path, quiet=True,
+                                     records=tmp_path / "records")
+    assert (code, submitted) == (0, False)
+    for part in parts:
+        assert Ledger(part, benchmark.open_study(part).get_trials()).complete
+        assert (tmp_path / "records" / f"benchmark-{part.name}.journal").is_file()
+    command = Lanes(tuple(worker_settings(part, True) for part in parts), "cpu").command(1)
+    assert command[:3] == [sys.executable, "-m", "experiments.claims.lanes"]
+    given = json.loads(command[3])
+    assert [part["study"] for part in given["parts"]] == [part.study_name for part in parts]
+    assert {part["index"] for part in given["parts"]} == {1} and set(given["parts"][0]) == LOCAL
