@@ -295,11 +295,15 @@ class Ledger:
         return Counter((job.job.stage, job.state) for state in self.cells for job in state.jobs)
 
 
+    def spans(self) -> list[tuple[datetime.datetime | None, datetime.datetime | None]]:
+        """Each settled job's last trial, its start and end."""
+        return [(job.trials[-1].datetime_start, job.trials[-1].datetime_complete)
+                for state in self.cells for job in state.jobs if job.state in SETTLED]
+
     def busy_seconds(self) -> float:
         """The benchmark's wall time: the seconds during which at least one of its settled jobs ran (the union of
-        their last trials' start to end), so that a pause between a stop and its resume is left out."""
-        return busy_seconds([(job.trials[-1].datetime_start, job.trials[-1].datetime_complete)
-                             for state in self.cells for job in state.jobs if job.state in SETTLED])
+        their `spans`), so that a pause between a stop and its resume is left out."""
+        return busy_seconds(self.spans())
 
 
 def busy_seconds(spans: list[tuple[datetime.datetime | None, datetime.datetime | None]]) -> float:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from common.files import atomic_write_text
 from experiments import benchmark
 from experiments.benchmark import estimate, record
 from experiments.benchmark.command import header, worker_settings
@@ -22,20 +23,44 @@ from experiments.claims.lanes import Lanes
 from experiments.slurm import Slurm
 from experiments.sweep.pool import spawn_workers
 
+ESTIMATE_RECORD = "claims-estimate-record.csv"  # beside the parts' folders; docs/records/claims/estimate.csv kept
+
 
 def estimate_all(parts: list[Benchmark], workers: int, quiet: bool) -> str:
     """What every part left to run costs here, as `attnlab benchmark --estimate` measures a benchmark, summed; each
-    part's table of sizes is written to its estimate.csv, as the benchmark's estimate writes it."""
-    lines, total = [], 0.0
+    part's table of sizes is written to its estimate.csv, as the benchmark's estimate writes it, and the whole as one
+    record (`combined`) to ESTIMATE_RECORD in the runs folder's benchmark folder, for docs/records/claims/."""
+    lines, total, rows = [], 0.0, []
     for part in parts:
         sizes = estimate.estimate(part, workers=workers, quiet=quiet)
         estimate.write(part, sizes, workers)
+        rows.append(estimate.record_rows(sizes, part, workers))
         seconds = float(sizes["seconds"].sum())
         total += seconds
         lines.append(f"{part.name}: {estimate.duration(seconds)} of runs")
+    if parts:
+        path = parts[0].folder.parent / ESTIMATE_RECORD
+        atomic_write_text(path, combined([part.name for part in parts], rows, workers).to_csv(index=False))
+        lines.append(f"wrote {path}")
     return "\n".join([*lines, f"total: {estimate.duration(total)} of runs; with {workers} workers, about "
                       f"{estimate.duration(total / workers)} of wall time (every run its whole budget; more for the "
                       "starts and checkpoints the timing leaves out)"])
+
+
+def combined(names: list[str], records: list[pd.DataFrame], workers: int) -> pd.DataFrame:
+    """The parts' estimate records (`estimate.record_rows`, in the order of `names`) as one: each part's jobs and
+    hours of runs ("part NAME"), then every job and the wall time with `workers`, with the first part's provenance
+    and the command that made it."""
+    every = [frame.set_index("what").loc["every job"] for frame in records]
+    rows = [(f"part {name}", int(row["jobs"]), float(row["hours"])) for name, row in zip(names, every, strict=True)]
+    hours = sum(float(row["hours"]) for row in every)
+    rows += [("every job", sum(int(row["jobs"]) for row in every), hours),
+             (f"wall time with {workers} workers", "", hours / workers)]
+    first = records[0].iloc[0]
+    return pd.DataFrame([{"what": what, "jobs": jobs, "hours": f"{hours:.2f}", "profile": first["profile"],
+                          "commit": first["commit"], "device": first["device"],
+                          "command": f"attnlab reproduce --estimate --workers {workers}",
+                          "source": f"written by the command ({ESTIMATE_RECORD})"} for what, jobs, hours in rows])
 
 
 def train(parts: list[Benchmark], *, workers: int, storage: str | None, runs_dir: Path, quiet: bool, records: Path,

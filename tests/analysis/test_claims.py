@@ -3,8 +3,10 @@ read their intervals as written (each claim's own rule: `test_claim_rules`), a c
 2 at its stated budget whose records give its verdict (marked stale where kept under another definition), and
 docs/reproductions.md is what the committed records give."""
 
+import datetime
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from claim_fakes import Fake, seeds
 
@@ -25,7 +27,7 @@ from analysis.claims import (
 from analysis.claims.base import Estimate, at_edge, decided, within_margin
 from attnlab import reproduce
 from experiments import tasks
-from experiments.claims import parts
+from experiments.claims import parts, training
 from experiments.claims.parts import SweptRuns
 from experiments.run import config as configs
 
@@ -261,12 +263,21 @@ def test_the_estimate_of_the_claims_times_every_part_and_trains_nothing(tmp_path
     printed = capsys.readouterr().out
     assert "claim-mamba_selective_copy-selective_copy: " in printed and "claim-flipflop_lstm-flipflop: " in printed
     # One fixed learning rate, 3 paired seeds: selective copying's 3 cells x 3 jobs at its budget of 400 steps x 0.1 s
-    # + 3 interim evaluations x 1 s + the last 2 s; flip-flop's 2 cells x 3 jobs at 1,000 steps, 9 interim evaluations.
-    assert f"total: {estimate.duration(9 * (40 + 3 + 2) + 6 * (100 + 9 + 2))} of runs; with 2 workers" in printed
+    # + 1 interim evaluation (its budget's evaluations: halfway and at the end) x 1 s + the last 2 s; flip-flop's 2
+    # cells x 3 jobs at the profile's 1,000 steps, 9 interim evaluations.
+    copy, flipflop = 9 * (40 + 1 + 2), 6 * (100 + 9 + 2)
+    assert f"total: {estimate.duration(copy + flipflop)} of runs; with 2 workers" in printed
     written = sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*") if path.is_file())
     assert written == [f"benchmark/claim-{part}/{name}" for part in ("flipflop_lstm-flipflop",
                                                                     "mamba_selective_copy-selective_copy")
-                       for name in ("estimate-record.csv", "estimate.csv")]  # nothing trained, no storage
+                       for name in ("estimate-record.csv", "estimate.csv")] + [
+        f"benchmark/{training.ESTIMATE_RECORD}"]  # nothing trained, no storage; the whole as one record
+    whole = pd.read_csv(tmp_path / "benchmark" / training.ESTIMATE_RECORD, dtype=str).set_index("what")
+    assert whole.loc["part claim-mamba_selective_copy-selective_copy", "jobs"] == "9"
+    assert whole.loc["every job", "jobs"] == "15"
+    assert whole.loc["every job", "hours"] == f"{(copy + flipflop) / 3600:.2f}"
+    assert float(whole.loc["wall time with 2 workers", "hours"]) == pytest.approx((copy + flipflop) / 7200, abs=0.01)
+    assert whole["command"].eq("attnlab reproduce --estimate --workers 2").all()
 
 
 def test_a_part_on_a_task_not_discriminative_at_the_profile_is_not_trained_and_its_claim_says_why(tmp_path,
@@ -295,3 +306,44 @@ def test_a_part_sweeping_its_papers_grid_tunes_it_whatever_the_command_says(tmp_
     assert plain.learning_rates(plain.cells[0]) == [1e-3]
     assert "dense_weight_decay_0.1: dense on" in reproductions.rules([claim]).iloc[0]["runs"]
     assert "tuned over 0.1, 0.5, 1 x each task's learning rate" in reproductions.rules([claim]).iloc[0]["runs"]
+
+
+def test_the_claims_cost_sets_the_wall_time_their_records_took_against_the_estimate_made_before(tmp_path,
+                                                                                               monkeypatch):
+    """The union of every job's span over every claim's records (a job that starts as another ends adds its own
+    length, overlapping ones count once, a pause counts nothing) against `attnlab reproduce --estimate`'s record;
+    nothing while that record is missing, or a claim's records are missing or stale."""
+    start = datetime.datetime(2026, 1, 1)
+
+    def at(*seconds: int) -> list[tuple[datetime.datetime, datetime.datetime]]:
+        return [(start + datetime.timedelta(seconds=a), start + datetime.timedelta(seconds=b))
+                for a, b in zip(seconds[::2], seconds[1::2], strict=True)]
+
+    class Spanned:
+        def __init__(self, spans):
+            self._spans = spans
+
+        def spans(self):
+            return self._spans
+
+    class Two(Claim):
+        runs = (Runs("a", ("dense",), ("mqar",)), Runs("b", ("dense",), ("mqar",)))
+
+    ledgers = {"a": Spanned(at(0, 600, 300, 1200)), "b": Spanned(at(1200, 1800, 3000, 3600))}  # 1,800 s + 600 s
+    monkeypatch.setattr(reproductions, "chosen", lambda names: [Two()])
+    monkeypatch.setattr(reproductions, "kept", lambda claim, records: ledgers)
+    monkeypatch.setattr(reproductions, "stale", lambda claim, found: {})
+    assert reproductions.cost(tmp_path) == ""  # no estimate made before
+    pd.DataFrame([{"what": "part claim-two-a", "jobs": "3", "hours": "0.60"},
+                  {"what": "every job", "jobs": "6", "hours": "1.00"},
+                  {"what": "wall time with 2 workers", "jobs": "", "hours": "0.50"}]).to_csv(
+        tmp_path / reproductions.ESTIMATE, index=False)
+    assert reproductions.cost(tmp_path) == (
+        "Their runs cost, estimated before they ran (`make reproduce ARGS=--estimate WORKERS=2`, "
+        "[records/claims/estimate.csv](records/claims/estimate.csv)), 1.00 hours of runs, 0.50 hours of wall time with "
+        "2 workers; measured, 0.67 hours of wall time (1.33 of the estimate; while at least one of their jobs ran).")
+    monkeypatch.setattr(reproductions, "stale", lambda claim, found: {"a": ["sets"]})
+    assert reproductions.cost(tmp_path) == ""  # not the runs that were estimated
+    monkeypatch.setattr(reproductions, "stale", lambda claim, found: {})
+    del ledgers["b"]
+    assert reproductions.cost(tmp_path) == ""  # a part not run yet
