@@ -137,7 +137,7 @@ def test_nope_runs_with_no_positions_and_absolute_positions_are_sinusoidal_each_
     assert seen["mqar", "relative:kind=t5"] == ("none", (128, 256)) and len(seen) == 10
     assert not any(tmp_path.iterdir())  # nothing trained
     # No record yet: the table says so, and how to run it.
-    row = reproductions.table([claim], ROOT / reproductions.RECORDS).iloc[0]
+    row = reproductions.table([claim], tmp_path / "no records").iloc[0]
     assert row["our measurement"] == "not run yet" and "make reproduce CLAIM=kazemnejad_nope" in row["why"]
 
 

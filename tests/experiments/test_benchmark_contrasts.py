@@ -81,7 +81,10 @@ def test_a_protocol_2_record_block_states_each_contrast_with_its_interval_p_and_
     test_accuracy = next(line for line in lines if line.startswith("passkey, test accuracy"))
     assert "no variant is told apart (local:window=4)" in test_accuracy
     assert "would have been detected with 80% power at the Holm level" in test_accuracy
-    assert test_accuracy.endswith("Tiers: tier 1: dense, local:window=4.")
+    assert "Tiers: tier 1: dense, local:window=4." in test_accuracy  # then, for a task too noisy, its mark
+    power = next(line for line in lines if line.startswith("Power: "))
+    assert test_accuracy.endswith("Exploratory: too noisy for the protocol's aim (the power check).") == \
+        power.endswith("within 24 seeds: passkey.")  # marked exactly where the power check sets the task aside
     assert set(table["metric"]) == {"test accuracy", "curve area", "accuracy at length 12", "steps to 0.9",
                                     "steps to 0.99"} and set(table["variant"]) == {"local:window=4"}
     for readme in (False, True):
