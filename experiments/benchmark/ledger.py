@@ -294,7 +294,6 @@ class Ledger:
         """Jobs by stage and state, e.g. {("tune", "completed"): 12, ...}."""
         return Counter((job.job.stage, job.state) for state in self.cells for job in state.jobs)
 
-
     def spans(self) -> list[tuple[datetime.datetime | None, datetime.datetime | None]]:
         """Each settled job's last trial, its start and end."""
         return [(job.trials[-1].datetime_start, job.trials[-1].datetime_complete)
